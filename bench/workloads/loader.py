@@ -1,0 +1,126 @@
+"""A DataLoader-like workload that reports exactly what I/O it did, per process.
+
+The main process creates N files, indexes them (listdir + stat), then K workers (started
+with multiprocessing 'spawn' or 'fork') each read their share in 4 KiB and 1 MiB chunks,
+stat and list the directory; a thread pool in the main process reads too; finally the main
+process renames and unlinks the files. Every process counts its own calls and bytes, and the
+main process prints one JSON line: {"EXPECTED": {pid: {...}}}. Tests compare a trace against it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+SMALL, LARGE = 4096, 1 << 20
+
+
+def new_counts() -> dict:
+    """Per-process tallies, keyed like syscall names."""
+    return {"openat": 0, "read": 0, "write": 0, "close": 0, "newfstatat": 0, "getdents64_dirs": 0,
+            "rename": 0, "unlink": 0, "files": {}}
+
+
+def read_file(path: str, chunk: int, counts: dict) -> None:
+    """open, read to EOF in `chunk`-byte reads (the last returns 0), close."""
+    fd = os.open(path, os.O_RDONLY)
+    counts["openat"] += 1
+    got = 0
+    while True:
+        data = os.read(fd, chunk)
+        counts["read"] += 1
+        got += len(data)
+        if not data:
+            break
+    os.close(fd)
+    counts["close"] += 1
+    counts["files"][path] = counts["files"].get(path, 0) + got
+
+
+def worker(args: tuple) -> dict:
+    """One loader worker: stat + read its files, list the directory once."""
+    directory, paths, chunk = args
+    counts = new_counts()
+    for path in paths:
+        os.stat(path)
+        counts["newfstatat"] += 1
+        read_file(path, chunk, counts)
+    os.listdir(directory)
+    counts["getdents64_dirs"] += 1
+    return {"pid": os.getpid(), "ppid": os.getppid(), "counts": counts}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=None, help="work directory (default: a new temp dir)")
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--size", type=int, default=LARGE, help="bytes per file")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--start", choices=["spawn", "fork"], default="spawn")
+    parser.add_argument("--threads", type=int, default=2, help="thread-pool readers in the main process")
+    parser.add_argument("--epochs", type=int, default=1, help="worker pools started one after another")
+    args = parser.parse_args()
+
+    base = args.dir or tempfile.mkdtemp(prefix="ioobserve-loader-")
+    directory = os.path.join(base, "data")
+    os.makedirs(directory, exist_ok=True)
+    main_counts = new_counts()
+    payload = os.urandom(args.size)
+    paths = []
+    for i in range(args.files):
+        path = os.path.join(directory, f"sample-{i:04d}.bin")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        main_counts["openat"] += 1
+        os.write(fd, payload)
+        main_counts["write"] += 1
+        os.close(fd)
+        main_counts["close"] += 1
+        paths.append(path)
+    for name in os.listdir(directory):
+        os.stat(os.path.join(directory, name))
+        main_counts["newfstatat"] += 1
+    main_counts["getdents64_dirs"] += 1
+
+    started = time.monotonic()
+    results = []
+    ctx = mp.get_context(args.start)
+    for epoch in range(args.epochs):
+        shares = [(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE) for w in range(args.workers)]
+        with ctx.Pool(args.workers) as pool:
+            # one task per worker process: Pool hands tasks to idle workers, so make each
+            # worker take exactly one by chunksize=1 and as many tasks as workers
+            results.extend(pool.map(worker, shares, chunksize=1))
+    with ThreadPoolExecutor(args.threads) as pool:
+        list(pool.map(lambda p: read_file(p, LARGE, main_counts), paths[: args.threads]))
+    for path in paths:
+        renamed = path + ".done"
+        os.rename(path, renamed)
+        main_counts["rename"] += 1
+        os.unlink(renamed)
+        main_counts["unlink"] += 1
+    os.rmdir(directory)
+    if not args.dir:
+        os.rmdir(base)
+
+    expected: dict = {}
+    for result in results:
+        slot = expected.setdefault(result["pid"], {"ppid": result["ppid"], "counts": new_counts()})
+        for key, value in result["counts"].items():
+            if key == "files":
+                for path, n in value.items():
+                    slot["counts"]["files"][path] = slot["counts"]["files"].get(path, 0) + n
+            else:
+                slot["counts"][key] += value
+    expected[os.getpid()] = {"ppid": os.getppid(), "counts": main_counts}
+    print(json.dumps({"EXPECTED": expected, "dir": directory, "start": args.start,
+                      "elapsed_s": time.monotonic() - started}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

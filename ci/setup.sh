@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages bcc needs, kernel headers, and .venv with the project.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SYSTEM_PYTHON=/usr/bin/python3   # the interpreter Debian's python3-bpfcc is built for
+PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace gcc make)
+
+need_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "ci/setup.sh: installing system packages needs root (sudo make setup)" >&2
+        exit 1
+    fi
+}
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+# Headers: the running kernel's own when the distribution has them, else the generic package
+# (bcc needs a build tree only for its bootstrap headers; struct layouts come from BTF).
+release="$(uname -r)"
+if [ ! -e "/lib/modules/$release/build/include/linux/kconfig.h" ] && ! ls -d /usr/src/linux-headers-*-common >/dev/null 2>&1; then
+    missing+=("__headers__")
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    need_root
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    pkgs=()
+    for pkg in "${missing[@]}"; do
+        [ "$pkg" = "__headers__" ] || pkgs+=("$pkg")
+    done
+    if [[ " ${missing[*]} " == *" __headers__ "* ]]; then
+        if apt-cache show "linux-headers-$release" >/dev/null 2>&1; then
+            pkgs+=("linux-headers-$release")
+        else
+            case "$(uname -m)" in
+                x86_64) pkgs+=(linux-headers-amd64) ;;
+                aarch64) pkgs+=(linux-headers-arm64) ;;
+                *) echo "ci/setup.sh: no generic kernel headers package known for $(uname -m)" >&2; exit 1 ;;
+            esac
+        fi
+    fi
+    apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import bcc" 2>/dev/null; then
+    rm -rf .venv
+    "$SYSTEM_PYTHON" -m venv --system-site-packages .venv
+fi
+stamp=.venv/.ioobserve-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e ".[dev]"
+    touch "$stamp"
+fi
+# Prepare the merged header tree and check the machine (mounts tracefs when needed).
+if [ "$(id -u)" -eq 0 ]; then
+    .venv/bin/ioobserve doctor --quick >/dev/null || .venv/bin/ioobserve doctor --quick
+fi

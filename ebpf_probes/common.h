@@ -1,0 +1,168 @@
+/* The contract between the kernel probes and ioobserve's user space.
+ *
+ * Every record that crosses a ring buffer is declared here; ioobserve/events.py mirrors
+ * these layouts as numpy dtypes and tests/unit/test_event_layout.py compiles this header
+ * to check that sizes and offsets agree. Keep fields naturally aligned, widest first.
+ */
+#ifndef IOOBSERVE_COMMON_H
+#define IOOBSERVE_COMMON_H
+
+#include <linux/types.h>
+
+#define IOO_COMM_LEN 16
+#define IOO_NAME_LEN 256      /* bytes of a user-supplied path kept per name record */
+#define IOO_PATH_BYTES 4096   /* bytes of a kernel-resolved path (leaf-first components) */
+#define IOO_EXEC_BYTES 512    /* bytes of filename + argv kept per exec */
+#define IOO_MAX_PREFIXES 8
+#define IOO_PREFIX_LEN 128
+#define IOO_MAX_OPS 64
+
+/* Operations. Values are stable: they are written into traces as numbers too. */
+enum ioo_op {
+	IOO_OP_NONE = 0,
+	IOO_OP_OPEN, IOO_OP_OPENAT, IOO_OP_OPENAT2, IOO_OP_CREAT,
+	IOO_OP_CLOSE, IOO_OP_CLOSE_RANGE,
+	IOO_OP_READ, IOO_OP_PREAD64, IOO_OP_READV, IOO_OP_PREADV, IOO_OP_PREADV2,
+	IOO_OP_WRITE, IOO_OP_PWRITE64, IOO_OP_WRITEV, IOO_OP_PWRITEV, IOO_OP_PWRITEV2,
+	IOO_OP_LSEEK,
+	IOO_OP_FSYNC, IOO_OP_FDATASYNC, IOO_OP_SYNC_FILE_RANGE, IOO_OP_SYNCFS,
+	IOO_OP_STAT, IOO_OP_LSTAT, IOO_OP_FSTAT, IOO_OP_NEWFSTATAT, IOO_OP_STATX,
+	IOO_OP_ACCESS, IOO_OP_FACCESSAT, IOO_OP_FACCESSAT2,
+	IOO_OP_UNLINK, IOO_OP_UNLINKAT,
+	IOO_OP_RENAME, IOO_OP_RENAMEAT, IOO_OP_RENAMEAT2,
+	IOO_OP_MKDIR, IOO_OP_MKDIRAT, IOO_OP_RMDIR,
+	IOO_OP_GETDENTS64,
+	IOO_OP_TRUNCATE, IOO_OP_FTRUNCATE, IOO_OP_FALLOCATE,
+	IOO_OP_MMAP,
+	IOO_OP_SENDFILE, IOO_OP_COPY_FILE_RANGE, IOO_OP_SPLICE,
+	IOO_OP_DUP, IOO_OP_DUP2, IOO_OP_DUP3, IOO_OP_FCNTL,
+	IOO_OP_COUNT
+};
+
+/* How the probes treat a syscall: bits of ioo_syscall_spec.flags. */
+#define IOO_S_RET_FD      0x0001 /* the return value is a new fd naming the file (open family) */
+#define IOO_S_IOV         0x0002 /* count_arg is an iovcnt; the iovec array is the argument before it */
+#define IOO_S_STATBUF     0x0004 /* buf_arg points to a struct stat filled on success */
+#define IOO_S_STATX       0x0008 /* buf_arg points to a struct statx filled on success */
+#define IOO_S_OFFSET_PTR  0x0010 /* offset_arg is a loff_t pointer (NULL: file position) */
+#define IOO_S_MMAP        0x0020 /* only file-backed mappings (aux_arg holds the mmap flags) */
+#define IOO_S_FCNTL_DUP   0x0040 /* only F_DUPFD / F_DUPFD_CLOEXEC (aux_arg holds the cmd) */
+#define IOO_S_EMPTY_PATH  0x0080 /* "" with AT_EMPTY_PATH names the dirfd itself */
+#define IOO_S_PAIR        0x0100 /* fd2_arg names a second file (sendfile, copy_file_range, splice) */
+#define IOO_S_OFFSET_NEG  0x0200 /* an explicit offset of -1 means the file position (preadv2) */
+#define IOO_S_HOW_FLAGS   0x0400 /* aux_arg points to struct open_how; its first u64 is the flags */
+#define IOO_S_FILE_POS    0x0800 /* without an explicit offset, record the file position */
+
+/* One entry per syscall number in the `syscall_specs` array map; op 0 = not traced. */
+struct ioo_syscall_spec {
+	__u16 op;
+	__u16 flags;
+	__s16 fd_arg;      /* argument index, -1 for none */
+	__s16 path_arg;
+	__s16 dirfd_arg;   /* -1: relative paths are relative to the cwd */
+	__s16 count_arg;
+	__s16 offset_arg;
+	__s16 aux_arg;     /* copied into ioo_event.arg */
+	__s16 buf_arg;
+	__s16 fd2_arg;
+	__s16 path2_arg;
+	__s16 dirfd2_arg;
+};
+
+/* Global switches written once by user space before the probes attach. */
+struct ioo_config {
+	__u32 self_tgid;      /* ioobserve itself: never traced */
+	__u32 filter_pid;     /* only tgids in `traced_tgids` (grown at fork) */
+	__u32 filter_cgroup;  /* only tasks whose cgroup or an ancestor is in `cgroups` */
+	__u32 filter_comm;    /* only tasks whose comm is in `comms` */
+	__u32 filter_path;    /* only files under `prefix_dirs` / `prefixes` */
+	__u32 pad;
+};
+
+/* Bits of ioo_event.flags. */
+#define IOO_F_FILE      0x0001 /* dev and ino name the file */
+#define IOO_F_NAME      0x0002 /* a name record (same tid and ts) carries the user's path */
+#define IOO_F_NAME2     0x0004 /* ... and a second one (rename targets) */
+#define IOO_F_PAIR_OUT  0x0008 /* the output side of a two-file op (sendfile, copy_file_range) */
+#define IOO_F_REPEAT    0x0020 /* second record of one call: count the call once, not twice */
+#define IOO_F_POS       0x0010 /* offset is the file position, not an explicit argument */
+
+/* The hot record: one per traced syscall, fixed size so a batch decodes in one frombuffer. */
+struct ioo_event {
+	__u64 ts_ns;       /* CLOCK_MONOTONIC at syscall entry */
+	__u64 dur_ns;
+	__s64 ret;         /* return value; negative errno on failure */
+	__u64 bytes_req;   /* bytes asked for (count, iovec sum, length) */
+	__s64 offset;      /* explicit offset or the file position before the call; -1 if none */
+	__u64 ino;
+	__u64 cgroup_id;   /* cgroup v2 id of the task */
+	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd ... */
+	__u32 dev;         /* kernel dev_t: major << 20 | minor */
+	__s32 fd;
+	__u32 pid;         /* tgid: the process */
+	__u32 tid;         /* the thread */
+	__u32 uid;
+	__u16 op;
+	__u16 flags;
+	char comm[IOO_COMM_LEN];
+};
+
+/* Records on the auxiliary ring: variable size, low rate, each starting with this. */
+enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3 };
+
+struct ioo_aux_header {
+	__u32 kind;
+	__u32 size;        /* bytes of the whole record */
+};
+
+/* A file's absolute path, sent once per (dev, ino): components leaf first, NUL-separated. */
+#define IOO_PATH_TRUNCATED 0x1 /* deeper than the walk goes: the root part is missing */
+struct ioo_path_record {
+	struct ioo_aux_header hdr;
+	__u64 ino;
+	__u32 dev;
+	__u16 mode;        /* i_mode: file type and permissions */
+	__u16 flags;
+	__u32 len;         /* bytes used in data */
+	__u32 depth;       /* components */
+	char data[IOO_PATH_BYTES];
+};
+
+/* A path argument as the program passed it, joined to its event by (tid, ts). */
+struct ioo_name_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u64 base_ino;    /* directory a relative path starts from (dirfd or cwd) */
+	__u32 base_dev;
+	__u32 tid;
+	__u16 index;       /* 0: the path, 1: the second path of rename */
+	__u16 len;
+	char data[IOO_NAME_LEN];
+};
+
+/* Process lifecycle, from the sched tracepoints. */
+enum ioo_proc_kind { IOO_PROC_FORK = 1, IOO_PROC_EXEC = 2, IOO_PROC_EXIT = 3 };
+struct ioo_proc_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u64 cgroup_id;
+	__u32 proc_kind;
+	__u32 pid;         /* tgid of the subject (the child for fork) */
+	__u32 tid;
+	__u32 ppid;        /* fork: the parent's tgid */
+	__u32 ptid;        /* fork: the parent's thread */
+	__u32 uid;
+	__s32 exit_code;
+	__u32 len;         /* exec: bytes of data (filename NUL argv NUL-separated) */
+	char comm[IOO_COMM_LEN];
+	char data[IOO_EXEC_BYTES];
+};
+
+/* Keys of the in-kernel tables user space fills. */
+struct ioo_file_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+#endif /* IOOBSERVE_COMMON_H */

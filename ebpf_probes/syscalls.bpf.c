@@ -1,0 +1,671 @@
+/* Syscall layer: file I/O of every process, from the raw sys_enter/sys_exit tracepoints,
+ * plus process lineage from the sched tracepoints.
+ *
+ * Which syscalls are traced and how their arguments are read comes from the
+ * `syscall_specs` map (ioobserve/probes/syscall_table.py); filters come from maps too, so
+ * nothing a user types ever becomes C text. Build-time knobs arrive as -D flags:
+ * EVENTS_PAGES, AUX_PAGES, INFLIGHT_ENTRIES, KNOWN_FILES, and the OFF_* struct offsets.
+ */
+#include "common.h"
+#include "kernel_access.h"
+
+#define SPEC_ENTRIES 512
+#define MAX_PATH_DEPTH 48
+#define MAX_CGROUP_LEVELS 16
+#define MAX_IOV 8
+#define AT_FDCWD_ -100
+#define AT_EMPTY_PATH_ 0x1000
+#define MAP_ANONYMOUS_ 0x20
+#define F_DUPFD_ 0
+#define F_DUPFD_CLOEXEC_ 1030
+#define LOST_AUX_BASE IOO_MAX_OPS
+
+/* known_files values */
+#define KNOWN_ADMITTED 0x1
+#define KNOWN_EMITTED 0x2
+
+struct prefix_key {
+	char path[IOO_PREFIX_LEN];
+};
+
+struct comm_key {
+	char comm[IOO_COMM_LEN];
+};
+
+/* What sys_enter saw, kept by thread id until sys_exit. */
+struct inflight {
+	u64 ts;
+	u64 args[6];
+	u64 bytes_req;
+	s64 pos;
+	s64 pos2;
+	struct file_ident file;
+	struct file_ident file2;
+	s32 fd;    /* the descriptor the call used (the dirfd for "" + AT_EMPTY_PATH) */
+	u32 nr;
+	u16 op;
+	u16 have;  /* HAVE_* */
+};
+#define HAVE_FILE 0x1
+#define HAVE_FILE2 0x2
+#define HAVE_POS 0x4
+#define HAVE_NO_NAME 0x8  /* the path argument is "" naming the fd: nothing to send */
+
+struct walk_req {
+	void *vfsmnt;
+	void *dentry;
+	struct file_ident id;
+	u32 force;  /* emit the path even if the path filter rejects it (base directories) */
+};
+
+BPF_ARRAY(config, struct ioo_config, 1);
+BPF_ARRAY(syscall_specs, struct ioo_syscall_spec, SPEC_ENTRIES);
+BPF_HASH(inflight, u32, struct inflight, INFLIGHT_ENTRIES);
+BPF_HASH(traced_tgids, u32, u8, 65536);
+BPF_HASH(cgroups, u64, u8, 1024);
+BPF_HASH(comms, struct comm_key, u8, 256);
+BPF_HASH(prefix_dirs, struct ioo_file_key, u8, 64);
+BPF_ARRAY(prefix_lens, u32, IOO_MAX_PREFIXES);          /* distinct prefix lengths, 0-terminated */
+BPF_HASH(prefix_strings, struct prefix_key, u8, 64);     /* prefixes, zero-padded */
+BPF_PERCPU_ARRAY(prefix_key_scratch, struct prefix_key, 1);
+BPF_HASH(excluded_devs, u32, u8, 64);
+BPF_TABLE("lru_hash", struct ioo_file_key, u8, known_files, KNOWN_FILES);
+BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + 4);
+BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
+BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
+BPF_PERCPU_ARRAY(proc_scratch, struct ioo_proc_record, 1);
+BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
+BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
+
+static __always_inline void count_lost(u32 index)
+{
+	u64 *slot = lost.lookup(&index);
+	if (slot)
+		*slot += 1;
+}
+
+static __always_inline struct ioo_config *get_config(void)
+{
+	u32 zero = 0;
+	return config.lookup(&zero);
+}
+
+static __always_inline int cgroup_selected(void)
+{
+	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+		u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			return 0;
+		if (cgroups.lookup(&id))
+			return 1;
+	}
+	return 0;
+}
+
+/* The process filters: pid tree, cgroup, comm; ioobserve itself is never traced. */
+static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
+{
+	if (tgid == cfg->self_tgid || tgid == 0)
+		return 0;
+	if (cfg->filter_pid && !traced_tgids.lookup(&tgid))
+		return 0;
+	if (cfg->filter_cgroup && !cgroup_selected())
+		return 0;
+	if (cfg->filter_comm) {
+		struct comm_key key = {};
+		bpf_get_current_comm(&key.comm, sizeof(key.comm));
+		if (!comms.lookup(&key))
+			return 0;
+	}
+	return 1;
+}
+
+static __always_inline int dentry_in_prefix_dirs(void *dentry)
+{
+	struct file_ident id = {};
+	if (inode_ident(read_ptr(dentry, OFF_DENTRY_D_INODE), &id) < 0)
+		return 0;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	return prefix_dirs.lookup(&key) != NULL;
+}
+
+/* Walk dentries and mounts up to the root, decide the path filter, and send the path
+ * once per file. Returns 1 if the file passes the path filter.
+ *
+ * The loop keeps its counters in the per-CPU record, not in registers: values read back
+ * from map memory are unknown to the verifier, so every iteration starts in the same
+ * state whichever branch it came from, and verification stays linear in the depth. */
+static __always_inline int walk_path(struct walk_req *req)
+{
+	u32 zero = 0;
+	struct ioo_config *cfg = get_config();
+	struct ioo_path_record *rec = path_scratch.lookup(&zero);
+	if (!cfg || !rec)
+		return 0;
+	void *vfsmnt = req->vfsmnt;
+	void *dentry = req->dentry;
+	void *mnt = (char *)vfsmnt - OFF_MOUNT_MNT;
+	rec->len = 0;
+	rec->depth = 0;
+	rec->flags = IOO_PATH_TRUNCATED;
+	rec->hdr.kind = !cfg->filter_path;  /* "admitted so far", until the record is sent */
+
+	for (int i = 0; i < MAX_PATH_DEPTH; i++) {
+		if (!rec->hdr.kind && dentry_in_prefix_dirs(dentry))
+			rec->hdr.kind = 1;
+		void *root = read_ptr(vfsmnt, OFF_VFSMOUNT_MNT_ROOT);
+		void *parent = read_ptr(dentry, OFF_DENTRY_D_PARENT);
+		if (dentry == root || dentry == parent) {
+			void *mnt_parent = read_ptr(mnt, OFF_MOUNT_MNT_PARENT);
+			if (dentry != root || mnt_parent == mnt || !mnt_parent) {
+				rec->flags = 0;
+				break;
+			}
+			dentry = read_ptr(mnt, OFF_MOUNT_MNT_MOUNTPOINT);
+			mnt = mnt_parent;
+			vfsmnt = (char *)mnt + OFF_MOUNT_MNT;
+			continue;
+		}
+		u32 off = rec->len;
+		if (off > IOO_PATH_BYTES - IOO_NAME_LEN)
+			break;
+		const char *name = read_ptr(dentry, OFF_DENTRY_D_NAME_NAME);
+		int n = bpf_probe_read_kernel_str(&rec->data[off], IOO_NAME_LEN, name);
+		if (n <= 0)
+			break;
+		rec->len = off + n;
+		rec->depth += 1;
+		dentry = parent;
+	}
+
+	int admitted = rec->hdr.kind != 0;
+	struct ioo_file_key key = {.ino = req->id.ino, .dev = req->id.dev};
+	u8 known = admitted ? KNOWN_ADMITTED : 0;
+	if (admitted || req->force) {
+		rec->hdr.kind = IOO_AUX_PATH;
+		rec->ino = req->id.ino;
+		rec->dev = req->id.dev;
+		rec->mode = req->id.mode;
+		u32 len = rec->len;
+		if (len > IOO_PATH_BYTES)
+			len = IOO_PATH_BYTES;
+		u32 size = __builtin_offsetof(struct ioo_path_record, data) + len;
+		rec->hdr.size = size;
+		if (aux.ringbuf_output(rec, size, 0) == 0)
+			known |= KNOWN_EMITTED;
+		else
+			count_lost(LOST_AUX_BASE + IOO_AUX_PATH);
+	}
+	/* Only a delivered path is remembered, so a lost one is sent again next time. */
+	if (known & KNOWN_EMITTED || !admitted)
+		known_files.update(&key, &known);
+	return admitted;
+}
+
+/* Path filter and path delivery for an open file. */
+static __always_inline int file_admitted(void *file, struct file_ident *id, int force)
+{
+	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
+	u8 *known = known_files.lookup(&key);
+	if (known && (*known & KNOWN_EMITTED || (!force && !(*known & KNOWN_ADMITTED))))
+		return *known & KNOWN_ADMITTED;
+	struct walk_req req = {
+		.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT),
+		.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY),
+		.id = *id,
+		.force = force,
+	};
+	return walk_path(&req);
+}
+
+/* An I/O file we may trace: real file type, not on an excluded filesystem, path filter. */
+static __always_inline int file_traced(void *file, struct file_ident *id)
+{
+	if (file_ident(file, id) < 0 || !mode_is_io(id->mode))
+		return 0;
+	if (excluded_devs.lookup(&id->dev))
+		return 0;
+	return file_admitted(file, id, 0);
+}
+
+static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
+{
+	u64 total = 0;
+	for (int i = 0; i < MAX_IOV; i++) {
+		if (i >= count)
+			break;
+		u64 len = 0;
+		bpf_probe_read_user(&len, sizeof(len), (void *)(iov_ptr + i * 16 + 8));
+		total += len;
+	}
+	return total;
+}
+
+static __always_inline u64 arg_at(struct inflight *st, s16 index)
+{
+	if (index < 0 || index > 5)
+		return 0;
+	return st->args[index & 7];
+}
+
+int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 nr = ctx->args[1];
+	if (nr >= SPEC_ENTRIES)
+		return 0;
+	u32 key = nr;
+	struct ioo_syscall_spec *spec = syscall_specs.lookup(&key);
+	if (!spec || !spec->op)
+		return 0;
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+
+	u64 regs[SIZEOF_PT_REGS / 8] = {};
+	bpf_probe_read_kernel(regs, sizeof(regs), (void *)ctx->args[0]);
+	struct inflight st = {};
+	st.ts = bpf_ktime_get_ns();
+	st.nr = key;
+	st.op = spec->op;
+	st.args[0] = regs[OFF_SYSCALL_ARG0 / 8];
+	st.args[1] = regs[OFF_SYSCALL_ARG1 / 8];
+	st.args[2] = regs[OFF_SYSCALL_ARG2 / 8];
+	st.args[3] = regs[OFF_SYSCALL_ARG3 / 8];
+	st.args[4] = regs[OFF_SYSCALL_ARG4 / 8];
+	st.args[5] = regs[OFF_SYSCALL_ARG5 / 8];
+	u16 flags = spec->flags;
+
+	if (flags & IOO_S_MMAP) {
+		if ((arg_at(&st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(&st, spec->fd_arg) < 0)
+			return 0;
+	}
+	if (flags & IOO_S_FCNTL_DUP) {
+		u64 cmd = arg_at(&st, spec->aux_arg);
+		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)
+			return 0;
+	}
+
+	void *task = (void *)bpf_get_current_task();
+	s16 fd_arg = spec->fd_arg;
+	if (flags & IOO_S_EMPTY_PATH && spec->path_arg >= 0) {
+		char first = 1;
+		bpf_probe_read_user(&first, 1, (void *)arg_at(&st, spec->path_arg));
+		if (first == 0 && (arg_at(&st, spec->aux_arg) & AT_EMPTY_PATH_)) {
+			fd_arg = spec->dirfd_arg;
+			st.have |= HAVE_NO_NAME;
+		}
+	}
+	void *file = NULL;
+	st.fd = fd_arg >= 0 ? (s32)arg_at(&st, fd_arg) : -1;
+	if (fd_arg >= 0) {
+		file = fd_file(task, st.fd);
+		if (file) {
+			if (file_traced(file, &st.file))
+				st.have |= HAVE_FILE;
+			else if (!(flags & IOO_S_PAIR))
+				return 0;
+		} else if (cfg->filter_path) {
+			return 0;  /* a bad fd names no file a path filter could admit */
+		}
+	}
+	if (flags & IOO_S_PAIR) {
+		void *file2 = fd_file(task, (s32)arg_at(&st, spec->fd2_arg));
+		if (file2 && file_traced(file2, &st.file2))
+			st.have |= HAVE_FILE2;
+		if (!(st.have & (HAVE_FILE | HAVE_FILE2)))
+			return 0;  /* pipe to socket and the like: not file I/O */
+		if (st.have & HAVE_FILE2)
+			st.pos2 = read_u64(file2, OFF_FILE_F_POS);
+	}
+
+	if (spec->count_arg >= 0) {
+		u64 count = arg_at(&st, spec->count_arg);
+		if (flags & IOO_S_IOV)
+			count = iov_bytes(arg_at(&st, spec->count_arg - 1), count);
+		st.bytes_req = count;
+	}
+	st.pos = -1;
+	if (spec->offset_arg >= 0) {
+		u64 raw = arg_at(&st, spec->offset_arg);
+		if (flags & IOO_S_OFFSET_PTR) {
+			if (raw)
+				bpf_probe_read_user(&st.pos, sizeof(st.pos), (void *)raw);
+			else if (file)
+				st.have |= HAVE_POS;
+		} else if ((flags & IOO_S_OFFSET_NEG) && (s64)raw == -1) {
+			st.have |= HAVE_POS;
+		} else {
+			st.pos = raw;
+		}
+	} else if (flags & IOO_S_FILE_POS) {
+		st.have |= HAVE_POS;
+	}
+	if (st.have & HAVE_POS) {
+		st.pos = file && (st.have & HAVE_FILE) ? (s64)read_u64(file, OFF_FILE_F_POS) : -1;
+	}
+	u32 tid = pid_tgid;
+	inflight.update(&tid, &st);
+	return 0;
+}
+
+/* Resolve the directory a relative path starts from and make sure its path is sent. */
+static __always_inline void path_base(struct inflight *st, s16 dirfd_arg, struct ioo_name_record *rec)
+{
+	void *task = (void *)bpf_get_current_task();
+	struct walk_req req = {.force = 1};
+	s32 dirfd = dirfd_arg >= 0 ? (s32)arg_at(st, dirfd_arg) : AT_FDCWD_;
+	if (dirfd == AT_FDCWD_) {
+		void *fs = read_ptr(task, OFF_TASK_FS);
+		if (!fs)
+			return;
+		req.vfsmnt = read_ptr(fs, OFF_FS_STRUCT_PWD_MNT);
+		req.dentry = read_ptr(fs, OFF_FS_STRUCT_PWD_DENTRY);
+	} else {
+		void *file = fd_file(task, dirfd);
+		if (!file)
+			return;
+		req.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT);
+		req.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY);
+	}
+	if (!req.dentry || inode_ident(read_ptr(req.dentry, OFF_DENTRY_D_INODE), &req.id) < 0)
+		return;
+	rec->base_ino = req.id.ino;
+	rec->base_dev = req.id.dev;
+	struct ioo_file_key key = {.ino = req.id.ino, .dev = req.id.dev};
+	u8 *known = known_files.lookup(&key);
+	if (!known || !(*known & KNOWN_EMITTED))
+		walk_path(&req);
+}
+
+/* Absolute path strings against the --path-prefix strings: one hash lookup per distinct
+ * prefix length (no byte loops), then a component boundary check. */
+static __always_inline int prefix_matches(struct ioo_name_record *rec)
+{
+	u32 zero = 0;
+	struct prefix_key *key = prefix_key_scratch.lookup(&zero);
+	if (!key)
+		return 0;
+	for (u32 i = 0; i < IOO_MAX_PREFIXES; i++) {
+		u32 index = i;
+		u32 *len = prefix_lens.lookup(&index);
+		if (!len || *len == 0)
+			break;
+		u32 n = *len & (IOO_PREFIX_LEN - 1);
+		__builtin_memset(key, 0, sizeof(*key));
+		bpf_probe_read_kernel(key->path, n, rec->data);
+		char next = rec->data[n];
+		if ((next == '/' || next == 0 || key->path[n - 1 & (IOO_PREFIX_LEN - 1)] == '/') && prefix_strings.lookup(key))
+			return 1;
+	}
+	return 0;
+}
+
+/* Send the user's path argument; returns 0 if a filter rejects it. */
+static __always_inline int emit_name(struct ioo_config *cfg, struct inflight *st, s16 path_arg,
+				     s16 dirfd_arg, u16 index, int decided)
+{
+	u32 zero = 0;
+	struct ioo_name_record *rec = name_scratch.lookup(&zero);
+	if (!rec)
+		return 1;
+	int n = bpf_probe_read_user_str(rec->data, IOO_NAME_LEN, (void *)arg_at(st, path_arg));
+	if (n < 0)
+		n = 0;
+	rec->base_ino = 0;
+	rec->base_dev = 0;
+	if (rec->data[0] == '/') {
+		/* Pseudo-filesystems are excluded by name when no file identity decides. */
+		if (!decided && (
+		    (rec->data[1] == 'p' && rec->data[2] == 'r' && rec->data[3] == 'o' && rec->data[4] == 'c' && (rec->data[5] == '/' || rec->data[5] == 0)) ||
+		    (rec->data[1] == 's' && rec->data[2] == 'y' && rec->data[3] == 's' && (rec->data[4] == '/' || rec->data[4] == 0)) ||
+		    (rec->data[1] == 'd' && rec->data[2] == 'e' && rec->data[3] == 'v' && (rec->data[4] == '/' || rec->data[4] == 0))))
+			return 0;
+		if (!decided && cfg->filter_path && !prefix_matches(rec))
+			return 0;
+	} else if (n > 0) {
+		/* Relative: the path filter is finished in user space once the base is known. */
+		path_base(st, dirfd_arg, rec);
+	}
+	rec->hdr.kind = IOO_AUX_NAME;
+	rec->ts_ns = st->ts;
+	rec->tid = bpf_get_current_pid_tgid();
+	rec->index = index;
+	rec->len = n > 0 ? n - 1 : 0;
+	u32 size = __builtin_offsetof(struct ioo_name_record, data) + (n > 0 ? n : 0);
+	if (size > sizeof(*rec))
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0) != 0) {
+		count_lost(LOST_AUX_BASE + IOO_AUX_NAME);
+		return 1;
+	}
+	return 2;
+}
+
+static __always_inline u32 kernel_dev_from_user(u64 dev)
+{
+	/* userspace dev_t (new_encode_dev) back to the kernel's MAJOR << 20 | MINOR */
+	u32 major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfffULL);
+	u32 minor = (dev & 0xff) | ((dev >> 12) & ~0xffULL);
+	return (major << 20) | (minor & 0xfffff);
+}
+
+static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, struct file_ident *id,
+					int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
+{
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(st->op);
+		return -1;
+	}
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	ev->ts_ns = st->ts;
+	ev->dur_ns = dur;
+	ev->ret = ret;
+	ev->bytes_req = st->bytes_req;
+	ev->offset = pos;
+	ev->ino = has_file ? id->ino : 0;
+	ev->dev = has_file ? id->dev : 0;
+	ev->cgroup_id = bpf_get_current_cgroup_id();
+	ev->arg = arg;
+	ev->fd = fd;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	ev->uid = bpf_get_current_uid_gid();
+	ev->op = st->op;
+	ev->flags = flags | (has_file ? IOO_F_FILE : 0);
+	bpf_get_current_comm(&ev->comm, sizeof(ev->comm));
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tid = bpf_get_current_pid_tgid();
+	struct inflight *stored = inflight.lookup(&tid);
+	if (!stored)
+		return 0;
+	struct inflight st = *stored;
+	inflight.delete(&tid);
+	u64 dur = bpf_ktime_get_ns() - st.ts;
+	s64 ret = ctx->args[1];
+	struct ioo_config *cfg = get_config();
+	struct ioo_syscall_spec *spec = syscall_specs.lookup(&st.nr);
+	if (!cfg || !spec)
+		return 0;
+	u16 flags = spec->flags;
+	u16 ev_flags = (st.have & HAVE_POS) ? IOO_F_POS : 0;
+	int decided = st.have & HAVE_FILE;
+	s32 fd = st.fd;
+
+	if ((flags & IOO_S_RET_FD) && ret >= 0) {
+		void *task = (void *)bpf_get_current_task();
+		void *file = fd_file(task, ret);
+		if (!file || !file_traced(file, &st.file))
+			return 0;
+		st.have |= HAVE_FILE;
+		decided = 1;
+		fd = ret;
+	}
+	if ((flags & (IOO_S_STATBUF | IOO_S_STATX)) && ret == 0 && !(st.have & HAVE_FILE)) {
+		u64 buf = arg_at(&st, spec->buf_arg);
+		if (flags & IOO_S_STATBUF) {
+			u64 dev = 0;
+			bpf_probe_read_user(&dev, sizeof(dev), (void *)buf);
+			bpf_probe_read_user(&st.file.ino, sizeof(st.file.ino), (void *)(buf + 8));
+			st.file.dev = kernel_dev_from_user(dev);
+		} else {
+			u32 dev[2] = {};
+			bpf_probe_read_user(&st.file.ino, sizeof(st.file.ino), (void *)(buf + 32));
+			bpf_probe_read_user(dev, sizeof(dev), (void *)(buf + 136));
+			st.file.dev = (dev[0] << 20) | (dev[1] & 0xfffff);
+		}
+		if (excluded_devs.lookup(&st.file.dev))
+			return 0;
+		st.have |= HAVE_FILE;
+	}
+	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
+	int opened = (flags & IOO_S_RET_FD) && ret >= 0;
+	if (spec->path_arg >= 0 && !(st.have & HAVE_NO_NAME) && !opened) {
+		int sent = emit_name(cfg, &st, spec->path_arg, spec->dirfd_arg, 0, decided);
+		if (!sent)
+			return 0;
+		if (sent == 2)
+			ev_flags |= IOO_F_NAME;
+		if (spec->path2_arg >= 0 && emit_name(cfg, &st, spec->path2_arg, spec->dirfd2_arg, 1, decided) == 2)
+			ev_flags |= IOO_F_NAME2;
+	}
+	u64 arg = spec->aux_arg >= 0 ? arg_at(&st, spec->aux_arg) : 0;
+	if (flags & IOO_S_HOW_FLAGS) {
+		u64 how_flags = 0;
+		bpf_probe_read_user(&how_flags, sizeof(how_flags), (void *)arg);
+		arg = how_flags;
+	}
+	if (flags & IOO_S_PAIR) {
+		s32 fd2 = (s32)arg_at(&st, spec->fd2_arg);
+		if (st.have & HAVE_FILE)
+			submit_event(&st, ret, dur, &st.file, 1, fd, st.pos, fd2, ev_flags);
+		if (st.have & HAVE_FILE2)
+			submit_event(&st, ret, dur, &st.file2, 1, fd2, st.pos2, fd,
+				     IOO_F_PAIR_OUT | ((st.have & HAVE_FILE) ? IOO_F_REPEAT : 0));
+		return 0;
+	}
+	submit_event(&st, ret, dur, &st.file, st.have & HAVE_FILE, fd, st.pos, arg, ev_flags);
+	return 0;
+}
+
+static __always_inline struct ioo_proc_record *proc_record(u32 kind)
+{
+	u32 zero = 0;
+	struct ioo_proc_record *rec = proc_scratch.lookup(&zero);
+	if (!rec)
+		return NULL;
+	rec->hdr.kind = IOO_AUX_PROC;
+	rec->proc_kind = kind;
+	rec->ts_ns = bpf_ktime_get_ns();
+	rec->cgroup_id = bpf_get_current_cgroup_id();
+	rec->uid = bpf_get_current_uid_gid();
+	rec->ppid = 0;
+	rec->ptid = 0;
+	rec->exit_code = 0;
+	rec->len = 0;
+	bpf_get_current_comm(&rec->comm, sizeof(rec->comm));
+	return rec;
+}
+
+static __always_inline void send_proc(struct ioo_proc_record *rec)
+{
+	u32 size = __builtin_offsetof(struct ioo_proc_record, data) + (rec->len & (IOO_EXEC_BYTES - 1));
+	if (rec->len >= IOO_EXEC_BYTES)
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0) != 0)
+		count_lost(LOST_AUX_BASE + IOO_AUX_PROC);
+}
+
+/* args: (struct task_struct *parent, struct task_struct *child) */
+int on_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	void *parent = (void *)ctx->args[0];
+	void *child = (void *)ctx->args[1];
+	u32 child_tgid = read_u32(child, OFF_TASK_TGID);
+	u32 child_pid = read_u32(child, OFF_TASK_PID);
+	if (child_tgid != child_pid)
+		return 0;  /* a new thread: its events carry the process id already */
+	struct ioo_config *cfg = get_config();
+	u32 parent_tgid = read_u32(parent, OFF_TASK_TGID);
+	if (!cfg || parent_tgid == cfg->self_tgid)
+		return 0;
+	if (cfg->filter_pid && traced_tgids.lookup(&parent_tgid)) {
+		u8 one = 1;
+		traced_tgids.update(&child_tgid, &one);
+	}
+	if (!process_selected(cfg, parent_tgid))
+		return 0;
+	struct ioo_proc_record *rec = proc_record(IOO_PROC_FORK);
+	if (!rec)
+		return 0;
+	rec->pid = child_tgid;
+	rec->tid = child_pid;
+	rec->ppid = parent_tgid;
+	rec->ptid = read_u32(parent, OFF_TASK_PID);
+	send_proc(rec);
+	return 0;
+}
+
+/* args: (struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm) */
+int on_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+	struct ioo_proc_record *rec = proc_record(IOO_PROC_EXEC);
+	if (!rec)
+		return 0;
+	void *task = (void *)ctx->args[0];
+	void *bprm = (void *)ctx->args[2];
+	rec->pid = pid_tgid >> 32;
+	rec->tid = pid_tgid;
+	void *real_parent = read_ptr(task, OFF_TASK_REAL_PARENT);
+	rec->ppid = real_parent ? read_u32(real_parent, OFF_TASK_TGID) : 0;
+	int n = bpf_probe_read_kernel_str(rec->data, IOO_EXEC_BYTES / 2, read_ptr(bprm, OFF_LINUX_BINPRM_FILENAME));
+	u32 off = n > 0 ? n : 0;
+	void *mm = read_ptr(task, OFF_TASK_MM);
+	if (mm && off < IOO_EXEC_BYTES / 2) {
+		u64 start = read_u64(mm, OFF_MM_STRUCT_ARG_START);
+		u64 end = read_u64(mm, OFF_MM_STRUCT_ARG_END);
+		u64 len = end > start ? end - start : 0;
+		if (len > IOO_EXEC_BYTES / 2 - 1)
+			len = IOO_EXEC_BYTES / 2 - 1;
+		if (bpf_probe_read_user(&rec->data[off], len, (void *)start) == 0)
+			off += len;
+	}
+	rec->len = off;
+	send_proc(rec);
+	return 0;
+}
+
+/* args: (struct task_struct *task) */
+int on_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u32 tid = pid_tgid;
+	u32 tgid = pid_tgid >> 32;
+	inflight.delete(&tid);
+	if (tid != tgid)
+		return 0;
+	struct ioo_config *cfg = get_config();
+	if (cfg && process_selected(cfg, tgid)) {
+		struct ioo_proc_record *rec = proc_record(IOO_PROC_EXIT);
+		if (rec) {
+			rec->pid = tgid;
+			rec->tid = tid;
+			rec->exit_code = read_u32((void *)ctx->args[0], OFF_TASK_EXIT_CODE);
+			send_proc(rec);
+		}
+	}
+	traced_tgids.delete(&tgid);
+	return 0;
+}

@@ -1,0 +1,44 @@
+"""`ioobserve doctor`: what this kernel and machine allow, and what ioobserve will use."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+EPILOG = """Examples:
+
+  sudo ioobserve doctor            # full table; exit 0 when recording can work
+
+  sudo ioobserve doctor --quick    # skip the fentry load test (saves a compile)
+"""
+
+
+def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry load test.")] = False) -> None:
+    """Check privileges, BTF, headers, tracefs, tracepoints, kprobes, fentry, uprobes, ring buffer, cgroup v2."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ioobserve.probes.capabilities import layer_plan, run_checks
+
+    checks = run_checks(try_fentry=not quick)
+    table = Table(title="ioobserve doctor", title_justify="left")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for check in checks:
+        status = "[green]ok[/]" if check.ok else ("[red]FAIL[/]" if check.required else "[yellow]absent[/]")
+        table.add_row(check.name, status, check.detail)
+    console = Console()
+    console.print(table)
+    plan = Table(title="layers", title_justify="left")
+    plan.add_column("layer")
+    plan.add_column("mechanism", overflow="fold")
+    for layer, mechanism in layer_plan(checks).items():
+        plan.add_row(layer, mechanism)
+    console.print(plan)
+    failed = [c for c in checks if c.required and not c.ok]
+    if failed:
+        console.print(f"[red]recording cannot work here:[/] {failed[0].name}: {failed[0].detail}")
+        raise typer.Exit(1)
+    console.print("[green]recording can work here[/]")

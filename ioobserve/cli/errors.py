@@ -1,0 +1,21 @@
+"""One clear line and a non-zero exit for a user's mistake; never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import typer
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class UserError(Exception):
+    """Bad input or an unmet precondition; the message says what is wrong and what to do."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print `ioobserve: error: message` and exit."""
+    print(f"ioobserve: error: {message}", file=sys.stderr)
+    raise typer.Exit(code)

@@ -1,0 +1,72 @@
+"""The filter options shared by the commands, and their validation into kernel maps."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ioobserve import events as ev
+from ioobserve.cli.errors import UserError
+from ioobserve.probes.capabilities import cgroup2_mount
+from ioobserve.probes.filters import KernelFilters
+
+PidOption = Annotated[Optional[list[int]], typer.Option("--pid", help="Trace this process and all its descendants (repeatable).")]
+CgroupOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--cgroup", help="Trace tasks in this cgroup v2 or below it: a path under the cgroup2 mount, or relative to it (repeatable)."),
+]
+CommOption = Annotated[Optional[list[str]], typer.Option("--comm", help="Trace processes with this exact command name (repeatable).")]
+PrefixOption = Annotated[
+    Optional[list[Path]],
+    typer.Option("--path-prefix", help="Trace only files under this existing directory or file (repeatable, at most 8)."),
+]
+
+
+def _kernel_dev(st_dev: int) -> int:
+    return (os.major(st_dev) << 20) | os.minor(st_dev)
+
+
+def _cgroup_id(spec: str) -> int:
+    root = cgroup2_mount()
+    if root is None:
+        raise UserError("--cgroup needs cgroup v2, which is not mounted here")
+    path = Path(spec)
+    candidates = [path] if path.is_absolute() else [root / path]
+    if path.is_absolute() and root not in path.parents and path != root:
+        candidates.append(root / spec.lstrip("/"))
+    for candidate in candidates:
+        if candidate.is_dir() and (candidate == root or root in candidate.parents):
+            return candidate.stat().st_ino  # a cgroup v2 id is its directory's inode number
+    raise UserError(f"cgroup {spec!r} not found under {root}")
+
+
+def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list[str] | None,
+                  prefixes: list[Path] | None) -> KernelFilters:
+    """Check what the user asked for and turn it into map contents; raises UserError."""
+    filters = KernelFilters()
+    for pid in pids or []:
+        if pid <= 0 or not Path(f"/proc/{pid}").is_dir():
+            raise UserError(f"--pid {pid}: no such process")
+        filters.pids.add(pid)
+    filters.filter_pid = bool(filters.pids)
+    filters.cgroup_ids = {_cgroup_id(spec) for spec in cgroups or []}
+    for comm in comms or []:
+        if not comm or len(comm.encode()) > ev.COMM_LEN - 1:
+            raise UserError(f"--comm {comm!r}: a command name is 1 to {ev.COMM_LEN - 1} bytes (as in /proc/PID/comm)")
+        filters.comms.add(comm)
+    if len(prefixes or []) > ev.MAX_PREFIXES:
+        raise UserError(f"--path-prefix: at most {ev.MAX_PREFIXES} prefixes")
+    for prefix in prefixes or []:
+        try:
+            real = prefix.resolve(strict=True)
+            st = real.stat()
+        except (OSError, RuntimeError):
+            raise UserError(f"--path-prefix {prefix}: no such file or directory") from None
+        if len(str(real).encode()) >= ev.PREFIX_LEN:
+            raise UserError(f"--path-prefix {prefix}: longer than {ev.PREFIX_LEN - 1} bytes")
+        filters.prefixes.append(str(real))
+        filters.prefix_dirs.add((_kernel_dev(st.st_dev), st.st_ino))
+    return filters

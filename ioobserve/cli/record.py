@@ -1,0 +1,94 @@
+"""`ioobserve record`: capture file I/O system-wide (or filtered) into a trace."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.filters import CgroupOption, CommOption, PidOption, PrefixOption, build_filters
+
+EPILOG = """Examples:
+
+  sudo ioobserve record -o /var/tmp/traces --duration 60        # the whole node for a minute
+
+  sudo ioobserve record -o traces -- python train.py --epochs 2  # one command and all its children
+
+  sudo ioobserve record --pid 4242 --path-prefix /lustre/project  # a running job, one file system
+"""
+
+
+def record(
+    command: Annotated[Optional[list[str]], typer.Argument(help="Command to run and trace with all its descendants (after --).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Directory for the trace (created 0700 if missing).")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Stop after this many seconds.", min=0.0)] = None,
+    pid: PidOption = None,
+    cgroup: CgroupOption = None,
+    comm: CommOption = None,
+    path_prefix: PrefixOption = None,
+) -> None:
+    """Record the file I/O of every process (or of the ones the filters select) into a trace.
+
+    Stops at --duration, when the command ends, or on Ctrl-C / SIGTERM; then prints a summary.
+    """
+    # Deferred: keep `--help` fast and free of numpy/polars/bcc imports.
+    from ioobserve.cli.summary_view import print_summary
+    from ioobserve.collect.recording import Recording, install_stop_signals
+    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.loader import ProbeError
+    from ioobserve.summary import SummarySink
+    from ioobserve.trace.output import OutputError, check_output_dir, trace_name
+    from ioobserve.trace.writer import TraceWriter
+
+    try:
+        privileges = privileges_check()
+        if not privileges.ok:
+            raise UserError(f"recording needs privileges: {privileges.detail}")
+        if command and shutil.which(command[0]) is None:
+            raise UserError(f"command not found: {command[0]}")
+        filters = build_filters(pid, cgroup, comm, path_prefix)
+        directory = check_output_dir(output or Path.cwd())
+    except (UserError, OutputError) as exc:
+        fail(str(exc))
+
+    try:
+        recording = Recording(filters, [])
+    except ProbeError as exc:
+        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+    summary = SummarySink()
+    details = {
+        "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),
+        "command": command or [], "filters": _describe(filters), "recorder_pid": os.getpid(),
+    }
+    try:
+        writer = TraceWriter(directory, trace_name(), details)
+    except OutputError as exc:
+        recording.probes.close()
+        fail(str(exc))
+    recording.sinks.extend([writer, summary])
+    install_stop_signals(recording)
+    result = recording.run(duration=duration, command=command)
+    print_summary(summary.summary, result, writer.path)
+    if command and result.command_status not in (None, 0):
+        raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)
+
+
+def _describe(filters) -> dict:
+    return {
+        "pid": sorted(filters.pids), "cgroup_ids": sorted(filters.cgroup_ids), "comm": sorted(filters.comms),
+        "path_prefix": filters.prefixes,
+    }
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ioobserve")
+    except PackageNotFoundError:
+        return "dev"

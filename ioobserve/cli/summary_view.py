@@ -1,0 +1,45 @@
+"""The one-screen summary printed when a recording ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ioobserve.summary import Summary
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def print_summary(summary: Summary, result, trace_path: Path, console: Console | None = None) -> None:
+    """Totals, losses and the top files, sized for one screen."""
+    console = console or Console()
+    totals = Table.grid(padding=(0, 2))
+    totals.add_row("trace", str(trace_path))
+    totals.add_row("duration", f"{result.duration_s:.1f} s (stopped: {result.stopped_by})")
+    if result.command_status is not None:
+        totals.add_row("command exit", str(result.command_status))
+    totals.add_row("events", f"{summary.records:,} ({summary.calls:,} calls)")
+    lost = summary.lost_total
+    detail = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.lost.items())) if lost else ""
+    totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
+    totals.add_row("processes", f"{len(summary.pids):,}")
+    totals.add_row("files", f"{len(summary.files):,}")
+    totals.add_row("read", human_bytes(summary.bytes_read))
+    totals.add_row("written", human_bytes(summary.bytes_written))
+    console.print(totals)
+    top = Table(title="top files", title_justify="left", show_edge=False)
+    for column in ("path", "calls", "read", "written"):
+        top.add_column(column, justify="left" if column == "path" else "right", overflow="fold")
+    for path, calls, read, written in summary.top_files(8):
+        top.add_row(path, f"{calls:,}", human_bytes(read), human_bytes(written))
+    console.print(top)

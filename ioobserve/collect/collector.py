@@ -1,0 +1,162 @@
+"""The collector: a capture thread drains the rings in batches; a worker thread decodes,
+enriches and hands frames to the sinks, so the drain never waits on formatting or disks."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Protocol
+
+import numpy as np
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
+from ioobserve.collect.ringbuf import RingReader
+from ioobserve.context.files import FileTable
+from ioobserve.context.processes import Process, ProcessTable
+from ioobserve.decode import decode_aux
+
+RENAME_OPS = ("rename", "renameat", "renameat2")
+
+
+class Sink(Protocol):
+    """Where enriched batches go (trace writer, summary, live views)."""
+
+    def processes(self, changed: list[Process]) -> None:
+        """Processes born, exec'd or first seen."""
+
+    def events(self, frame: pl.DataFrame) -> None:
+        """One enriched batch of events."""
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """Records lost since the last call, by op or record kind (epoch ns)."""
+
+    def close(self) -> None:
+        """No more data: flush and release."""
+
+
+def lost_by_name(counts: np.ndarray) -> dict[str, int]:
+    """Per-op / per-record-kind loss counts with names, zeros left out."""
+    names = list(ev.OP_NAMES) + [f"op{i}" for i in range(len(ev.OP_NAMES), ev.MAX_OPS)]
+    names += ["aux", "aux:path", "aux:name", "aux:proc"]
+    return {names[i]: int(c) for i, c in enumerate(counts) if c}
+
+
+class Collector:
+    """Owns the drain loop and the context tables for one recording."""
+
+    def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0):
+        self.probes = probes
+        self.sinks = sinks
+        self.poll_interval = poll_interval
+        self.loss_interval = loss_interval
+        self.files = FileTable()
+        self.processes = ProcessTable()
+        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset())
+        self._events = RingReader(*probes.ring("events"))
+        self._aux = RingReader(*probes.ring("aux"))
+        self._queue: queue.Queue = queue.Queue(maxsize=1024)
+        self._stop = threading.Event()
+        self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
+        self.records = 0
+        self._announced: set[int] = set()
+        self.error: BaseException | None = None
+        self._capture = threading.Thread(target=self._capture_loop, name="ioobserve-capture", daemon=True)
+        self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
+
+    def start(self) -> None:
+        """Seed processes alive now, then start draining (call after the probes attach)."""
+        self.processes.seed_from_proc()
+        self._capture.start()
+        self._worker.start()
+
+    def _drain_once(self) -> bool:
+        batch = self._events.read_fixed(ev.EVENT)
+        aux = self._aux.read_records()  # after events: every name/path they need is in
+        if batch.size or aux:
+            self._queue.put((batch, aux))
+            return True
+        return False
+
+    def _capture_loop(self) -> None:
+        while not self._stop.is_set():
+            self._drain_once()
+            time.sleep(self.poll_interval)
+        while self._drain_once():  # the probes are detached: take what is left
+            pass
+        self._queue.put(None)
+
+    def _work_loop(self) -> None:
+        next_loss = time.monotonic() + self.loss_interval
+        try:
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    break
+                self._process(*item)
+                if time.monotonic() >= next_loss:
+                    self._report_lost()
+                    next_loss = time.monotonic() + self.loss_interval
+        except BaseException as exc:  # surfaced by stop(); the capture thread keeps draining
+            self.error = exc
+            while self._queue.get() is not None:
+                pass
+
+    def _process(self, batch: np.ndarray, aux: list[bytes]) -> None:
+        records = decode_aux(aux)
+        self.files.add(records.paths)
+        changed = self.processes.apply(records.procs)
+        self.enricher.add_names(records.names)
+        if batch.size:
+            # Processes are announced when they first do I/O (or fork/exec under a filter).
+            fresh = set(np.unique(batch["pid"]).tolist()) - self._announced
+            changed += [self.processes.get(pid) for pid in sorted(fresh)]
+        if changed:
+            self._announced.update(p.pid for p in changed)
+            for sink in self.sinks:
+                sink.processes(changed)
+        if batch.size:
+            self.records += len(batch)
+            frame = self.enricher.frame(batch)
+            for sink in self.sinks:
+                sink.events(frame)
+            self._follow_renames(frame)
+
+    def _follow_renames(self, frame: pl.DataFrame) -> None:
+        renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.PATH2).is_not_null())
+        for old, new in renames.select(s.PATH, s.PATH2).iter_rows():
+            if old:
+                self.files.rename(old, new)
+
+    def _report_lost(self) -> None:
+        counts = self.probes.lost_counts()
+        delta = counts - self._lost_seen
+        self._lost_seen = counts
+        if delta.any():
+            now = time.time_ns()
+            for sink in self.sinks:
+                sink.lost(now, lost_by_name(delta))
+
+    def lost_total(self) -> dict[str, int]:
+        """Every loss since the start, by name."""
+        return lost_by_name(self.probes.lost_counts())
+
+    def stop(self) -> None:
+        """Drain what is left (detach the probes first), flush and close the sinks."""
+        self._stop.set()
+        for thread in (self._capture, self._worker):
+            if thread.ident is not None:
+                thread.join()
+        if self.error is None:
+            self._report_lost()
+        try:
+            for sink in self.sinks:
+                sink.close()
+        finally:
+            self._events.close()
+            self._aux.close()
+        if self.error is not None:
+            raise self.error

@@ -1,0 +1,112 @@
+"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names.
+
+Runs per batch with joins and vectorized expressions; nothing here loops over events.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.context.files import FileTable
+from ioobserve.context.processes import ProcessTable
+from ioobserve.decode import NameRecord, kernel_dev_to_user
+
+_OPS = pl.Series("op_names", ev.OP_NAMES + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
+_DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
+_NAME_KEYS = ["tid", "ts_ns"]
+NAME_WAIT_NS = 10_000_000_000
+
+
+def monotonic_to_epoch_offset(samples: int = 5) -> int:
+    """ns to add to CLOCK_MONOTONIC (bpf_ktime_get_ns) to get the Unix epoch."""
+    best = None
+    for _ in range(samples):
+        before = time.monotonic_ns()
+        wall = time.time_ns()
+        after = time.monotonic_ns()
+        gap = after - before
+        if best is None or gap < best[0]:
+            best = (gap, wall - (before + after) // 2)
+    return best[1]
+
+
+class Enricher:
+    """Joins each event batch with what the context tables know."""
+
+    def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int):
+        self.files = files
+        self.processes = processes
+        self.clock_offset_ns = clock_offset_ns
+        self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
+
+    def add_names(self, records: list[NameRecord]) -> None:
+        """Queue path arguments until their events arrive."""
+        if records:
+            self._names = pl.concat([self._names, self.files.names_frame(records)])
+
+    def frame(self, batch: np.ndarray) -> pl.DataFrame:
+        """The enriched frame of one event batch (columns per ioobserve.schema)."""
+        raw = pl.DataFrame({name: batch[name] for name in batch.dtype.names if name != "comm"})
+        raw = raw.with_columns(
+            pl.Series("comm", np.char.decode(batch["comm"], "utf-8", "replace")),
+            pl.Series("udev", kernel_dev_to_user(batch["dev"])),
+        )
+        with_paths = raw.join(self.files.frame().rename({"kdev": "dev"}), on=["dev", "ino"], how="left")
+        with_paths = with_paths.with_columns(
+            pl.when((pl.col("flags") & ev.F_FILE) != 0).then(pl.col("path")).otherwise(None).alias("path")
+        )
+        with_names = self._join_names(with_paths)
+        pids = with_names.get_column("pid").unique().to_list()
+        ppids = self.processes.ppids(pids)
+        ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
+        done = pl.col("ret").clip(lower_bound=0).cast(pl.UInt64)
+        op = _OPS.gather(pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1))
+        return (
+            with_names.join(ppid_frame, on="pid", how="left")
+            .with_columns(op.alias(s.OP))
+            .select(
+                (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
+                pl.col("dur_ns").alias(s.DUR),
+                pl.col("pid").alias(s.PID),
+                pl.col("tid").alias(s.TID),
+                pl.col("ppid").fill_null(0).alias(s.PPID),
+                pl.col("uid").alias(s.UID),
+                pl.col("comm").alias(s.COMM),
+                pl.lit(s.LAYER_SYSCALL).alias(s.LAYER),
+                pl.col(s.OP),
+                pl.coalesce("path", "name_path").alias(s.PATH),
+                pl.col("name_path2").alias(s.PATH2),
+                pl.col("fd").alias(s.FD),
+                pl.col("ret").alias(s.RET),
+                pl.when(pl.col("ret") < 0).then(-pl.col("ret")).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
+                pl.col("bytes_req").alias(s.BYTES_REQ),
+                pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(done).otherwise(0).cast(pl.UInt64).alias(s.BYTES),
+                pl.col("offset").alias(s.OFFSET),
+                pl.when((pl.col("flags") & ev.F_FILE) != 0).then(pl.col("udev")).otherwise(0).alias(s.DEV),
+                pl.col("ino").alias(s.INO),
+                pl.col("cgroup_id").alias(s.CGROUP),
+                pl.col("arg").alias(s.ARG),
+                pl.col("flags").alias(s.FLAGS),
+                ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
+            )
+        )
+
+    def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
+        names = self._names
+        first = names.filter(pl.col("index") == 0).select(*_NAME_KEYS, pl.col("path").alias("name_path"))
+        second = names.filter(pl.col("index") == 1).select(*_NAME_KEYS, pl.col("path").alias("name_path2"))
+        joined = (
+            frame.join(first, on=_NAME_KEYS, how="left").join(second, on=_NAME_KEYS, how="left")
+        )
+        # Names whose events have not been drained yet wait for the next batch; a name
+        # whose event never came (lost on a full ring) is dropped after NAME_WAIT_NS.
+        horizon = int(frame.get_column("ts_ns").max() or 0) - NAME_WAIT_NS
+        self._names = names.join(frame.select(*_NAME_KEYS), on=_NAME_KEYS, how="anti").filter(
+            pl.col("ts_ns") >= horizon
+        )
+        return joined

@@ -1,0 +1,151 @@
+"""One recording from start to clean stop: probes, optional command, collector, sinks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ioobserve.collect.collector import Collector, Sink
+from ioobserve.probes.btf import Btf
+from ioobserve.probes.capabilities import tracefs_dir
+from ioobserve.probes.filters import KernelFilters
+from ioobserve.probes.headers import find_headers
+from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.loader import ProbeSizes, SyscallProbes
+
+
+@dataclass
+class RecordingResult:
+    """How a recording ended."""
+
+    duration_s: float
+    command_status: int | None = None  # exit code (or -signal) of `-- CMD`, if one ran
+    stopped_by: str = "end"
+    lost: dict[str, int] = field(default_factory=dict)
+
+
+class GatedCommand:
+    """A child forked now that execs only when released, so its pid can be traced first."""
+
+    def __init__(self, argv: list[str]):
+        read_end, self._go = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # child: wait for the go byte, then become the command
+            os.close(self._go)
+            os.read(read_end, 1)
+            try:
+                os.execvp(argv[0], argv)
+            except OSError as exc:
+                print(f"ioobserve: error: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
+            os._exit(127)
+        os.close(read_end)
+
+    def release(self) -> None:
+        """Let the command exec."""
+        os.write(self._go, b"x")
+        os.close(self._go)
+        self._go = -1
+
+    def abort(self) -> None:
+        """Kill a command that was never released (recording failed to start)."""
+        if self._go >= 0:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            os.close(self._go)
+            self._go = -1
+
+    def poll(self) -> int | None:
+        """Exit code (negative signal number) if the command has ended."""
+        pid, status = os.waitpid(self.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+
+def load_probes(sizes: ProbeSizes = ProbeSizes()) -> SyscallProbes:
+    """Compile the syscall probes for the running kernel (struct layouts from BTF)."""
+    tracefs_dir()  # mounts tracefs if needed
+    return SyscallProbes(layout_from_btf(Btf.load()), find_headers(), sizes)
+
+
+class Recording:
+    """Runs probes and collector until the duration passes, the command ends, or a signal."""
+
+    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes()):
+        self.filters = filters
+        self.sinks = sinks
+        self.probes = load_probes(sizes)
+        self._stop = threading.Event()
+        self._stopped_by = "end"
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the recording to end (from a signal handler or another thread)."""
+        self._stopped_by = reason
+        self._stop.set()
+
+    def run(self, duration: float | None = None, command: list[str] | None = None) -> RecordingResult:
+        """Record; returns after every probe is detached and the sinks are closed."""
+        child = GatedCommand(command) if command else None
+        if child:
+            self.filters.pids.add(child.pid)
+            self.filters.filter_pid = True
+        try:
+            self.probes.configure(self.filters)
+            collector = Collector(self.probes, self.sinks)
+            self.probes.attach()
+        except BaseException:
+            if child:
+                child.abort()
+            self.probes.close()
+            raise
+        started = time.monotonic()
+        status = None
+        try:
+            collector.start()
+            if child:
+                child.release()
+            deadline = started + duration if duration else None
+            while not self._stop.is_set():
+                if child and (status := child.poll()) is not None:
+                    self._stopped_by = "command exited"
+                    break
+                if deadline and time.monotonic() >= deadline:
+                    self._stopped_by = "duration"
+                    break
+                self._stop.wait(0.05)
+        finally:
+            self.probes.detach()
+            try:
+                collector.stop()
+            finally:
+                lost = collector.lost_total()
+                self.probes.close()
+                if child and status is None:
+                    status = _reap(child)
+        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost)
+
+
+def _reap(child: GatedCommand) -> int | None:
+    """Wait briefly for a command still running at stop; it keeps running if it will not end."""
+    for _ in range(20):
+        status = child.poll()
+        if status is not None:
+            return status
+        time.sleep(0.05)
+    return None
+
+
+def install_stop_signals(recording: Recording) -> None:
+    """SIGINT and SIGTERM end the recording cleanly."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda num, _frame: recording.request_stop(signal.Signals(num).name))
+
+
+def default_output_dir() -> Path:
+    """Where traces go without -o: the current directory."""
+    return Path.cwd()

@@ -1,0 +1,95 @@
+"""Batch reads of a BPF ring buffer through its memory mapping, without a callback per record.
+
+A BPF_MAP_TYPE_RINGBUF map is mapped as: one consumer page (read-write), one producer page
+(read-only), then the data area mapped twice in a row so a record that wraps is contiguous.
+Each record starts with an 8-byte header: u32 length with BUSY (bit 31) and DISCARD
+(bit 30) flags, u32 page offset; records are 8-byte aligned. bcc's ring_buffer_poll calls
+Python once per record (~300k records/s here); reading the mapping directly lets a batch of
+fixed-size records become one numpy array.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+BUSY = 1 << 31
+DISCARD = 1 << 30
+HEADER = 8
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stride(record_size: int) -> int:
+    return (record_size + HEADER + 7) & ~7
+
+
+class RingReader:
+    """Consumer side of one ring buffer map."""
+
+    def __init__(self, map_fd: int, size: int):
+        if size & (size - 1):
+            raise ValueError("ring buffer size must be a power of two")
+        self.size = size
+        self._mask = size - 1
+        self._consumer_map = mmap.mmap(map_fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+        self._data_map = mmap.mmap(map_fd, PAGE + 2 * size, mmap.MAP_SHARED, mmap.PROT_READ, offset=PAGE)
+        # Aligned 8-byte loads and stores through numpy views are single instructions.
+        self._consumer = np.frombuffer(self._consumer_map, dtype=np.uint64, count=1)
+        self._producer = np.frombuffer(self._data_map, dtype=np.uint64, count=1)
+        self._data = np.frombuffer(self._data_map, dtype=np.uint8, offset=PAGE)
+
+    def pending_bytes(self) -> int:
+        """Bytes produced but not yet consumed."""
+        return int(self._producer[0]) - int(self._consumer[0])
+
+    def read_fixed(self, dtype: np.dtype, limit: int | None = None) -> np.ndarray:
+        """Consume committed records that all have the size of `dtype`, as one array copy."""
+        cons = int(self._consumer[0])
+        prod = int(self._producer[0])
+        stride = _stride(dtype.itemsize)
+        count = (prod - cons) // stride
+        if limit is not None:
+            count = min(count, limit)
+        if count <= 0:
+            return np.empty(0, dtype)
+        start = cons & self._mask
+        window = self._data[start : start + count * stride]
+        headers = np.ndarray((count,), dtype=np.uint32, buffer=window, strides=(stride,))
+        busy = np.flatnonzero(headers & BUSY)
+        if busy.size:
+            count = int(busy[0])  # stop at the first record still being written
+            if count == 0:
+                return np.empty(0, dtype)
+        records = np.ndarray((count,), dtype=dtype, buffer=window, offset=HEADER, strides=(stride,))
+        out = records.copy()
+        self._consumer[0] = cons + count * stride
+        if np.any(headers[:count] & DISCARD):
+            out = out[(headers[:count] & DISCARD) == 0]
+        return out
+
+    def read_records(self, limit_bytes: int | None = None) -> list[bytes]:
+        """Consume committed variable-size records, each as bytes (for low-rate rings)."""
+        cons = int(self._consumer[0])
+        prod = int(self._producer[0])
+        end = prod if limit_bytes is None else min(prod, cons + limit_bytes)
+        out: list[bytes] = []
+        data = self._data
+        while cons < end:
+            start = cons & self._mask
+            header = int(data[start : start + 4].view(np.uint32)[0])
+            if header & BUSY:
+                break
+            length = header & ~(BUSY | DISCARD)
+            if not header & DISCARD:
+                out.append(data[start + HEADER : start + HEADER + length].tobytes())
+            cons += (length + HEADER + 7) & ~7
+        self._consumer[0] = cons
+        return out
+
+    def close(self) -> None:
+        """Unmap the buffer."""
+        del self._consumer, self._producer, self._data
+        self._consumer_map.close()
+        self._data_map.close()

@@ -1,0 +1,62 @@
+"""File identities to paths: (dev, ino) from kernel path records, and path arguments
+joined to the directory they are relative to."""
+
+from __future__ import annotations
+
+import os
+
+import polars as pl
+
+from ioobserve.decode import NameRecord, PathRecord
+
+UNKNOWN_BASE = "?"
+
+
+class FileTable:
+    """Paths by kernel (dev, ino), as a Polars frame for joins."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[tuple[int, int], str] = {}
+        self._frame = pl.DataFrame(schema={"kdev": pl.UInt32, "ino": pl.UInt64, "path": pl.String})
+        self._pending: list[tuple[int, int, str]] = []
+
+    def add(self, records: list[PathRecord]) -> None:
+        """Learn paths; a later record for the same file replaces the earlier one."""
+        for rec in records:
+            key = (rec.dev, rec.ino)
+            if self.by_id.get(key) != rec.path:
+                self.by_id[key] = rec.path
+                self._pending.append((rec.dev, rec.ino, rec.path))
+
+    def rename(self, old: str, new: str) -> None:
+        """A traced rename moved `old` (or a directory's contents) to `new`."""
+        prefix = old.rstrip("/") + "/"
+        for key, path in list(self.by_id.items()):
+            if path == old or path.startswith(prefix):
+                moved = new + path[len(old) :]
+                self.by_id[key] = moved
+                self._pending.append((key[0], key[1], moved))
+
+    def frame(self) -> pl.DataFrame:
+        """kdev, ino, path: one row per known file."""
+        if self._pending:
+            new = pl.DataFrame(self._pending, schema=self._frame.schema, orient="row")
+            self._frame = (
+                pl.concat([self._frame, new]).unique(subset=["kdev", "ino"], keep="last", maintain_order=True)
+            )
+            self._pending.clear()
+        return self._frame
+
+    def join_name(self, rec: NameRecord) -> str:
+        """The absolute path a path argument names."""
+        if rec.name.startswith("/") or not rec.name:
+            return os.path.normpath(rec.name) if rec.name else ""
+        base = self.by_id.get((rec.base_dev, rec.base_ino), UNKNOWN_BASE)
+        return os.path.normpath(os.path.join(base, rec.name))
+
+    def names_frame(self, records: list[NameRecord]) -> pl.DataFrame:
+        """tid, ts_ns, index, path for a batch of name records."""
+        rows = [(r.tid, r.ts_ns, r.index, self.join_name(r)) for r in records]
+        return pl.DataFrame(
+            rows, schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String}, orient="row"
+        )

@@ -1,0 +1,126 @@
+"""Turn ring-buffer bytes into columns (events) and small tuples (auxiliary records)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ioobserve import events as ev
+
+TRUNCATED_MARK = "…"
+
+
+class PathRecord(NamedTuple):
+    """A file's absolute path as the kernel resolved it."""
+
+    dev: int
+    ino: int
+    mode: int
+    path: str
+
+
+class NameRecord(NamedTuple):
+    """A path argument as the program passed it."""
+
+    tid: int
+    ts_ns: int
+    index: int
+    base_dev: int
+    base_ino: int
+    name: str
+
+
+class ProcRecord(NamedTuple):
+    """A fork, exec or exit."""
+
+    kind: int
+    ts_ns: int
+    pid: int
+    tid: int
+    ppid: int
+    uid: int
+    cgroup_id: int
+    exit_code: int
+    comm: str
+    exe: str
+    argv: tuple[str, ...]
+
+
+@dataclass
+class AuxBatch:
+    """Auxiliary records drained together, by kind."""
+
+    paths: list[PathRecord] = field(default_factory=list)
+    names: list[NameRecord] = field(default_factory=list)
+    procs: list[ProcRecord] = field(default_factory=list)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def path_from_components(data: bytes, truncated: bool) -> str:
+    """Join leaf-first, NUL-separated components into an absolute path."""
+    parts = [_text(p) for p in data.split(b"\0") if p]
+    parts.reverse()
+    path = "/" + "/".join(parts)
+    return TRUNCATED_MARK + path if truncated else path
+
+
+def _decode_path(raw: bytes) -> PathRecord:
+    head = np.frombuffer(raw, dtype=ev.PATH_RECORD, count=1)[0]
+    start = ev.PATH_RECORD.itemsize
+    data = raw[start : start + int(head["len"])]
+    truncated = bool(int(head["flags"]) & ev.PATH_TRUNCATED)
+    return PathRecord(int(head["dev"]), int(head["ino"]), int(head["mode"]), path_from_components(data, truncated))
+
+
+def _decode_name(raw: bytes) -> NameRecord:
+    head = np.frombuffer(raw, dtype=ev.NAME_RECORD, count=1)[0]
+    start = ev.NAME_RECORD.itemsize
+    name = _text(raw[start : start + int(head["len"])])
+    return NameRecord(int(head["tid"]), int(head["ts_ns"]), int(head["index"]), int(head["base_dev"]), int(head["base_ino"]), name)
+
+
+def _decode_proc(raw: bytes) -> ProcRecord:
+    head = np.frombuffer(raw, dtype=ev.PROC_RECORD, count=1)[0]
+    start = ev.PROC_RECORD.itemsize
+    data = raw[start : start + int(head["len"])]
+    exe, argv = "", ()
+    if int(head["proc_kind"]) == ev.PROC_EXEC and data:
+        filename, _, args = data.partition(b"\0")
+        exe = _text(filename)
+        argv = tuple(_text(a) for a in args.rstrip(b"\0").split(b"\0")) if args.strip(b"\0") else ()
+    return ProcRecord(
+        int(head["proc_kind"]), int(head["ts_ns"]), int(head["pid"]), int(head["tid"]), int(head["ppid"]),
+        int(head["uid"]), int(head["cgroup_id"]), int(head["exit_code"]), _text(bytes(head["comm"])), exe, argv,
+    )
+
+
+_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc}
+
+
+def decode_aux(records: list[bytes]) -> AuxBatch:
+    """Sort auxiliary records by kind, keeping their order within each kind."""
+    batch = AuxBatch()
+    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs}
+    for raw in records:
+        kind = int.from_bytes(raw[:4], "little")
+        decoder = _DECODERS.get(kind)
+        if decoder is not None:
+            targets[kind].append(decoder(raw))
+    return batch
+
+
+def kernel_dev_to_user(dev: np.ndarray) -> np.ndarray:
+    """Kernel dev_t (major << 20 | minor) to the st_dev encoding os.stat reports."""
+    dev = dev.astype(np.uint64)
+    major, minor = dev >> np.uint64(20), dev & np.uint64(0xFFFFF)
+    return (
+        (minor & np.uint64(0xFF))
+        | ((major & np.uint64(0xFFF)) << np.uint64(8))
+        | ((minor & ~np.uint64(0xFF)) << np.uint64(12))
+        | ((major & ~np.uint64(0xFFF)) << np.uint64(32))
+    )

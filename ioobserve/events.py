@@ -1,0 +1,109 @@
+"""The records that cross the ring buffers, mirrored from ebpf_probes/common.h.
+
+A leaf module: it imports nothing from the project. tests/unit/test_event_layout.py
+compiles common.h and checks these layouts field by field.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COMM_LEN = 16
+NAME_LEN = 256
+PATH_BYTES = 4096
+EXEC_BYTES = 512
+MAX_PREFIXES = 8
+PREFIX_LEN = 128
+MAX_OPS = 64
+
+# enum ioo_op, in order: the index is the op code written by the kernel.
+OP_NAMES: tuple[str, ...] = (
+    "none",
+    "open", "openat", "openat2", "creat",
+    "close", "close_range",
+    "read", "pread64", "readv", "preadv", "preadv2",
+    "write", "pwrite64", "writev", "pwritev", "pwritev2",
+    "lseek",
+    "fsync", "fdatasync", "sync_file_range", "syncfs",
+    "stat", "lstat", "fstat", "newfstatat", "statx",
+    "access", "faccessat", "faccessat2",
+    "unlink", "unlinkat",
+    "rename", "renameat", "renameat2",
+    "mkdir", "mkdirat", "rmdir",
+    "getdents64",
+    "truncate", "ftruncate", "fallocate",
+    "mmap",
+    "sendfile", "copy_file_range", "splice",
+    "dup", "dup2", "dup3", "fcntl",
+)
+OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
+
+READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
+WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
+COPY_OPS = frozenset({"sendfile", "copy_file_range", "splice"})
+
+# ioo_syscall_spec.flags
+S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008
+S_OFFSET_PTR, S_MMAP, S_FCNTL_DUP, S_EMPTY_PATH = 0x0010, 0x0020, 0x0040, 0x0080
+S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
+
+# ioo_event.flags
+F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+AUX_PATH, AUX_NAME, AUX_PROC = 1, 2, 3
+PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
+PATH_TRUNCATED = 0x1
+
+SYSCALL_SPEC = np.dtype(
+    [
+        ("op", "<u2"), ("flags", "<u2"),
+        ("fd_arg", "<i2"), ("path_arg", "<i2"), ("dirfd_arg", "<i2"), ("count_arg", "<i2"),
+        ("offset_arg", "<i2"), ("aux_arg", "<i2"), ("buf_arg", "<i2"), ("fd2_arg", "<i2"),
+        ("path2_arg", "<i2"), ("dirfd2_arg", "<i2"),
+    ]
+)
+
+CONFIG = np.dtype(
+    [
+        ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
+        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("pad", "<u4"),
+    ]
+)
+
+EVENT = np.dtype(
+    [
+        ("ts_ns", "<u8"), ("dur_ns", "<u8"), ("ret", "<i8"), ("bytes_req", "<u8"),
+        ("offset", "<i8"), ("ino", "<u8"), ("cgroup_id", "<u8"), ("arg", "<u8"),
+        ("dev", "<u4"), ("fd", "<i4"), ("pid", "<u4"), ("tid", "<u4"), ("uid", "<u4"),
+        ("op", "<u2"), ("flags", "<u2"), ("comm", "S16"),
+    ]
+)
+
+AUX_HEADER = np.dtype([("kind", "<u4"), ("size", "<u4")])
+
+PATH_RECORD = np.dtype(
+    [
+        ("kind", "<u4"), ("size", "<u4"), ("ino", "<u8"), ("dev", "<u4"), ("mode", "<u2"),
+        ("flags", "<u2"), ("len", "<u4"), ("depth", "<u4"),
+    ]
+)  # followed by `len` bytes of data
+
+NAME_RECORD = np.dtype(
+    [
+        ("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("base_ino", "<u8"),
+        ("base_dev", "<u4"), ("tid", "<u4"), ("index", "<u2"), ("len", "<u2"),
+    ]
+)  # followed by the string
+
+PROC_RECORD = np.dtype(
+    [
+        ("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("cgroup_id", "<u8"),
+        ("proc_kind", "<u4"), ("pid", "<u4"), ("tid", "<u4"), ("ppid", "<u4"), ("ptid", "<u4"),
+        ("uid", "<u4"), ("exit_code", "<i4"), ("len", "<u4"), ("comm", "S16"),
+    ]
+)  # followed by `len` bytes: filename NUL argv (NUL-separated)
+
+FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
+
+# Per-CPU `lost` array: op codes index event losses, these index auxiliary-record losses.
+LOST_AUX_BASE = MAX_OPS

@@ -1,0 +1,164 @@
+"""A small reader of kernel BTF: struct member offsets of the running kernel.
+
+The kernel headers on a node often do not match the running kernel (Debian ships 6.1
+headers; this kernel is 6.18), so every struct field a probe reads takes its offset from
+/sys/kernel/btf/vmlinux instead. Only the parts of the format needed for that are read.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+VMLINUX_BTF = Path("/sys/kernel/btf/vmlinux")
+
+_MAGIC = 0xEB9F
+_HEADER = struct.Struct("<HBBIIIII")
+_TYPE = struct.Struct("<III")
+_MEMBER = struct.Struct("<III")
+
+# BTF kinds (include/uapi/linux/btf.h) and the bytes that follow each btf_type record.
+_INT, _PTR, _ARRAY, _STRUCT, _UNION, _ENUM, _FWD, _TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
+_VOLATILE, _CONST, _RESTRICT, _FUNC, _FUNC_PROTO, _VAR, _DATASEC = 9, 10, 11, 12, 13, 14, 15
+_FLOAT, _DECL_TAG, _TYPE_TAG, _ENUM64 = 16, 17, 18, 19
+_MODIFIERS = {_TYPEDEF, _VOLATILE, _CONST, _RESTRICT, _TYPE_TAG}
+
+
+class BtfError(Exception):
+    """The BTF blob is unreadable or lacks a struct or member we need."""
+
+
+@dataclass(frozen=True)
+class _Type:
+    kind: int
+    name: str
+    size_or_type: int
+    vlen: int
+    kind_flag: bool
+    body: int  # byte offset of the data following the btf_type record
+
+
+def _extra_bytes(kind: int, vlen: int) -> int:
+    if kind in (_INT, _VAR, _DECL_TAG):
+        return 4
+    if kind == _ARRAY:
+        return 12
+    if kind in (_STRUCT, _UNION, _DATASEC, _ENUM64):
+        return 12 * vlen
+    if kind in (_ENUM, _FUNC_PROTO):
+        return 8 * vlen
+    return 0
+
+
+class Btf:
+    """Type information parsed from a BTF blob; answers struct layout questions."""
+
+    def __init__(self, blob: bytes):
+        if len(blob) < _HEADER.size:
+            raise BtfError("BTF blob too short")
+        magic, _ver, _flags, hdr_len, type_off, type_len, str_off, str_len = _HEADER.unpack_from(blob)
+        if magic != _MAGIC:
+            raise BtfError(f"bad BTF magic {magic:#x}")
+        self._blob = memoryview(blob)
+        self._types_start = hdr_len + type_off
+        self._strings_start = hdr_len + str_off
+        self._strings_end = self._strings_start + str_len
+        self._types: list[_Type | None] = [None]  # type id 0 is void
+        self._structs_by_name: dict[str, int] = {}
+        self._parse_types(self._types_start, self._types_start + type_len)
+
+    @classmethod
+    def load(cls, path: Path = VMLINUX_BTF) -> "Btf":
+        """Parse the BTF at `path` (the running kernel's by default)."""
+        try:
+            return cls(Path(path).read_bytes())
+        except OSError as exc:
+            raise BtfError(f"cannot read {path}: {exc.strerror}") from exc
+
+    def _name(self, offset: int) -> str:
+        start = self._strings_start + offset
+        end = bytes(self._blob[start : min(start + 256, self._strings_end)]).find(b"\0")
+        return bytes(self._blob[start : start + end]).decode()
+
+    def _parse_types(self, pos: int, end: int) -> None:
+        blob, unpack = self._blob, _TYPE.unpack_from
+        while pos < end:
+            name_off, info, size_or_type = unpack(blob, pos)
+            kind, vlen = (info >> 24) & 0x1F, info & 0xFFFF
+            body = pos + _TYPE.size
+            # Names are decoded lazily; only struct names are indexed here.
+            entry = _Type(kind, "", size_or_type, vlen, bool(info >> 31), body)
+            if kind in (_STRUCT, _UNION) and name_off:
+                name = self._name(name_off)
+                entry = _Type(kind, name, size_or_type, vlen, bool(info >> 31), body)
+                # A forward-declared or empty twin must not shadow the real definition.
+                if kind == _STRUCT and (name not in self._structs_by_name or vlen):
+                    self._structs_by_name.setdefault(name, len(self._types))
+            self._types.append(entry)
+            pos = body + _extra_bytes(kind, vlen)
+
+    def _resolve(self, type_id: int) -> _Type:
+        entry = self._types[type_id]
+        while entry is not None and entry.kind in _MODIFIERS:
+            entry = self._types[entry.size_or_type]
+        if entry is None:
+            raise BtfError(f"type {type_id} resolves to void")
+        return entry
+
+    def _members(self, entry: _Type):
+        for i in range(entry.vlen):
+            name_off, type_id, offset = _MEMBER.unpack_from(self._blob, entry.body + i * _MEMBER.size)
+            bit_offset = offset & 0xFFFFFF if entry.kind_flag else offset
+            yield (self._name(name_off) if name_off else ""), type_id, bit_offset
+
+    def _find_member(self, entry: _Type, name: str) -> tuple[int, int] | None:
+        """(bit offset, type id) of `name` in a struct/union, searching anonymous members."""
+        for member_name, type_id, bit_offset in self._members(entry):
+            if member_name == name:
+                return bit_offset, type_id
+            if not member_name:
+                inner = self._resolve(type_id)
+                if inner.kind in (_STRUCT, _UNION):
+                    found = self._find_member(inner, name)
+                    if found:
+                        return bit_offset + found[0], found[1]
+        return None
+
+    def has_struct(self, name: str) -> bool:
+        """True if the kernel defines `struct name`."""
+        return name in self._structs_by_name
+
+    def struct_size(self, name: str) -> int:
+        """sizeof(struct name)."""
+        return self._struct(name).size_or_type
+
+    def _struct(self, name: str) -> _Type:
+        try:
+            return self._types[self._structs_by_name[name]]
+        except KeyError:
+            raise BtfError(f"struct {name} not in BTF") from None
+
+    def offset(self, struct_name: str, member_path: str) -> int:
+        """Byte offset of a dotted member path, e.g. offset("file", "f_path.dentry")."""
+        entry, total_bits = self._struct(struct_name), 0
+        for part in member_path.split("."):
+            if entry.kind not in (_STRUCT, _UNION):
+                raise BtfError(f"{struct_name}.{member_path}: {part} is not inside a struct")
+            found = self._find_member(entry, part)
+            if found is None:
+                raise BtfError(f"struct {struct_name} has no member {member_path}")
+            bits, type_id = found
+            total_bits += bits
+            entry = self._resolve(type_id)
+        if total_bits % 8:
+            raise BtfError(f"{struct_name}.{member_path} is a bitfield")
+        return total_bits // 8
+
+    def has_member(self, struct_name: str, member_path: str) -> bool:
+        """True if the dotted member path exists."""
+        try:
+            self.offset(struct_name, member_path)
+        except BtfError:
+            return False
+        return True

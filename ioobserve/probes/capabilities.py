@@ -1,0 +1,165 @@
+"""What this kernel and machine allow, checked rather than assumed (`ioobserve doctor`).
+
+Each probe picks its mechanism from these checks: fentry, then kprobe, then tracepoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
+from ioobserve.probes.compile import ProbeError, compile_bpf
+from ioobserve.probes.headers import HeadersMissing, find_headers
+from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.syscall_table import NUMBERS, machine_arch
+
+TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
+BPF_MAP_CREATE = 0
+BPF_MAP_TYPE_RINGBUF = 27
+CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's table."""
+
+    name: str
+    ok: bool
+    detail: str
+    required: bool = False
+
+
+def effective_caps() -> int:
+    """The CapEff bit mask of this process."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def privileges_check() -> Check:
+    """Root, or CAP_BPF + CAP_PERFMON (+ CAP_SYS_ADMIN for cgroup and /proc reads)."""
+    caps = effective_caps()
+    have = {name: bool(caps >> bit & 1) for name, bit in (("CAP_BPF", CAP_BPF), ("CAP_PERFMON", CAP_PERFMON), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN))}
+    if all(have.values()):
+        return Check("privileges", True, "root" if os.geteuid() == 0 else "CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN", True)
+    missing = ", ".join(name for name, ok in have.items() if not ok)
+    return Check("privileges", False, f"missing {missing}: run as root (sudo ioobserve ...)", True)
+
+
+def tracefs_dir(mount: bool = True) -> Path | None:
+    """The tracefs directory with events/, mounting tracefs if allowed and needed."""
+    for path in TRACEFS_PATHS:
+        if (path / "events").is_dir():
+            return path
+    if mount and os.geteuid() == 0 and TRACEFS_PATHS[0].is_dir():
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_PATHS[0])], check=True, capture_output=True, timeout=10)
+        if (TRACEFS_PATHS[0] / "events").is_dir():
+            return TRACEFS_PATHS[0]
+    return None
+
+
+def ringbuf_supported(arch: str | None = None) -> bool:
+    """Create and close a BPF ring buffer map (kernel 5.8+)."""
+    number = BPF_SYSCALL.get(arch or machine_arch())
+    if number is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint32 * 32)()
+    attr[0], attr[3] = BPF_MAP_TYPE_RINGBUF, 4096
+    fd = libc.syscall(number, BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def fentry_supported() -> tuple[bool, str]:
+    """Load a trivial fentry program (bcc reports support on kernels that then refuse it)."""
+    from bcc import BPF  # deferred: only probes import bcc
+
+    if not BPF.support_kfunc():
+        return False, "no BTF trampoline support"
+    try:
+        probe = compile_bpf(text="KFUNC_PROBE(vfs_read) { return 0; }")
+    except (ProbeError, HeadersMissing) as exc:
+        return False, f"load refused: {str(exc)[:80]}"
+    probe.cleanup()
+    return True, "fentry/fexit programs load"
+
+
+def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (it may sit beside v1 controllers)."""
+    with open(mountinfo) as lines:
+        for line in lines:
+            fields = line.split()
+            if fields[fields.index("-") + 1] == "cgroup2":
+                return Path(fields[4])
+    return None
+
+
+def _tracepoint(tracefs: Path | None, *names: str) -> str | None:
+    for name in names:
+        if tracefs and (tracefs / "events" / name).is_dir():
+            return name
+    return None
+
+
+def run_checks(try_fentry: bool = True) -> list[Check]:
+    """Every check, in the order the doctor shows them."""
+    checks = [privileges_check()]
+    release, arch = os.uname().release, machine_arch()
+    checks.append(Check("kernel", arch in NUMBERS, f"{release} on {arch}" + ("" if arch in NUMBERS else ": no syscall table for this architecture"), True))
+    try:
+        layout_from_btf(Btf.load())
+        checks.append(Check("BTF", True, f"{VMLINUX_BTF}: struct offsets from the running kernel", True))
+    except BtfError as exc:
+        checks.append(Check("BTF", False, f"{exc}; a kernel with CONFIG_DEBUG_INFO_BTF=y is needed", True))
+    try:
+        headers = find_headers()
+        checks.append(Check("kernel headers", True, headers.description, True))
+    except (HeadersMissing, OSError) as exc:
+        checks.append(Check("kernel headers", False, str(exc), True))
+    tracefs = tracefs_dir()
+    checks.append(Check("tracefs", tracefs is not None, str(tracefs) if tracefs else "not mounted and could not mount it", True))
+    raw = _tracepoint(tracefs, "raw_syscalls/sys_enter")
+    checks.append(Check("syscall tracepoints", raw is not None, "raw_syscalls:sys_enter/sys_exit (raw tracepoints)" if raw else "raw_syscalls missing", True))
+    sched = _tracepoint(tracefs, "sched/sched_process_fork")
+    checks.append(Check("sched tracepoints", sched is not None, "sched_process_fork/exec/exit" if sched else "missing", True))
+    block = _tracepoint(tracefs, "block/block_io_start", "block/block_rq_issue")
+    checks.append(Check("block tracepoints", block is not None, block or "missing"))
+    filemap = _tracepoint(tracefs, "filemap/mm_filemap_add_to_page_cache")
+    checks.append(Check("filemap tracepoints", filemap is not None, filemap or "missing"))
+    kprobes = bool(tracefs and (tracefs / "kprobe_events").exists())
+    checks.append(Check("kprobes", kprobes, "kprobe_events present" if kprobes else "absent (CONFIG_KPROBES not set)"))
+    if try_fentry:
+        ok, detail = fentry_supported()
+        checks.append(Check("fentry", ok, detail))
+    uprobes = bool(tracefs and (tracefs / "uprobe_events").exists())
+    checks.append(Check("uprobes", uprobes, "uprobe_events present" if uprobes else "absent (CONFIG_UPROBE_EVENTS not set)"))
+    ring = ringbuf_supported()
+    checks.append(Check("BPF ring buffer", ring, "BPF_MAP_TYPE_RINGBUF" if ring else "cannot create one (kernel < 5.8?)", True))
+    cgroup = cgroup2_mount()
+    checks.append(Check("cgroup v2", cgroup is not None, str(cgroup) if cgroup else "not mounted: --cgroup unavailable"))
+    return checks
+
+
+def layer_plan(checks: list[Check]) -> dict[str, str]:
+    """Which mechanism each layer uses here, or why it is unavailable."""
+    ok = {c.name: c.ok for c in checks}
+    ready = all(c.ok for c in checks if c.required)
+    plan = {"syscall": "raw tracepoints sys_enter/sys_exit" if ready else "unavailable (see failed checks)"}
+    if ok.get("fentry"):
+        plan["vfs"] = "fentry"
+    elif ok.get("kprobes"):
+        plan["vfs"] = "kprobes"
+    else:
+        plan["vfs"] = "unavailable: no fentry and no kprobes on this kernel"
+    return plan

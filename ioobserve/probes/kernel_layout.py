@@ -1,0 +1,79 @@
+"""Struct offsets of the running kernel, as -D flags for the probes (ebpf_probes/kernel_access.h)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ioobserve.probes.btf import Btf, BtfError
+from ioobserve.probes.syscall_table import machine_arch
+
+# OFF_<macro> -> (struct, dotted member path)
+FIELDS: dict[str, tuple[str, str]] = {
+    "TASK_TGID": ("task_struct", "tgid"),
+    "TASK_PID": ("task_struct", "pid"),
+    "TASK_REAL_PARENT": ("task_struct", "real_parent"),
+    "TASK_FILES": ("task_struct", "files"),
+    "TASK_FS": ("task_struct", "fs"),
+    "TASK_MM": ("task_struct", "mm"),
+    "TASK_EXIT_CODE": ("task_struct", "exit_code"),
+    "FILES_FDT": ("files_struct", "fdt"),
+    "FDTABLE_MAX_FDS": ("fdtable", "max_fds"),
+    "FDTABLE_FD": ("fdtable", "fd"),
+    "FILE_F_INODE": ("file", "f_inode"),
+    "FILE_F_PATH_MNT": ("file", "f_path.mnt"),
+    "FILE_F_PATH_DENTRY": ("file", "f_path.dentry"),
+    "FILE_F_POS": ("file", "f_pos"),
+    "INODE_I_INO": ("inode", "i_ino"),
+    "INODE_I_SB": ("inode", "i_sb"),
+    "INODE_I_MODE": ("inode", "i_mode"),
+    "SUPER_BLOCK_S_DEV": ("super_block", "s_dev"),
+    "DENTRY_D_PARENT": ("dentry", "d_parent"),
+    "DENTRY_D_NAME_NAME": ("dentry", "d_name.name"),
+    "DENTRY_D_INODE": ("dentry", "d_inode"),
+    "MOUNT_MNT": ("mount", "mnt"),
+    "MOUNT_MNT_PARENT": ("mount", "mnt_parent"),
+    "MOUNT_MNT_MOUNTPOINT": ("mount", "mnt_mountpoint"),
+    "VFSMOUNT_MNT_ROOT": ("vfsmount", "mnt_root"),
+    "FS_STRUCT_PWD_MNT": ("fs_struct", "pwd.mnt"),
+    "FS_STRUCT_PWD_DENTRY": ("fs_struct", "pwd.dentry"),
+    "MM_STRUCT_ARG_START": ("mm_struct", "arg_start"),
+    "MM_STRUCT_ARG_END": ("mm_struct", "arg_end"),
+    "LINUX_BINPRM_FILENAME": ("linux_binprm", "filename"),
+}
+
+# pt_regs members holding syscall arguments 0..5 (the syscall ABI, not the C one).
+SYSCALL_ARG_REGS: dict[str, tuple[str, ...]] = {
+    "x86_64": ("di", "si", "dx", "r10", "r8", "r9"),
+    "aarch64": tuple(f"regs.{i}" for i in range(6)),
+}
+
+
+@dataclass(frozen=True)
+class KernelLayout:
+    """Offsets the probes need, and where they came from."""
+
+    offsets: dict[str, int]
+    source: str  # "BTF" or an explanation
+
+    def cflags(self) -> list[str]:
+        """-D flags defining OFF_* and SIZEOF_PT_REGS."""
+        return [f"-D{'' if name.startswith('SIZEOF') else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
+
+
+def _reg_offset(btf: Btf, member: str) -> int:
+    if member.startswith("regs."):
+        return btf.offset("pt_regs", "regs") + 8 * int(member.split(".")[1])
+    return btf.offset("pt_regs", member)
+
+
+def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
+    """Every offset the probes read, taken from `btf`; raises BtfError if one is missing."""
+    arch = arch or machine_arch()
+    offsets = {name: btf.offset(struct, member) for name, (struct, member) in FIELDS.items()}
+    regs = SYSCALL_ARG_REGS.get(arch)
+    if regs is None:
+        raise BtfError(f"no syscall argument registers known for {arch}")
+    for index, member in enumerate(regs):
+        offsets[f"SYSCALL_ARG{index}"] = _reg_offset(btf, member)
+    offsets["SIZEOF_PT_REGS"] = btf.struct_size("pt_regs")
+    return KernelLayout(offsets, "BTF")

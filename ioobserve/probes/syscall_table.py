@@ -1,0 +1,140 @@
+"""Which syscalls the syscall layer traces, their numbers per architecture, and how
+the probes read each one's arguments (the `syscall_specs` map)."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+import numpy as np
+
+from ioobserve import events as ev
+
+
+class UnsupportedArchitecture(Exception):
+    """No syscall numbers are known for this machine's architecture."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one syscall's arguments map onto an event (argument indexes, -1 for none)."""
+
+    op: str
+    flags: int = 0
+    fd: int = -1
+    path: int = -1
+    dirfd: int = -1
+    count: int = -1
+    offset: int = -1
+    aux: int = -1
+    buf: int = -1
+    fd2: int = -1
+    path2: int = -1
+    dirfd2: int = -1
+
+
+_POS = ev.S_FILE_POS
+SPECS: tuple[Spec, ...] = (
+    Spec("open", ev.S_RET_FD, path=0, aux=1),
+    Spec("openat", ev.S_RET_FD, dirfd=0, path=1, aux=2),
+    Spec("openat2", ev.S_RET_FD | ev.S_HOW_FLAGS, dirfd=0, path=1, aux=2),
+    Spec("creat", ev.S_RET_FD, path=0, aux=1),
+    Spec("close", fd=0),
+    Spec("close_range", aux=1, offset=0),
+    Spec("read", _POS, fd=0, count=2),
+    Spec("pread64", fd=0, count=2, offset=3),
+    Spec("readv", _POS | ev.S_IOV, fd=0, count=2),
+    Spec("preadv", ev.S_IOV, fd=0, count=2, offset=3),
+    Spec("preadv2", ev.S_IOV | ev.S_OFFSET_NEG, fd=0, count=2, offset=3, aux=5),
+    Spec("write", _POS, fd=0, count=2),
+    Spec("pwrite64", fd=0, count=2, offset=3),
+    Spec("writev", _POS | ev.S_IOV, fd=0, count=2),
+    Spec("pwritev", ev.S_IOV, fd=0, count=2, offset=3),
+    Spec("pwritev2", ev.S_IOV | ev.S_OFFSET_NEG, fd=0, count=2, offset=3, aux=5),
+    Spec("lseek", fd=0, offset=1, aux=2),
+    Spec("fsync", fd=0),
+    Spec("fdatasync", fd=0),
+    Spec("sync_file_range", fd=0, offset=1, count=2, aux=3),
+    Spec("syncfs", fd=0),
+    Spec("stat", ev.S_STATBUF, path=0, buf=1),
+    Spec("lstat", ev.S_STATBUF, path=0, buf=1),
+    Spec("fstat", fd=0),
+    Spec("newfstatat", ev.S_STATBUF | ev.S_EMPTY_PATH, dirfd=0, path=1, buf=2, aux=3),
+    Spec("statx", ev.S_STATX | ev.S_EMPTY_PATH, dirfd=0, path=1, aux=2, buf=4),
+    Spec("access", path=0, aux=1),
+    Spec("faccessat", dirfd=0, path=1, aux=2),
+    Spec("faccessat2", dirfd=0, path=1, aux=2),
+    Spec("unlink", path=0),
+    Spec("unlinkat", dirfd=0, path=1, aux=2),
+    Spec("rename", path=0, path2=1),
+    Spec("renameat", dirfd=0, path=1, dirfd2=2, path2=3),
+    Spec("renameat2", dirfd=0, path=1, dirfd2=2, path2=3, aux=4),
+    Spec("mkdir", path=0, aux=1),
+    Spec("mkdirat", dirfd=0, path=1, aux=2),
+    Spec("rmdir", path=0),
+    Spec("getdents64", fd=0, count=2),
+    Spec("truncate", path=0, offset=1),
+    Spec("ftruncate", fd=0, offset=1),
+    Spec("fallocate", fd=0, aux=1, offset=2, count=3),
+    Spec("mmap", ev.S_MMAP, fd=4, count=1, offset=5, aux=3),
+    Spec("sendfile", ev.S_PAIR | ev.S_OFFSET_PTR, fd=1, fd2=0, offset=2, count=3),
+    Spec("copy_file_range", ev.S_PAIR | ev.S_OFFSET_PTR, fd=0, offset=1, fd2=2, count=4),
+    Spec("splice", ev.S_PAIR | ev.S_OFFSET_PTR, fd=0, offset=1, fd2=2, count=4),
+    Spec("dup", fd=0),
+    Spec("dup2", fd=0, aux=1),
+    Spec("dup3", fd=0, aux=1),
+    Spec("fcntl", ev.S_FCNTL_DUP, fd=0, aux=1),
+)
+
+# Syscall numbers are kernel ABI: fixed per architecture. aarch64 uses the generic table,
+# which has no open/stat/rename/... (glibc calls the *at variants there).
+NUMBERS: dict[str, dict[str, int]] = {
+    "x86_64": {
+        "read": 0, "write": 1, "open": 2, "close": 3, "stat": 4, "fstat": 5, "lstat": 6,
+        "lseek": 8, "mmap": 9, "pread64": 17, "pwrite64": 18, "readv": 19, "writev": 20,
+        "access": 21, "dup": 32, "dup2": 33, "sendfile": 40, "fcntl": 72, "fsync": 74,
+        "fdatasync": 75, "truncate": 76, "ftruncate": 77, "rename": 82, "mkdir": 83,
+        "rmdir": 84, "creat": 85, "unlink": 87, "getdents64": 217, "openat": 257,
+        "mkdirat": 258, "newfstatat": 262, "unlinkat": 263, "renameat": 264, "faccessat": 269,
+        "splice": 275, "sync_file_range": 277, "fallocate": 285, "dup3": 292, "preadv": 295,
+        "pwritev": 296, "syncfs": 306, "renameat2": 316, "copy_file_range": 326,
+        "preadv2": 327, "pwritev2": 328, "statx": 332, "close_range": 436, "openat2": 437,
+        "faccessat2": 439,
+    },
+    "aarch64": {
+        "getdents64": 61, "read": 63, "write": 64, "readv": 65, "writev": 66, "pread64": 67,
+        "pwrite64": 68, "preadv": 69, "pwritev": 70, "sendfile": 71, "splice": 76,
+        "newfstatat": 79, "fstat": 80, "fsync": 82, "fdatasync": 83, "sync_file_range": 84,
+        "openat": 56, "close": 57, "lseek": 62, "mkdirat": 34, "unlinkat": 35, "renameat": 38,
+        "truncate": 45, "ftruncate": 46, "fallocate": 47, "faccessat": 48, "dup": 23,
+        "dup3": 24, "fcntl": 25, "mmap": 222, "syncfs": 267, "renameat2": 276,
+        "copy_file_range": 285, "preadv2": 286, "pwritev2": 287, "statx": 291,
+        "close_range": 436, "openat2": 437, "faccessat2": 439,
+    },
+}
+
+SPEC_ENTRIES = 512  # SPEC_ENTRIES in syscalls.bpf.c
+
+
+def machine_arch() -> str:
+    """The architecture name used as a key of NUMBERS."""
+    arch = platform.machine()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+def spec_array(arch: str | None = None) -> np.ndarray:
+    """The contents of the `syscall_specs` map: one entry per syscall number."""
+    arch = arch or machine_arch()
+    if arch not in NUMBERS:
+        raise UnsupportedArchitecture(f"no syscall table for {arch}")
+    numbers = NUMBERS[arch]
+    table = np.zeros(SPEC_ENTRIES, dtype=ev.SYSCALL_SPEC)
+    for spec in SPECS:
+        nr = numbers.get(spec.op)
+        if nr is None:
+            continue
+        table[nr] = (
+            ev.OP_CODES[spec.op], spec.flags, spec.fd, spec.path, spec.dirfd, spec.count,
+            spec.offset, spec.aux, spec.buf, spec.fd2, spec.path2, spec.dirfd2,
+        )
+    return table

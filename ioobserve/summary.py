@@ -1,0 +1,85 @@
+"""The end-of-recording summary, accumulated batch by batch (a sink)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.context.processes import Process
+
+_READS = sorted(ev.READ_OPS)
+_WRITES = sorted(ev.WRITE_OPS)
+
+
+@dataclass
+class Summary:
+    """Totals of one recording."""
+
+    records: int = 0
+    calls: int = 0
+    lost: dict[str, int] = field(default_factory=dict)
+    pids: set[int] = field(default_factory=set)
+    ops: dict[str, int] = field(default_factory=dict)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    files: dict[str, list[int]] = field(default_factory=dict)  # path -> [calls, read, written]
+
+    @property
+    def lost_total(self) -> int:
+        """All records lost, every kind."""
+        return sum(self.lost.values())
+
+    def top_files(self, n: int = 10) -> list[tuple[str, int, int, int]]:
+        """(path, calls, bytes read, bytes written), most bytes first."""
+        rows = [(path, *totals) for path, totals in self.files.items()]
+        rows.sort(key=lambda r: (r[2] + r[3], r[1]), reverse=True)
+        return rows[:n]
+
+
+class SummarySink:
+    """Folds each batch into a Summary with a few group-bys."""
+
+    def __init__(self) -> None:
+        self.summary = Summary()
+
+    def processes(self, changed: list[Process]) -> None:
+        """Processes matter only once they do I/O."""
+
+    def events(self, frame: pl.DataFrame) -> None:
+        """Add a batch's counts and bytes."""
+        out = self.summary
+        out.records += frame.height
+        counted = frame.filter(pl.col(s.COUNTED))
+        out.calls += counted.height
+        out.pids.update(frame.get_column(s.PID).unique().to_list())
+        for op, n in counted.group_by(s.OP).len().iter_rows():
+            out.ops[op] = out.ops.get(op, 0) + n
+        is_read = pl.col(s.OP).is_in(_READS) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) == 0))
+        is_write = pl.col(s.OP).is_in(_WRITES) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0))
+        per_file = (
+            frame.filter(pl.col(s.PATH).is_not_null())
+            .group_by(s.PATH)
+            .agg(
+                pl.col(s.COUNTED).sum().alias("calls"),
+                pl.col(s.BYTES).filter(is_read).sum().alias("read"),
+                pl.col(s.BYTES).filter(is_write).sum().alias("written"),
+            )
+        )
+        for path, calls, read, written in per_file.iter_rows():
+            totals = out.files.setdefault(path, [0, 0, 0])
+            totals[0] += calls
+            totals[1] += read
+            totals[2] += written
+        out.bytes_read += int(frame.select(pl.col(s.BYTES).filter(is_read).sum()).item() or 0)
+        out.bytes_written += int(frame.select(pl.col(s.BYTES).filter(is_write).sum()).item() or 0)
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """Add a loss report."""
+        for name, count in counts.items():
+            self.summary.lost[name] = self.summary.lost.get(name, 0) + count
+
+    def close(self) -> None:
+        """Nothing to flush."""
