@@ -43,9 +43,8 @@ def read_file(path: str, chunk: int, counts: dict) -> None:
     counts["files"][path] = counts["files"].get(path, 0) + got
 
 
-def worker(args: tuple) -> dict:
+def worker(directory: str, paths: list[str], chunk: int, results) -> None:
     """One loader worker: stat + read its files, list the directory once."""
-    directory, paths, chunk = args
     counts = new_counts()
     for path in paths:
         os.stat(path)
@@ -53,7 +52,7 @@ def worker(args: tuple) -> dict:
         read_file(path, chunk, counts)
     os.listdir(directory)
     counts["getdents64_dirs"] += 1
-    return {"pid": os.getpid(), "ppid": os.getppid(), "counts": counts}
+    results.put({"pid": os.getpid(), "ppid": os.getppid(), "counts": counts})
 
 
 def main() -> None:
@@ -90,12 +89,18 @@ def main() -> None:
     started = time.monotonic()
     results = []
     ctx = mp.get_context(args.start)
-    for epoch in range(args.epochs):
-        shares = [(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE) for w in range(args.workers)]
-        with ctx.Pool(args.workers) as pool:
-            # one task per worker process: Pool hands tasks to idle workers, so make each
-            # worker take exactly one by chunksize=1 and as many tasks as workers
-            results.extend(pool.map(worker, shares, chunksize=1))
+    queue = ctx.Queue()
+    for _epoch in range(args.epochs):
+        # Like a DataLoader: fresh worker processes every epoch, each with its share.
+        workers = [
+            ctx.Process(target=worker, args=(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE, queue))
+            for w in range(args.workers)
+        ]
+        for proc in workers:
+            proc.start()
+        results.extend(queue.get() for _ in workers)
+        for proc in workers:
+            proc.join()
     with ThreadPoolExecutor(args.threads) as pool:
         list(pool.map(lambda p: read_file(p, LARGE, main_counts), paths[: args.threads]))
     for path in paths:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,6 +32,7 @@ def record(
     cgroup: CgroupOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
+    ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
 
@@ -40,7 +42,7 @@ def record(
     from ioobserve.cli.summary_view import print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes.capabilities import privileges_check
-    from ioobserve.probes.loader import ProbeError
+    from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
@@ -51,13 +53,15 @@ def record(
             raise UserError(f"recording needs privileges: {privileges.detail}")
         if command and shutil.which(command[0]) is None:
             raise UserError(f"command not found: {command[0]}")
+        if ring_pages < 1 or ring_pages & (ring_pages - 1):
+            raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
         filters = build_filters(pid, cgroup, comm, path_prefix)
         directory = check_output_dir(output or Path.cwd())
     except (UserError, OutputError) as exc:
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [])
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages))
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     summary = SummarySink()
@@ -72,7 +76,8 @@ def record(
         fail(str(exc))
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
-    result = recording.run(duration=duration, command=command)
+    result = recording.run(duration=duration, command=command, on_start=lambda: print(
+        f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
     print_summary(summary.summary, result, writer.path)
     if command and result.command_status not in (None, 0):
         raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)

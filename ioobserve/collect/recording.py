@@ -88,7 +88,7 @@ class Recording:
         self._stopped_by = reason
         self._stop.set()
 
-    def run(self, duration: float | None = None, command: list[str] | None = None) -> RecordingResult:
+    def run(self, duration: float | None = None, command: list[str] | None = None, on_start=None) -> RecordingResult:
         """Record; returns after every probe is detached and the sinks are closed."""
         child = GatedCommand(command) if command else None
         if child:
@@ -107,6 +107,8 @@ class Recording:
         status = None
         try:
             collector.start()
+            if on_start:
+                on_start()
             if child:
                 child.release()
             deadline = started + duration if duration else None

@@ -45,7 +45,7 @@ class TraceWriter:
         self._last_flush = time.monotonic()
         self._next_id = 1
         self.events_written = 0
-        self.lost: dict[str, int] = {}
+        self.lost_counts: dict[str, int] = {}
         self._write(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": socket.gethostname(), "value": self._hhash}))
         self._write(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, {"hhash": self._hhash, **recording}))
         self.flush()
@@ -92,7 +92,7 @@ class TraceWriter:
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """A loss record for the interval, so a trace says what it misses."""
         for name, count in counts.items():
-            self.lost[name] = self.lost.get(name, 0) + count
+            self.lost_counts[name] = self.lost_counts.get(name, 0) + count
         self._write(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000, {"hhash": self._hhash, "lost": counts}))
 
     def flush(self) -> None:
@@ -108,7 +108,7 @@ class TraceWriter:
 
     def close(self) -> None:
         """Write the end record, flush and close."""
-        args = {"hhash": self._hhash, "num_events": self.events_written, "lost": self.lost, "lost_total": sum(self.lost.values())}
+        args = {"hhash": self._hhash, "num_events": self.events_written, "lost": self.lost_counts, "lost_total": sum(self.lost_counts.values())}
         self._write(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args))
         self.flush()
         os.fsync(self._fd)

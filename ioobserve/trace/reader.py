@@ -1,0 +1,95 @@
+"""Read ioobserve traces back into Polars frames with the columns of ioobserve.schema."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+
+_ARGS = pl.Struct(
+    {
+        "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
+        "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32,
+        "arg": pl.UInt64, "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "uid": pl.UInt32,
+        "cgroup": pl.UInt64, "ts_ns": pl.UInt64, "dur_ns": pl.UInt64, "layer": pl.String, "flags": pl.UInt16,
+    }
+)
+_LINE = {
+    "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
+    "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
+}
+_EVENT_ARGS = ("fhash", "fhash2", "ret", "count", "offset", "fd", "errno", "arg", "dev", "ino", "ppid", "uid",
+               "cgroup", "ts_ns", "dur_ns", "flags")
+_DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
+
+
+class TraceError(Exception):
+    """A trace file is missing or not a readable trace."""
+
+
+def read_lines(path: Path) -> pl.DataFrame:
+    """Every line of one trace file, args as a struct (complete gzip members only)."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            raw = handle.read()
+    except (OSError, EOFError) as exc:
+        raise TraceError(f"{path}: not a readable trace ({exc})") from None
+    if not raw.strip():
+        return pl.DataFrame(schema=_LINE)
+    try:
+        return pl.read_ndjson(io.BytesIO(raw), schema=_LINE)
+    except pl.exceptions.PolarsError as exc:
+        raise TraceError(f"{path}: malformed JSON lines ({str(exc).splitlines()[0]})") from None
+
+
+def load(paths: list[Path] | Path) -> pl.DataFrame:
+    """Events of one or more traces, paths resolved from FH records, sorted by time."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    frames = [read_lines(Path(p)) for p in paths]
+    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE)
+    meta = lines.filter((pl.col("ph") == 4) & (pl.col("name") == "FH")).select(
+        pl.col("args").struct.field("value").alias("h"), pl.col("args").struct.field("name").alias("p")
+    ).unique("h")
+    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer")).with_columns(
+        pl.col("args").struct.field(f).alias(f) for f in _EVENT_ARGS
+    )
+    events = (
+        events.join(meta.rename({"h": "fhash", "p": s.PATH}), on="fhash", how="left")
+        .join(meta.rename({"h": "fhash2", "p": s.PATH2}), on="fhash2", how="left")
+    )
+    return events.select(
+        pl.col("ts_ns").alias(s.TS),
+        pl.col("dur_ns").alias(s.DUR),
+        pl.col("pid").alias(s.PID),
+        pl.col("tid").alias(s.TID),
+        pl.col("ppid").alias(s.PPID),
+        pl.col("uid").alias(s.UID),
+        pl.col("cat").alias(s.LAYER),
+        pl.col("name").alias(s.OP),
+        pl.col(s.PATH),
+        pl.col(s.PATH2),
+        pl.col("fd").alias(s.FD),
+        pl.col("ret").alias(s.RET),
+        pl.col("errno").alias(s.ERRNO),
+        pl.col("count").alias(s.BYTES_REQ),
+        pl.when(pl.col("name").is_in(_DATA_OPS)).then(pl.col("ret").clip(lower_bound=0)).otherwise(0).cast(pl.UInt64).alias(s.BYTES),
+        pl.col("offset").alias(s.OFFSET),
+        pl.col("dev").alias(s.DEV),
+        pl.col("ino").alias(s.INO),
+        pl.col("cgroup").alias(s.CGROUP),
+        pl.col("arg").alias(s.ARG),
+        pl.col("flags").alias(s.FLAGS),
+        ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
+    ).sort(s.TS)
+
+
+def records(paths: list[Path] | Path, name: str) -> pl.DataFrame:
+    """Our own ph=1 records (start, end, lost) or metadata (PR, FH) by name, args unnested."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    lines = pl.concat([read_lines(Path(p)) for p in paths])
+    return lines.filter(pl.col("name") == name)

@@ -1,0 +1,42 @@
+"""Decoding auxiliary records and device numbers."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ioobserve import events as ev
+from ioobserve.decode import decode_aux, kernel_dev_to_user, path_from_components
+
+
+def test_path_from_leaf_first_components():
+    assert path_from_components(b"file.bin\0data\0tmp\0", False) == "/tmp/data/file.bin"
+    assert path_from_components(b"", False) == "/"
+    assert path_from_components(b"c\0b\0", True).endswith("/b/c")
+
+
+def test_kernel_dev_to_user_matches_os_makedev():
+    pairs = [(8, 1), (259, 3), (0, 45), (4095, 1048575), (300, 70000)]
+    kernel = np.array([(major << 20) | minor for major, minor in pairs], dtype=np.uint32)
+    assert kernel_dev_to_user(kernel).tolist() == [os.makedev(a, b) for a, b in pairs]
+
+
+def _record(dtype, payload: bytes, **fields) -> bytes:
+    head = np.zeros(1, dtype=dtype)
+    for name, value in fields.items():
+        head[name] = value
+    return head.tobytes() + payload
+
+
+def test_decode_aux_sorts_records_by_kind():
+    path = _record(ev.PATH_RECORD, b"f\0d\0", kind=ev.AUX_PATH, dev=5, ino=7, mode=0o100644, len=4)
+    name = _record(ev.NAME_RECORD, b"rel/x", kind=ev.AUX_NAME, tid=9, ts_ns=11, index=1, base_dev=5, base_ino=3, len=5)
+    proc = _record(ev.PROC_RECORD, b"/usr/bin/python3\0python3\0-c\0pass\0", kind=ev.AUX_PROC, proc_kind=ev.PROC_EXEC,
+                   pid=42, tid=42, ppid=1, comm=b"python3", len=33)
+    batch = decode_aux([path, name, proc, b"\x63\0\0\0"])
+    assert batch.paths[0].path == "/d/f" and batch.paths[0].ino == 7
+    assert batch.names[0].name == "rel/x" and batch.names[0].index == 1
+    assert batch.procs[0].exe == "/usr/bin/python3"
+    assert batch.procs[0].argv == ("python3", "-c", "pass")
+    assert batch.procs[0].comm == "python3"

@@ -1,0 +1,75 @@
+"""common.h and ioobserve/events.py describe the same bytes: compile the header and compare."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from ioobserve import events as ev
+from tests.conftest import ROOT
+
+STRUCTS = {
+    "ioo_event": ev.EVENT,
+    "ioo_syscall_spec": ev.SYSCALL_SPEC,
+    "ioo_config": ev.CONFIG,
+    "ioo_file_key": ev.FILE_KEY,
+}
+HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD}
+
+
+def _c_layout(tmp_path) -> dict[str, int]:
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "common.h"', "int main(void) {"]
+    for struct, dtype in {**STRUCTS, **HEADERS}.items():
+        lines.append(f'printf("{struct}.sizeof %zu\\n", sizeof(struct {struct}));')
+        if struct in HEADERS:
+            lines.append(f'printf("{struct}.data %zu\\n", offsetof(struct {struct}, data));')
+        for field in dtype.names:
+            c_field = {"kind": "hdr.kind", "size": "hdr.size"}.get(field, field) if struct in HEADERS else field
+            lines.append(f'printf("{struct}.{field} %zu\\n", offsetof(struct {struct}, {c_field}));')
+    for name in ev.OP_NAMES[1:]:
+        lines.append(f'printf("op.{name} %d\\n", IOO_OP_{name.upper()});')
+    lines.append(f'printf("op.COUNT %d\\n", IOO_OP_COUNT);')
+    lines.append("return 0; }")
+    source = tmp_path / "layout.c"
+    source.write_text("\n".join(lines))
+    binary = tmp_path / "layout"
+    subprocess.run(["cc", "-I", str(ROOT / "ebpf_probes"), "-o", str(binary), str(source)], check=True)
+    out = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout
+    return {key: int(value) for key, value in (line.split() for line in out.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    return _c_layout(tmp_path_factory.mktemp("layout"))
+
+
+@pytest.mark.parametrize("struct", sorted(STRUCTS))
+def test_fixed_records_match(layout, struct):
+    dtype = STRUCTS[struct]
+    assert dtype.itemsize == layout[f"{struct}.sizeof"]
+    for field in dtype.names:
+        assert dtype.fields[field][1] == layout[f"{struct}.{field}"], field
+
+
+@pytest.mark.parametrize("struct", sorted(HEADERS))
+def test_variable_record_headers_match(layout, struct):
+    dtype = HEADERS[struct]
+    for field in dtype.names:
+        assert dtype.fields[field][1] == layout[f"{struct}.{field}"], field
+    # the header dtype ends exactly where the variable data begins
+    assert dtype.itemsize == layout[f"{struct}.data"]
+
+
+def test_op_codes_match(layout):
+    for code, name in enumerate(ev.OP_NAMES[1:], start=1):
+        assert layout[f"op.{name}"] == code
+    assert layout["op.COUNT"] == len(ev.OP_NAMES)
+    assert len(ev.OP_NAMES) <= ev.MAX_OPS
+
+
+def test_event_fields_are_naturally_aligned():
+    assert ev.EVENT.itemsize % 8 == 0
+    for name in ev.EVENT.names:
+        field, offset = ev.EVENT.fields[name][:2]
+        assert offset % min(field.alignment, 8) == 0, name

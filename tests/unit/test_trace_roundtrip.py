@@ -1,0 +1,95 @@
+"""Writer and reader agree: an enriched frame written as DFTracer-layout lines loads back."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+
+import polars as pl
+import pytest
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.context.processes import Process
+from ioobserve.trace.reader import load, records
+from ioobserve.trace.writer import TraceWriter
+
+
+def _frame() -> pl.DataFrame:
+    rows = [
+        # ts, dur, pid, tid, op, path, path2, fd, ret, req, bytes, offset, flags
+        (1_700_000_000_000_001_234, 2_500, 10, 11, "read", "/data/a", None, 3, 4096, 4096, 4096, 0, ev.F_FILE | ev.F_POS),
+        (1_700_000_000_000_002_000, 900, 10, 10, "rename", "/data/a", "/data/b", -1, 0, 0, 0, -1, ev.F_NAME | ev.F_NAME2),
+        (1_700_000_000_000_003_000, 100, 12, 12, "read", None, None, 99, -9, 10, 0, -1, 0),
+    ]
+    frame = pl.DataFrame(
+        rows,
+        schema={s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.OP: pl.String, s.PATH: pl.String,
+                s.PATH2: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.BYTES: pl.UInt64,
+                s.OFFSET: pl.Int64, s.FLAGS: pl.UInt16},
+        orient="row",
+    )
+    return frame.with_columns(
+        pl.lit(1, pl.UInt32).alias(s.PPID), pl.lit(0, pl.UInt32).alias(s.UID), pl.lit("x").alias(s.COMM),
+        pl.lit(s.LAYER_SYSCALL).alias(s.LAYER), pl.lit(0, pl.UInt64).alias(s.DEV), pl.lit(0, pl.UInt64).alias(s.INO),
+        pl.lit(1, pl.UInt64).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
+        pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
+        pl.lit(True).alias(s.COUNTED),
+    )
+
+
+@pytest.fixture
+def trace(tmp_path):
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
+    writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y"))])
+    writer.events(_frame())
+    writer.lost(1_700_000_000_000_000_000, {"read": 2})
+    writer.close()
+    return writer.path
+
+
+def test_events_round_trip_with_ns_precision_and_paths(trace):
+    loaded = load(trace)
+    assert loaded.height == 3
+    first = loaded.row(0, named=True)
+    assert first[s.TS] == 1_700_000_000_000_001_234 and first[s.DUR] == 2_500
+    assert first[s.PATH] == "/data/a" and first[s.BYTES] == 4096 and first[s.OFFSET] == 0
+    rename = loaded.filter(pl.col(s.OP) == "rename").row(0, named=True)
+    assert (rename[s.PATH], rename[s.PATH2]) == ("/data/a", "/data/b")
+    failed = loaded.filter(pl.col(s.PID) == 12).row(0, named=True)
+    assert failed[s.PATH] is None and failed[s.ERRNO] == 9
+
+
+def test_dftracer_layout_and_fh_before_use(trace):
+    lines = [json.loads(line) for line in gzip.open(trace, "rt")]
+    defined = set()
+    for line in lines:
+        assert isinstance(line["ph"], int)
+        if line["name"] == "FH":
+            defined.add(line["args"]["value"])
+        for key in ("fhash", "fhash2"):
+            if key in line.get("args", {}):
+                assert line["args"][key] in defined, "file hash used before its FH record"
+    events = [line for line in lines if line["ph"] == 1 and line["cat"] == "SYSCALL"]
+    assert list(events[0]) == ["id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]
+    assert events[0]["ts"] == 1_700_000_000_000_001 and events[0]["dur"] == 2
+    assert [line["name"] for line in lines if line["ph"] == 1][0] == "start"
+    assert lines[-1]["name"] == "end" and lines[-1]["args"]["num_events"] == 3 and lines[-1]["args"]["lost_total"] == 2
+
+
+def test_each_flush_is_a_complete_gzip_member(trace):
+    data = trace.read_bytes()
+    members = 0
+    while data:
+        decompressor = zlib.decompressobj(31)
+        decompressor.decompress(data)
+        assert decompressor.eof
+        data = decompressor.unused_data
+        members += 1
+    assert members >= 2  # the start record is flushed on its own
+
+
+def test_process_records(trace):
+    pr = records(trace, "PR")
+    assert pr.height == 1
