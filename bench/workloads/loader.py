@@ -15,8 +15,8 @@ import multiprocessing as mp
 import os
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 SMALL, LARGE = 4096, 1 << 20
 
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--start", choices=["spawn", "fork"], default="spawn")
     parser.add_argument("--threads", type=int, default=2, help="thread-pool readers in the main process")
     parser.add_argument("--epochs", type=int, default=1, help="worker pools started one after another")
+    parser.add_argument("--short", type=int, default=0, help="forked children that read one file and exit at once")
     args = parser.parse_args()
 
     base = args.dir or tempfile.mkdtemp(prefix="ioobserve-loader-")
@@ -101,8 +102,24 @@ def main() -> None:
         results.extend(queue.get() for _ in workers)
         for proc in workers:
             proc.join()
-    with ThreadPoolExecutor(args.threads) as pool:
-        list(pool.map(lambda p: read_file(p, LARGE, main_counts), paths[: args.threads]))
+    for i in range(args.short):
+        # Children that live well under 10 ms: one small read each, then _exit.
+        child = os.fork()
+        if child == 0:
+            fd = os.open(paths[i % len(paths)], os.O_RDONLY)
+            os.read(fd, SMALL)
+            os.close(fd)
+            os._exit(0)
+        os.waitpid(child, 0)
+        counts = new_counts()
+        counts.update(openat=1, read=1, close=1, files={paths[i % len(paths)]: min(SMALL, args.size)})
+        results.append({"pid": child, "ppid": os.getpid(), "counts": counts})
+    # Reader threads in the main process (one file each), like a prefetching thread pool.
+    threads = [threading.Thread(target=read_file, args=(p, LARGE, main_counts)) for p in paths[: args.threads]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     for path in paths:
         renamed = path + ".done"
         os.rename(path, renamed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 from pathlib import Path
 
 import polars as pl
@@ -86,6 +87,13 @@ def load(paths: list[Path] | Path) -> pl.DataFrame:
         pl.col("flags").alias(s.FLAGS),
         ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
     ).sort(s.TS)
+
+
+def own_records(path: Path, name: str) -> list[dict]:
+    """Our own records named `name` ("start", "end", "lost") as parsed JSON, in file order."""
+    marker = f'"name":"{name}","cat":"dftracer"'.encode()
+    with gzip.open(path, "rb") as handle:
+        return [json.loads(line) for line in handle if marker in line]
 
 
 def records(paths: list[Path] | Path, name: str) -> pl.DataFrame:

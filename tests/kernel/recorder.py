@@ -1,0 +1,76 @@
+"""Running `ioobserve record` for kernel tests, the way a user would."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
+READY_TIMEOUT = 90
+
+
+def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`ioobserve record -o out_dir [options] -- command`, run to completion."""
+    return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *options, "--", *command],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+class Recorder:
+    """A background `ioobserve record` that tests stop with SIGTERM."""
+
+    def __init__(self, out_dir: Path, *options: str):
+        self.out_dir = out_dir
+        self.proc = subprocess.Popen([IOOBSERVE, "record", "-o", str(out_dir), *options],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + READY_TIMEOUT
+        self.stderr_head = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            self.stderr_head += line
+            if "recording to" in line:
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        self.proc.kill()
+        raise AssertionError(f"recorder did not start: {self.stderr_head}{self.proc.stderr.read()}")
+
+    def stop(self) -> tuple[int, str, str]:
+        """SIGTERM; returns (exit code, stdout, stderr)."""
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=120)
+        return self.proc.returncode, out, self.stderr_head + err
+
+    def traces(self) -> list[Path]:
+        return sorted(self.out_dir.glob("*.pfw.gz"))
+
+
+def json_line(stdout: str, key: str) -> dict:
+    """The workload's JSON report line containing `key`."""
+    for line in stdout.splitlines():
+        if line.startswith("{") and f'"{key}"' in line:
+            return json.loads(line)
+    raise AssertionError(f"no {key!r} report in workload output: {stdout[-2000:]}")
+
+
+class Workload:
+    """A workload that prints READY, waits for a line on stdin, then works."""
+
+    def __init__(self, command: list[str]):
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.strip() == "READY", line + self.proc.stderr.read()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def go(self) -> str:
+        """Release it and wait for it to finish; returns the rest of its stdout."""
+        out, err = self.proc.communicate("go\n", timeout=120)
+        assert self.proc.returncode == 0, err
+        return out

@@ -1,0 +1,110 @@
+"""Every call and every byte of a DataLoader-like workload, per process, as the workload
+itself counted them and as `strace -f` saw them: spawned and forked workers, a thread pool,
+children that live under 10 ms."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.trace.reader import load, own_records
+from tests.conftest import ROOT
+from tests.kernel.recorder import json_line, record_command
+
+LOADER = str(ROOT / "bench" / "workloads" / "loader.py")
+OPS = ("openat", "read", "close", "newfstatat", "rename", "unlink")
+ARGS = ["--files", "12", "--size", str(256 * 1024), "--workers", "4", "--threads", "2", "--short", "3"]
+
+
+def _trace_counts(frame: pl.DataFrame, pid: int) -> dict:
+    mine = frame.filter((pl.col(s.PID) == pid) & pl.col(s.PATH).str.contains("/sample-"))
+    counts = {op: mine.filter(pl.col(s.OP) == op).height for op in OPS}
+    reads = mine.filter(pl.col(s.OP) == "read").group_by(s.PATH).agg(pl.col(s.BYTES).sum())
+    counts["files"] = dict(reads.iter_rows())
+    return counts
+
+
+def _expected_counts(report: dict) -> dict:
+    return {op: report["counts"][op] for op in OPS} | {"files": report["counts"]["files"]}
+
+
+@pytest.fixture(scope="module", params=["spawn", "fork"])
+def loader_run(request, tmp_path_factory):
+    if sys.platform != "linux":
+        pytest.skip("linux only")
+    out = tmp_path_factory.mktemp(f"trace-{request.param}")
+    work = tmp_path_factory.mktemp(f"work-{request.param}")
+    result = record_command(out, [sys.executable, LOADER, "--dir", str(work), "--start", request.param, *ARGS])
+    return request.param, result, sorted(out.glob("*.pfw.gz"))
+
+
+@pytest.mark.kernel
+def test_every_process_call_and_byte_matches_the_workload(root_required, loader_run):
+    start, result, traces = loader_run
+    assert result.returncode == 0, result.stderr
+    report = json_line(result.stdout, "EXPECTED")
+    frame = load(traces)
+    expected = report["EXPECTED"]
+    assert len(expected) == 1 + 4 + 3  # main, workers, short-lived children
+    for pid, entry in expected.items():
+        got = _trace_counts(frame, int(pid))
+        assert got == _expected_counts(entry), f"pid {pid} ({start})"
+        ppids = frame.filter(pl.col(s.PID) == int(pid)).get_column(s.PPID).unique().to_list()
+        assert ppids == [entry["ppid"]], f"pid {pid} attributed to {ppids}, not its parent"
+    main = int(next(pid for pid, e in expected.items() if e["counts"]["write"]))
+    tids = frame.filter((pl.col(s.PID) == main) & (pl.col(s.OP) == "read") & pl.col(s.PATH).str.contains("/sample-"))
+    thread_ids = set(tids.get_column(s.TID).to_list())
+    assert len(thread_ids) == 2 and main not in thread_ids, "reader threads carry their own thread ids"
+    (end,) = own_records(traces[0], "end")
+    assert end["args"]["lost_total"] == 0
+
+
+def _strace_counts(log: str, data_dir: str) -> list[dict]:
+    """Per-thread counts of calls on the data files in an `strace -f -y` log."""
+    counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    for line in log.splitlines():
+        match = re.match(r"^(\d+)\s+(\w+)\((.*)", line)
+        if not match:
+            continue  # "<... resumed>" halves: the call was counted where it started
+        tid, op, args = int(match.group(1)), match.group(2), match.group(3)
+        target = args.split(", ")[1 if op in ("openat", "newfstatat") else 0]  # dirfd first for *at
+        if f"{data_dir}/sample-" in target:
+            counts[tid][op] += 1
+    return sorted((dict(c) for c in counts.values()), key=lambda d: sorted(d.items()))
+
+
+@pytest.mark.kernel
+def test_counts_agree_with_strace(root_required, loader_run, tmp_path):
+    if shutil.which("strace") is None:
+        pytest.fail("strace is missing: make setup installs it")
+    start, result, traces = loader_run
+    report = json_line(result.stdout, "EXPECTED")
+    frame = load(traces)
+    # strace -f labels lines by thread, so compare per thread.
+    ours = []
+    for pid in report["EXPECTED"]:
+        mine = frame.filter((pl.col(s.PID) == int(pid)) & pl.col(s.PATH).str.contains("/sample-"))
+        for tid in mine.get_column(s.TID).unique().to_list():
+            per_thread = mine.filter(pl.col(s.TID) == tid)
+            ours.append({op: n for op in OPS if op != "unlink" and (n := per_thread.filter(pl.col(s.OP) == op).height)})
+    work = tmp_path / "work"
+    work.mkdir()
+    log = tmp_path / "strace.log"
+    traced = subprocess.run(
+        ["strace", "-f", "-qq", "-y", "-s", "256", "-o", str(log), "-e", "trace=" + ",".join(OPS),
+         sys.executable, LOADER, "--dir", str(work), "--start", start, *ARGS],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert traced.returncode == 0, traced.stderr
+    theirs = _strace_counts(log.read_text(), str(work / "data"))
+    theirs = [{op: n for op, n in c.items() if op != "unlink"} for c in theirs]
+    ours = sorted(ours, key=lambda d: sorted(d.items()))
+    assert ours == theirs, json.dumps([ours, theirs])
