@@ -1,0 +1,94 @@
+"""Kernel-side filters: a pid tree including children born later, a cgroup, a path prefix."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.probes.capabilities import cgroup2_mount
+from ioobserve.trace.reader import load
+from tests.conftest import ROOT
+from tests.kernel.recorder import Recorder, Workload, json_line
+
+TREE = str(ROOT / "tests" / "workloads" / "tree_workload.py")
+
+
+def _file(tmp_path, name: str) -> str:
+    path = tmp_path / name
+    path.write_bytes(os.urandom(4096))
+    return str(path)
+
+
+def _pids_reading(frame: pl.DataFrame, path: str) -> set[int]:
+    return set(frame.filter((pl.col(s.PATH) == path) & (pl.col(s.OP) == "read")).get_column(s.PID).to_list())
+
+
+@pytest.mark.kernel
+def test_pid_tree_includes_later_children_and_nothing_else(root_required, tmp_path):
+    mine, other = _file(tmp_path, "mine.bin"), _file(tmp_path, "other.bin")
+    target = Workload([sys.executable, TREE, mine])
+    bystander = Workload([sys.executable, TREE, other])
+    recorder = Recorder(tmp_path / "trace", "--pid", str(target.pid))
+    tree = json_line(target.go(), "pids")["pids"]
+    bystander.go()
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    assert _pids_reading(frame, mine) == set(tree)
+    assert frame.filter(pl.col(s.PID) == bystander.pid).height == 0
+    assert set(frame.get_column(s.PID).unique().to_list()) <= set(tree)
+
+
+@pytest.fixture
+def cgroup(root_required):
+    root = cgroup2_mount()
+    if root is None:
+        pytest.fail("cgroup v2 is not mounted")
+    path = root / f"ioobserve-test-{uuid.uuid4().hex[:8]}"
+    path.mkdir()
+    yield path
+    for pid in (path / "cgroup.procs").read_text().split():  # leave nothing behind
+        (root / "cgroup.procs").write_text(pid)
+    path.rmdir()
+
+
+@pytest.mark.kernel
+def test_cgroup_filter(cgroup, tmp_path):
+    inside, outside = _file(tmp_path, "in.bin"), _file(tmp_path, "out.bin")
+    member = Workload([sys.executable, TREE, inside, "--cgroup-procs", str(cgroup / "cgroup.procs")])
+    stranger = Workload([sys.executable, TREE, outside])
+    recorder = Recorder(tmp_path / "trace", "--cgroup", str(cgroup))
+    tree = json_line(member.go(), "pids")["pids"]
+    stranger.go()
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    assert _pids_reading(frame, inside) == set(tree)
+    assert _pids_reading(frame, outside) == set()
+    assert frame.get_column(s.CGROUP).unique().to_list() == [os.stat(cgroup).st_ino]
+
+
+@pytest.mark.kernel
+def test_path_prefix(root_required, tmp_path):
+    wanted_dir, other_dir = tmp_path / "wanted", tmp_path / "other"
+    wanted_dir.mkdir()
+    other_dir.mkdir()
+    wanted, other = _file(wanted_dir, "a.bin"), _file(other_dir, "b.bin")
+    first = Workload([sys.executable, TREE, wanted, "--stat", str(wanted_dir / "missing")])
+    second = Workload([sys.executable, TREE, other, "--stat", str(other_dir / "missing")])
+    recorder = Recorder(tmp_path / "trace", "--path-prefix", str(wanted_dir), "--pid", str(first.pid), "--pid", str(second.pid))
+    tree = json_line(first.go(), "pids")["pids"]
+    second.go()
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    assert _pids_reading(frame, wanted) == set(tree)
+    paths = set(frame.get_column(s.PATH).drop_nulls().to_list())
+    assert paths == {wanted, str(wanted_dir / "missing")}
+    failed_stats = frame.filter(pl.col(s.OP) == "newfstatat")
+    assert failed_stats.height == 3 and set(failed_stats.get_column(s.ERRNO).to_list()) == {2}

@@ -1,0 +1,39 @@
+"""dev, inode and path in events equal os.fstat/realpath: openat with a dirfd, a symlinked
+directory, an fd inherited over fork, dup2, and a file opened before recording began."""
+
+from __future__ import annotations
+
+import sys
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.trace.reader import load
+from tests.conftest import ROOT
+from tests.kernel.recorder import Recorder, Workload, json_line
+
+WORKLOAD = str(ROOT / "tests" / "workloads" / "paths_workload.py")
+
+
+@pytest.mark.kernel
+def test_identity_and_paths(root_required, tmp_path):
+    workload = Workload([sys.executable, WORKLOAD, str(tmp_path / "work")])
+    recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
+    out = workload.go()
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    cases = json_line(out, "cases")["cases"]
+    assert {c["case"] for c in cases} == {"early", "dirfd", "symlink", "inherited", "dup2"}
+    for case in cases:
+        reads = frame.filter((pl.col(s.PID) == case["pid"]) & (pl.col(s.FD) == case["fd"]) & (pl.col(s.OP) == "read"))
+        assert reads.height == 1, case
+        event = reads.row(0, named=True)
+        assert (event[s.PATH], event[s.DEV], event[s.INO]) == (case["path"], case["dev"], case["ino"]), case["case"]
+        assert event[s.BYTES] == 100 and event[s.OFFSET] == 0
+    opens = frame.filter(pl.col(s.OP) == "openat")
+    dirfd_open = opens.filter(pl.col(s.PATH).str.ends_with("/dirfd.bin")).row(0, named=True)
+    assert dirfd_open[s.PATH] == next(c["path"] for c in cases if c["case"] == "dirfd")
+    dup = frame.filter(pl.col(s.OP) == "dup2").row(0, named=True)
+    assert dup[s.RET] == 100 and dup[s.PATH].endswith("/duped.bin")
