@@ -10,9 +10,12 @@ setup:
 $(STAMP): pyproject.toml ci/setup.sh
 	ci/setup.sh
 
+# Records every process on the node while the bundled workload runs (a main process that
+# writes a dataset, then 4 spawned DataLoader-like workers per epoch reading it and writing
+# outputs), then prints what it saw. Needs root.
 demo: $(STAMP)
-	$(VENV)/bin/python bench/workloads/demo.py --prepare-only
-	$(VENV)/bin/ioobserve record -o demo-traces -- $(VENV)/bin/python bench/workloads/demo.py
+	$(VENV)/bin/ioobserve record --all -o demo-traces -- \
+		$(VENV)/bin/python bench/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
 
 test: $(STAMP)
 	ci/test.sh

@@ -43,9 +43,15 @@ def read_file(path: str, chunk: int, counts: dict) -> None:
     counts["files"][path] = counts["files"].get(path, 0) + got
 
 
-def worker(directory: str, paths: list[str], chunk: int, results) -> None:
-    """One loader worker: stat + read its files, list the directory once."""
+def worker(directory: str, paths: list[str], chunk: int, results, outputs: bool = False) -> None:
+    """One loader worker: stat + read its files, list the directory once (and write a
+    small output file with --outputs)."""
     counts = new_counts()
+    if outputs:
+        fd = os.open(os.path.join(directory, f"out-{os.getpid()}.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"\0" * SMALL)
+        os.close(fd)
+        counts.update(openat=1, write=1, close=1)
     for path in paths:
         os.stat(path)
         counts["newfstatat"] += 1
@@ -64,6 +70,8 @@ def main() -> None:
     parser.add_argument("--start", choices=["spawn", "fork"], default="spawn")
     parser.add_argument("--threads", type=int, default=2, help="thread-pool readers in the main process")
     parser.add_argument("--epochs", type=int, default=1, help="worker pools started one after another")
+    parser.add_argument("--report", choices=["json", "text"], default="json", help="json for tests, text for people")
+    parser.add_argument("--outputs", action="store_true", help="each worker also writes an output file")
     parser.add_argument("--short", type=int, default=0, help="forked children that read one file and exit at once")
     args = parser.parse_args()
 
@@ -94,7 +102,7 @@ def main() -> None:
     for _epoch in range(args.epochs):
         # Like a DataLoader: fresh worker processes every epoch, each with its share.
         workers = [
-            ctx.Process(target=worker, args=(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE, queue))
+            ctx.Process(target=worker, args=(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE, queue, args.outputs))
             for w in range(args.workers)
         ]
         for proc in workers:
@@ -126,6 +134,8 @@ def main() -> None:
         main_counts["rename"] += 1
         os.unlink(renamed)
         main_counts["unlink"] += 1
+    for name in os.listdir(directory):  # worker outputs
+        os.unlink(os.path.join(directory, name))
     os.rmdir(directory)
     if not args.dir:
         os.rmdir(base)
@@ -140,6 +150,11 @@ def main() -> None:
             else:
                 slot["counts"][key] += value
     expected[os.getpid()] = {"ppid": os.getppid(), "counts": main_counts}
+    if args.report == "text":
+        read = sum(sum(e["counts"]["files"].values()) for e in expected.values())
+        print(f"workload: 1 main process + {len(results)} workers/children ({args.start}, {args.epochs} epochs) "
+              f"read {read / 2**20:.1f} MiB of {args.files} files in {directory}", flush=True)
+        return
     print(json.dumps({"EXPECTED": expected, "dir": directory, "start": args.start,
                       "elapsed_s": time.monotonic() - started}), flush=True)
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
+
+try:  # typer >= 0.22 carries its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # older typer uses click itself
+    from click.exceptions import UsageError
 
 from ioobserve.cli import doctor, record
 
@@ -20,5 +27,15 @@ app.command(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: usage errors become one line, exit 2."""
+    try:
+        code = app(standalone_mode=False)
+    except UsageError as exc:
+        if not exc.format_message():  # bare `ioobserve`: the help was the answer
+            sys.exit(0)
+        where = exc.ctx.command_path if exc.ctx else "ioobserve"
+        print(f"ioobserve: error: {exc.format_message()} (see '{where} --help')", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

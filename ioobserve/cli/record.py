@@ -21,6 +21,8 @@ EPILOG = """Examples:
   sudo ioobserve record -o traces -- python train.py --epochs 2  # one command and all its children
 
   sudo ioobserve record --pid 4242 --path-prefix /lustre/project  # a running job, one file system
+
+  sudo ioobserve record -a -- sleep 30                           # every process, for as long as the command runs
 """
 
 
@@ -32,6 +34,7 @@ def record(
     cgroup: CgroupOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
+    all_processes: Annotated[bool, typer.Option("--all", "-a", help="Trace every process even when a command is given (the command only bounds the recording).")] = False,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -76,7 +79,7 @@ def record(
         fail(str(exc))
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
-    result = recording.run(duration=duration, command=command, on_start=lambda: print(
+    result = recording.run(duration=duration, command=command, trace_command=not all_processes, on_start=lambda: print(
         f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
     print_summary(summary.summary, result, writer.path)
     if command and result.command_status not in (None, 0):

@@ -20,6 +20,11 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def short_path(path: str, width: int = 44) -> str:
+    """Keep the informative end of a long path."""
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
 def print_summary(summary: Summary, result, trace_path: Path, console: Console | None = None) -> None:
     """Totals, losses and the top files, sized for one screen."""
     console = console or Console()
@@ -39,7 +44,7 @@ def print_summary(summary: Summary, result, trace_path: Path, console: Console |
     console.print(totals)
     top = Table(title="top files", title_justify="left", show_edge=False)
     for column in ("path", "calls", "read", "written"):
-        top.add_column(column, justify="left" if column == "path" else "right", overflow="fold")
+        top.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
     for path, calls, read, written in summary.top_files(8):
-        top.add_row(path, f"{calls:,}", human_bytes(read), human_bytes(written))
+        top.add_row(short_path(path), f"{calls:,}", human_bytes(read), human_bytes(written))
     console.print(top)

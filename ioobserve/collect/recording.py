@@ -88,10 +88,12 @@ class Recording:
         self._stopped_by = reason
         self._stop.set()
 
-    def run(self, duration: float | None = None, command: list[str] | None = None, on_start=None) -> RecordingResult:
-        """Record; returns after every probe is detached and the sinks are closed."""
+    def run(self, duration: float | None = None, command: list[str] | None = None, trace_command: bool = True,
+            on_start=None) -> RecordingResult:
+        """Record; returns after every probe is detached and the sinks are closed. With
+        trace_command, only the command's process tree is traced (plus any other filters)."""
         child = GatedCommand(command) if command else None
-        if child:
+        if child and trace_command:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
         try:

@@ -1,0 +1,82 @@
+"""Bad input: one clear line on stderr, a non-zero exit, nothing attached, nothing written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([IOOBSERVE, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ioobserve: error:"), lines[0]
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--pid", "999999999"], ["--pid 999999999", "no such process"]),
+        (["--comm", "a-name-longer-than-15"], ["--comm"]),
+        (["--path-prefix", "/no/such/dir"], ["--path-prefix", "no such"]),
+        (["--cgroup", "no-such-cgroup-xyz"], ["cgroup"]),
+        (["--ring-pages", "3"], ["power of two"]),
+    ],
+)
+def test_bad_filters_are_refused_before_anything_is_attached(tmp_path, args, words, root_required):
+    result = run("record", "-o", str(tmp_path / "out"), *args)
+    assert_one_line_error(result, *words)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_symlinked_output_directory(tmp_path, root_required):
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert_one_line_error(run("record", "-o", str(tmp_path / "link"), "--duration", "0"), "symlink")
+
+
+def test_output_directory_writable_by_others(tmp_path, root_required):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    assert_one_line_error(run("record", "-o", str(shared), "--duration", "0"), "writable by other users")
+    assert list(shared.iterdir()) == []
+
+
+def test_unknown_command(tmp_path, root_required):
+    assert_one_line_error(run("record", "-o", str(tmp_path), "--", "no-such-program-xyz"), "command not found")
+
+
+def test_not_root_is_told_what_is_needed(tmp_path):
+    if os.geteuid() != 0:
+        result = run("record", "-o", str(tmp_path))
+    else:  # drop to nobody for this one call
+        result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", IOOBSERVE, "record", "-o", "/tmp"],
+                                capture_output=True, text=True, timeout=120)
+    assert_one_line_error(result, "privileges", "root")
+
+
+def test_help_has_examples():
+    for command in ("record", "doctor"):
+        result = run(command, "--help")
+        assert result.returncode == 0
+        assert "Examples" in result.stdout
+
+
+def test_usage_errors_are_one_line():
+    assert_one_line_error(run("record", "--no-such-option"), "--no-such-option")
+    assert_one_line_error(run("record", "--duration", "soon"), "--duration")
+    assert_one_line_error(run("no-such-command"), "no-such-command")
