@@ -51,6 +51,16 @@ struct inflight {
 #define HAVE_POS 0x4
 #define HAVE_NO_NAME 0x8  /* the path argument is "" naming the fd: nothing to send */
 
+/* A traced-or-not verdict per open file (keyed by its address). */
+struct file_verdict {
+	u64 inode;
+	u64 ino;
+	u32 dev;
+	u16 mode;
+	u8 traced;
+	u8 pad;
+};
+
 struct walk_req {
 	void *vfsmnt;
 	void *dentry;
@@ -60,7 +70,7 @@ struct walk_req {
 
 BPF_ARRAY(config, struct ioo_config, 1);
 BPF_ARRAY(syscall_specs, struct ioo_syscall_spec, SPEC_ENTRIES);
-BPF_HASH(inflight, u32, struct inflight, INFLIGHT_ENTRIES);
+BPF_TASK_STORAGE(inflight, struct inflight);
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
@@ -70,6 +80,7 @@ BPF_HASH(prefix_strings, struct prefix_key, u8, 64);     /* prefixes, zero-padde
 BPF_PERCPU_ARRAY(prefix_key_scratch, struct prefix_key, 1);
 BPF_HASH(excluded_devs, u32, u8, 64);
 BPF_TABLE("lru_hash", struct ioo_file_key, u8, known_files, KNOWN_FILES);
+BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
 BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + 4);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
@@ -130,7 +141,8 @@ static __always_inline int dentry_in_prefix_dirs(void *dentry)
 }
 
 /* Walk dentries and mounts up to the root, decide the path filter, and send the path
- * once per file. Returns 1 if the file passes the path filter.
+ * once per file. Returns KNOWN_* bits: whether the file passes the path filter, and
+ * whether its path was delivered.
  *
  * The loop keeps its counters in the per-CPU record, not in registers: values read back
  * from map memory are unknown to the verifier, so every iteration starts in the same
@@ -141,7 +153,7 @@ static __always_inline int walk_path(struct walk_req *req)
 	struct ioo_config *cfg = get_config();
 	struct ioo_path_record *rec = path_scratch.lookup(&zero);
 	if (!cfg || !rec)
-		return 0;
+		return KNOWN_EMITTED;  /* cannot happen; claim delivered so callers do not retry */
 	void *vfsmnt = req->vfsmnt;
 	void *dentry = req->dentry;
 	void *mnt = (char *)vfsmnt - OFF_MOUNT_MNT;
@@ -199,16 +211,16 @@ static __always_inline int walk_path(struct walk_req *req)
 	/* Only a delivered path is remembered, so a lost one is sent again next time. */
 	if (known & KNOWN_EMITTED || !admitted)
 		known_files.update(&key, &known);
-	return admitted;
+	return known;
 }
 
-/* Path filter and path delivery for an open file. */
-static __always_inline int file_admitted(void *file, struct file_ident *id, int force)
+/* Path filter and path delivery for an open file: KNOWN_* bits. */
+static __always_inline u8 file_admitted(void *file, struct file_ident *id, int force)
 {
 	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
 	u8 *known = known_files.lookup(&key);
 	if (known && (*known & KNOWN_EMITTED || (!force && !(*known & KNOWN_ADMITTED))))
-		return *known & KNOWN_ADMITTED;
+		return *known;
 	struct walk_req req = {
 		.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT),
 		.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY),
@@ -218,14 +230,39 @@ static __always_inline int file_admitted(void *file, struct file_ident *id, int 
 	return walk_path(&req);
 }
 
-/* An I/O file we may trace: real file type, not on an excluded filesystem, path filter. */
-static __always_inline int file_traced(void *file, struct file_ident *id)
+/* Whether an open file is traced (real file type, not on an excluded filesystem, inside
+ * the path filter), with its identity and position. The verdict is cached by the file's
+ * address and checked against its inode's address (read together with f_pos), so the
+ * usual cost is one small read: a reused struct file pointing at another inode misses. */
+static __always_inline int file_traced(void *file, struct file_ident *id, s64 *pos)
 {
-	if (file_ident(file, id) < 0 || !mode_is_io(id->mode))
+	void *inode = file_inode_pos(file, pos);
+	if (!inode)
 		return 0;
-	if (excluded_devs.lookup(&id->dev))
+	u64 key = (u64)file;
+	struct file_verdict *cached = file_cache.lookup(&key);
+	if (cached && cached->inode == (u64)inode) {
+		id->ino = cached->ino;
+		id->dev = cached->dev;
+		id->mode = cached->mode;
+		return cached->traced;
+	}
+	if (inode_ident(inode, id) < 0)
 		return 0;
-	return file_admitted(file, id, 0);
+	int traced = 0;
+	u8 known = KNOWN_EMITTED;
+	if (mode_is_io(id->mode) && !excluded_devs.lookup(&id->dev)) {
+		known = file_admitted(file, id, 0);
+		traced = (known & KNOWN_ADMITTED) != 0;
+	}
+	/* A path that could not be delivered is retried: do not cache that verdict. */
+	if (!traced || (known & KNOWN_EMITTED)) {
+		struct file_verdict verdict = {
+			.inode = (u64)inode, .ino = id->ino, .dev = id->dev, .mode = id->mode, .traced = traced,
+		};
+		file_cache.update(&key, &verdict);
+	}
+	return traced;
 }
 
 static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
@@ -262,18 +299,19 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
 		return 0;
 
-	u64 regs[SIZEOF_PT_REGS / 8] = {};
-	bpf_probe_read_kernel(regs, sizeof(regs), (void *)ctx->args[0]);
+	/* One read of the pt_regs span holding the six syscall arguments. */
+	u64 regs[(SYSCALL_ARGS_HI - SYSCALL_ARGS_LO) / 8 + 1];
+	bpf_probe_read_kernel(regs, sizeof(regs), (char *)ctx->args[0] + SYSCALL_ARGS_LO);
 	struct inflight st = {};
 	st.ts = bpf_ktime_get_ns();
 	st.nr = key;
 	st.op = spec->op;
-	st.args[0] = regs[OFF_SYSCALL_ARG0 / 8];
-	st.args[1] = regs[OFF_SYSCALL_ARG1 / 8];
-	st.args[2] = regs[OFF_SYSCALL_ARG2 / 8];
-	st.args[3] = regs[OFF_SYSCALL_ARG3 / 8];
-	st.args[4] = regs[OFF_SYSCALL_ARG4 / 8];
-	st.args[5] = regs[OFF_SYSCALL_ARG5 / 8];
+	st.args[0] = regs[(OFF_SYSCALL_ARG0 - SYSCALL_ARGS_LO) / 8];
+	st.args[1] = regs[(OFF_SYSCALL_ARG1 - SYSCALL_ARGS_LO) / 8];
+	st.args[2] = regs[(OFF_SYSCALL_ARG2 - SYSCALL_ARGS_LO) / 8];
+	st.args[3] = regs[(OFF_SYSCALL_ARG3 - SYSCALL_ARGS_LO) / 8];
+	st.args[4] = regs[(OFF_SYSCALL_ARG4 - SYSCALL_ARGS_LO) / 8];
+	st.args[5] = regs[(OFF_SYSCALL_ARG5 - SYSCALL_ARGS_LO) / 8];
 	u16 flags = spec->flags;
 
 	if (flags & IOO_S_MMAP) {
@@ -286,7 +324,6 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			return 0;
 	}
 
-	void *task = (void *)bpf_get_current_task();
 	s16 fd_arg = spec->fd_arg;
 	if (flags & IOO_S_EMPTY_PATH && spec->path_arg >= 0) {
 		char first = 1;
@@ -297,11 +334,12 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	void *file = NULL;
+	s64 file_pos = -1, file2_pos = -1;
 	st.fd = fd_arg >= 0 ? (s32)arg_at(&st, fd_arg) : -1;
 	if (fd_arg >= 0) {
-		file = fd_file(task, st.fd);
+		file = fd_file(st.fd);
 		if (file) {
-			if (file_traced(file, &st.file))
+			if (file_traced(file, &st.file, &file_pos))
 				st.have |= HAVE_FILE;
 			else if (!(flags & IOO_S_PAIR))
 				return 0;
@@ -310,13 +348,12 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	if (flags & IOO_S_PAIR) {
-		void *file2 = fd_file(task, (s32)arg_at(&st, spec->fd2_arg));
-		if (file2 && file_traced(file2, &st.file2))
+		void *file2 = fd_file((s32)arg_at(&st, spec->fd2_arg));
+		if (file2 && file_traced(file2, &st.file2, &file2_pos))
 			st.have |= HAVE_FILE2;
 		if (!(st.have & (HAVE_FILE | HAVE_FILE2)))
 			return 0;  /* pipe to socket and the like: not file I/O */
-		if (st.have & HAVE_FILE2)
-			st.pos2 = read_u64(file2, OFF_FILE_F_POS);
+		st.pos2 = file2_pos;
 	}
 
 	if (spec->count_arg >= 0) {
@@ -341,11 +378,11 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	} else if (flags & IOO_S_FILE_POS) {
 		st.have |= HAVE_POS;
 	}
-	if (st.have & HAVE_POS) {
-		st.pos = file && (st.have & HAVE_FILE) ? (s64)read_u64(file, OFF_FILE_F_POS) : -1;
-	}
-	u32 tid = pid_tgid;
-	inflight.update(&tid, &st);
+	if (st.have & HAVE_POS)
+		st.pos = (st.have & HAVE_FILE) ? file_pos : -1;
+	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (slot)
+		*slot = st;
 	return 0;
 }
 
@@ -362,7 +399,7 @@ static __always_inline void path_base(struct inflight *st, s16 dirfd_arg, struct
 		req.vfsmnt = read_ptr(fs, OFF_FS_STRUCT_PWD_MNT);
 		req.dentry = read_ptr(fs, OFF_FS_STRUCT_PWD_DENTRY);
 	} else {
-		void *file = fd_file(task, dirfd);
+		void *file = fd_file(dirfd);
 		if (!file)
 			return;
 		req.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT);
@@ -467,27 +504,26 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->offset = pos;
 	ev->ino = has_file ? id->ino : 0;
 	ev->dev = has_file ? id->dev : 0;
-	ev->cgroup_id = bpf_get_current_cgroup_id();
+	ev->cgroup_id = current_cgroup_id();
 	ev->arg = arg;
 	ev->fd = fd;
 	ev->pid = pid_tgid >> 32;
 	ev->tid = pid_tgid;
-	ev->uid = bpf_get_current_uid_gid();
+	ev->uid = current_uid();
 	ev->op = st->op;
 	ev->flags = flags | (has_file ? IOO_F_FILE : 0);
-	bpf_get_current_comm(&ev->comm, sizeof(ev->comm));
+	current_comm(ev->comm);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	u32 tid = bpf_get_current_pid_tgid();
-	struct inflight *stored = inflight.lookup(&tid);
-	if (!stored)
+	struct inflight *stored = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!stored || !stored->op)
 		return 0;
 	struct inflight st = *stored;
-	inflight.delete(&tid);
+	stored->op = 0;
 	u64 dur = bpf_ktime_get_ns() - st.ts;
 	s64 ret = ctx->args[1];
 	struct ioo_config *cfg = get_config();
@@ -500,9 +536,9 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	s32 fd = st.fd;
 
 	if ((flags & IOO_S_RET_FD) && ret >= 0) {
-		void *task = (void *)bpf_get_current_task();
-		void *file = fd_file(task, ret);
-		if (!file || !file_traced(file, &st.file))
+		s64 unused_pos;
+		void *file = fd_file(ret);
+		if (!file || !file_traced(file, &st.file, &unused_pos))
 			return 0;
 		st.have |= HAVE_FILE;
 		decided = 1;
@@ -653,7 +689,6 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	u32 tid = pid_tgid;
 	u32 tgid = pid_tgid >> 32;
-	inflight.delete(&tid);
 	if (tid != tgid)
 		return 0;
 	struct ioo_config *cfg = get_config();

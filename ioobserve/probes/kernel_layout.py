@@ -16,6 +16,13 @@ FIELDS: dict[str, tuple[str, str]] = {
     "TASK_FS": ("task_struct", "fs"),
     "TASK_MM": ("task_struct", "mm"),
     "TASK_EXIT_CODE": ("task_struct", "exit_code"),
+    "TASK_COMM": ("task_struct", "comm"),
+    "TASK_CRED": ("task_struct", "cred"),
+    "CRED_UID": ("cred", "uid"),
+    "TASK_CGROUPS": ("task_struct", "cgroups"),
+    "CSS_SET_DFL_CGRP": ("css_set", "dfl_cgrp"),
+    "CGROUP_KN": ("cgroup", "kn"),
+    "KERNFS_NODE_ID": ("kernfs_node", "id"),
     "FILES_FDT": ("files_struct", "fdt"),
     "FDTABLE_MAX_FDS": ("fdtable", "max_fds"),
     "FDTABLE_FD": ("fdtable", "fd"),
@@ -56,8 +63,8 @@ class KernelLayout:
     source: str  # "BTF" or an explanation
 
     def cflags(self) -> list[str]:
-        """-D flags defining OFF_* and SIZEOF_PT_REGS."""
-        return [f"-D{'' if name.startswith('SIZEOF') else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
+        """-D flags: OFF_<field> for struct members, SYSCALL_ARGS_LO/HI for the pt_regs span."""
+        return [f"-D{'' if name.startswith('SYSCALL_ARGS_') else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
 
 
 def _reg_offset(btf: Btf, member: str) -> int:
@@ -75,5 +82,6 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
         raise BtfError(f"no syscall argument registers known for {arch}")
     for index, member in enumerate(regs):
         offsets[f"SYSCALL_ARG{index}"] = _reg_offset(btf, member)
-    offsets["SIZEOF_PT_REGS"] = btf.struct_size("pt_regs")
+    args = [offsets[f"SYSCALL_ARG{i}"] for i in range(6)]
+    offsets["SYSCALL_ARGS_LO"], offsets["SYSCALL_ARGS_HI"] = min(args), max(args)
     return KernelLayout(offsets, "BTF")

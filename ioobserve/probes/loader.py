@@ -60,6 +60,7 @@ class SyscallProbes:
             f"-DINFLIGHT_ENTRIES={sizes.inflight}",
             f"-DKNOWN_FILES={sizes.known_files}",
             "-Wno-unused-function",
+        ] + [f"-D{flag}" for flag in os.environ.get("IOOBSERVE_EXPERIMENT", "").split(",") if flag] + [
         ]
         try:
             self.bpf = compile_bpf(src_file=str(source_dir / SOURCE), cflags=cflags, headers=headers)
