@@ -4,7 +4,7 @@
  * Which syscalls are traced and how their arguments are read comes from the
  * `syscall_specs` map (ioobserve/probes/syscall_table.py); filters come from maps too, so
  * nothing a user types ever becomes C text. Build-time knobs arrive as -D flags:
- * EVENTS_PAGES, AUX_PAGES, INFLIGHT_ENTRIES, KNOWN_FILES, and the OFF_* struct offsets.
+ * EVENTS_PAGES, AUX_PAGES, KNOWN_FILES, and the OFF_* struct offsets.
  */
 #include "common.h"
 #include "kernel_access.h"
@@ -32,7 +32,7 @@ struct comm_key {
 	char comm[IOO_COMM_LEN];
 };
 
-/* What sys_enter saw, kept by thread id until sys_exit. */
+/* What sys_enter saw, kept in task storage until sys_exit. */
 struct inflight {
 	u64 ts;
 	u64 args[6];

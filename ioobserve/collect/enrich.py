@@ -52,8 +52,11 @@ class Enricher:
     def frame(self, batch: np.ndarray) -> pl.DataFrame:
         """The enriched frame of one event batch (columns per ioobserve.schema)."""
         raw = pl.DataFrame({name: batch[name] for name in batch.dtype.names if name != "comm"})
+        # Decode each distinct comm once, not once per event.
+        comms, which = np.unique(batch["comm"], return_inverse=True)
+        names = pl.Series("comm", [c.decode("utf-8", "replace") for c in comms], dtype=pl.String)
         raw = raw.with_columns(
-            pl.Series("comm", np.char.decode(batch["comm"], "utf-8", "replace")),
+            names.gather(pl.Series(which.astype(np.uint32))).alias("comm"),
             pl.Series("udev", kernel_dev_to_user(batch["dev"])),
         )
         with_paths = raw.join(self.files.frame().rename({"kdev": "dev"}), on=["dev", "ino"], how="left")

@@ -36,7 +36,6 @@ class ProbeSizes:
 
     events_pages: int = 4096  # 16 MiB: ~150k events of slack per 10 ms poll at 15M events/s
     aux_pages: int = 1024
-    inflight: int = 32768
     known_files: int = 65536
 
 
@@ -57,10 +56,8 @@ class SyscallProbes:
             f"-I{source_dir}",
             f"-DEVENTS_PAGES={sizes.events_pages}",
             f"-DAUX_PAGES={sizes.aux_pages}",
-            f"-DINFLIGHT_ENTRIES={sizes.inflight}",
             f"-DKNOWN_FILES={sizes.known_files}",
             "-Wno-unused-function",
-        ] + [f"-D{flag}" for flag in os.environ.get("IOOBSERVE_EXPERIMENT", "").split(",") if flag] + [
         ]
         try:
             self.bpf = compile_bpf(src_file=str(source_dir / SOURCE), cflags=cflags, headers=headers)

@@ -63,7 +63,6 @@ def _args(hhash: str, with_fhash: bool, with_fhash2: bool) -> pl.Expr:
         pl.col(s.CGROUP).alias("cgroup"),
         pl.col(s.TS).alias("ts_ns"),
         pl.col(s.DUR).alias("dur_ns"),
-        pl.col(s.LAYER).alias("layer"),
         pl.col(s.FLAGS).alias("flags"),
     ]
     return pl.struct(fields).alias("args")

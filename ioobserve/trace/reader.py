@@ -17,7 +17,7 @@ _ARGS = pl.Struct(
         "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
         "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32,
         "arg": pl.UInt64, "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "uid": pl.UInt32,
-        "cgroup": pl.UInt64, "ts_ns": pl.UInt64, "dur_ns": pl.UInt64, "layer": pl.String, "flags": pl.UInt16,
+        "cgroup": pl.UInt64, "ts_ns": pl.UInt64, "dur_ns": pl.UInt64, "flags": pl.UInt16,
     }
 )
 _LINE = {
