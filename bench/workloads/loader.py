@@ -136,6 +136,7 @@ def main() -> None:
         main_counts["unlink"] += 1
     for name in os.listdir(directory):  # worker outputs
         os.unlink(os.path.join(directory, name))
+    main_counts["getdents64_dirs"] += 1
     os.rmdir(directory)
     if not args.dir:
         os.rmdir(base)

@@ -41,6 +41,10 @@ def record(
 
     Stops at --duration, when the command ends, or on Ctrl-C / SIGTERM; then prints a summary.
     """
+    # Before anything starts a thread (Polars' pool included): see ioobserve/collect/priority.py
+    from ioobserve.collect.priority import lower_priority
+
+    original_nice = lower_priority()
     # Deferred: keep `--help` fast and free of numpy/polars/bcc imports.
     from ioobserve.cli.summary_view import print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
@@ -64,9 +68,11 @@ def record(
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages))
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice)
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+    except KeyboardInterrupt:
+        fail("interrupted while compiling the probes; nothing was recorded", 130)
     summary = SummarySink()
     details = {
         "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),

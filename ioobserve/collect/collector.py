@@ -14,6 +14,7 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
+from ioobserve.collect.priority import restore_priority
 from ioobserve.collect.ringbuf import RingReader
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
@@ -48,7 +49,8 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
 class Collector:
     """Owns the drain loop and the context tables for one recording."""
 
-    def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0):
+    def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
+                 capture_nice: int | None = None):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -62,6 +64,7 @@ class Collector:
         self._stop = threading.Event()
         self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
         self.records = 0
+        self._capture_nice = capture_nice
         self._announced: set[int] = set()
         self.error: BaseException | None = None
         self._capture = threading.Thread(target=self._capture_loop, name="ioobserve-capture", daemon=True)
@@ -82,6 +85,8 @@ class Collector:
         return False
 
     def _capture_loop(self) -> None:
+        if self._capture_nice is not None:
+            restore_priority(self._capture_nice)
         while not self._stop.is_set():
             self._drain_once()
             time.sleep(self.poll_interval)

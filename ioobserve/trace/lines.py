@@ -43,28 +43,21 @@ def complete_line(record_id: int, name: str, pid: int, tid: int, ts_us: int, arg
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n"
 
 
+# Our fields in an event's args: (key in the trace, column of ioobserve.schema).
+EVENT_ARGS: tuple[tuple[str, str], ...] = (
+    ("ret", s.RET), ("count", s.BYTES_REQ), ("offset", s.OFFSET), ("fd", s.FD), ("errno", s.ERRNO),
+    ("arg", s.ARG), ("dev", s.DEV), ("ino", s.INO), ("ppid", s.PPID), ("uid", s.UID), ("cgroup", s.CGROUP),
+    ("ts_ns", s.TS), ("dur_ns", s.DUR), ("flags", s.FLAGS),
+)
+
+
 def _args(hhash: str, with_fhash: bool, with_fhash2: bool) -> pl.Expr:
     fields = [pl.lit(hhash).alias("hhash")]
     if with_fhash:
         fields.append(pl.col("fhash"))
     if with_fhash2:
         fields.append(pl.col("fhash2"))
-    fields += [
-        pl.col(s.RET).alias("ret"),
-        pl.col(s.BYTES_REQ).alias("count"),
-        pl.col(s.OFFSET).alias("offset"),
-        pl.col(s.FD).alias("fd"),
-        pl.col(s.ERRNO).alias("errno"),
-        pl.col(s.ARG).alias("arg"),
-        pl.col(s.DEV).alias("dev"),
-        pl.col(s.INO).alias("ino"),
-        pl.col(s.PPID).alias("ppid"),
-        pl.col(s.UID).alias("uid"),
-        pl.col(s.CGROUP).alias("cgroup"),
-        pl.col(s.TS).alias("ts_ns"),
-        pl.col(s.DUR).alias("dur_ns"),
-        pl.col(s.FLAGS).alias("flags"),
-    ]
+    fields += [pl.col(column).alias(key) for key, column in EVENT_ARGS]
     return pl.struct(fields).alias("args")
 
 

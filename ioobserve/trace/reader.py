@@ -11,6 +11,7 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.trace.lines import EVENT_ARGS
 
 _ARGS = pl.Struct(
     {
@@ -24,8 +25,6 @@ _LINE = {
     "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
     "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
 }
-_EVENT_ARGS = ("fhash", "fhash2", "ret", "count", "offset", "fd", "errno", "arg", "dev", "ino", "ppid", "uid",
-               "cgroup", "ts_ns", "dur_ns", "flags")
 _DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 
 
@@ -56,37 +55,24 @@ def load(paths: list[Path] | Path) -> pl.DataFrame:
     meta = lines.filter((pl.col("ph") == 4) & (pl.col("name") == "FH")).select(
         pl.col("args").struct.field("value").alias("h"), pl.col("args").struct.field("name").alias("p")
     ).unique("h")
-    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer")).with_columns(
-        pl.col("args").struct.field(f).alias(f) for f in _EVENT_ARGS
-    )
-    events = (
-        events.join(meta.rename({"h": "fhash", "p": s.PATH}), on="fhash", how="left")
-        .join(meta.rename({"h": "fhash2", "p": s.PATH2}), on="fhash2", how="left")
-    )
-    return events.select(
-        pl.col("ts_ns").alias(s.TS),
-        pl.col("dur_ns").alias(s.DUR),
+    args = pl.col("args").struct
+    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer")).select(
         pl.col("pid").alias(s.PID),
         pl.col("tid").alias(s.TID),
-        pl.col("ppid").alias(s.PPID),
-        pl.col("uid").alias(s.UID),
         pl.col("cat").alias(s.LAYER),
         pl.col("name").alias(s.OP),
-        pl.col(s.PATH),
-        pl.col(s.PATH2),
-        pl.col("fd").alias(s.FD),
-        pl.col("ret").alias(s.RET),
-        pl.col("errno").alias(s.ERRNO),
-        pl.col("count").alias(s.BYTES_REQ),
-        pl.when(pl.col("name").is_in(_DATA_OPS)).then(pl.col("ret").clip(lower_bound=0)).otherwise(0).cast(pl.UInt64).alias(s.BYTES),
-        pl.col("offset").alias(s.OFFSET),
-        pl.col("dev").alias(s.DEV),
-        pl.col("ino").alias(s.INO),
-        pl.col("cgroup").alias(s.CGROUP),
-        pl.col("arg").alias(s.ARG),
-        pl.col("flags").alias(s.FLAGS),
-        ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
-    ).sort(s.TS)
+        args.field("fhash"),
+        args.field("fhash2"),
+        *(args.field(key).alias(column) for key, column in EVENT_ARGS),
+    )
+    done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0)
+    return (
+        events.join(meta.rename({"h": "fhash", "p": s.PATH}), on="fhash", how="left")
+        .join(meta.rename({"h": "fhash2", "p": s.PATH2}), on="fhash2", how="left")
+        .with_columns(done.cast(pl.UInt64).alias(s.BYTES), ((pl.col(s.FLAGS) & ev.F_REPEAT) == 0).alias(s.COUNTED))
+        .drop("fhash", "fhash2")
+        .sort(s.TS)
+    )
 
 
 def own_records(path: Path, name: str) -> list[dict]:

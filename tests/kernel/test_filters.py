@@ -24,6 +24,17 @@ def _file(tmp_path, name: str) -> str:
     return str(path)
 
 
+def _record(tmp_path, options: list[str], *commands: list[str]):
+    """Start the workloads, record with `options` (a callable of their pids), release them
+    in order; returns the loaded trace and each workload's tree of pids."""
+    workloads = [Workload([sys.executable, TREE, *command]) for command in commands]
+    recorder = Recorder(tmp_path / "trace", *options([w.pid for w in workloads]))
+    trees = [json_line(w.go(), "pids")["pids"] for w in workloads]
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    return load(recorder.traces()), trees
+
+
 def _pids_reading(frame: pl.DataFrame, path: str) -> set[int]:
     return set(frame.filter((pl.col(s.PATH) == path) & (pl.col(s.OP) == "read")).get_column(s.PID).to_list())
 
@@ -31,16 +42,9 @@ def _pids_reading(frame: pl.DataFrame, path: str) -> set[int]:
 @pytest.mark.kernel
 def test_pid_tree_includes_later_children_and_nothing_else(root_required, tmp_path):
     mine, other = _file(tmp_path, "mine.bin"), _file(tmp_path, "other.bin")
-    target = Workload([sys.executable, TREE, mine])
-    bystander = Workload([sys.executable, TREE, other])
-    recorder = Recorder(tmp_path / "trace", "--pid", str(target.pid))
-    tree = json_line(target.go(), "pids")["pids"]
-    bystander.go()
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
+    frame, (tree, bystander) = _record(tmp_path, lambda pids: ["--pid", str(pids[0])], [mine], [other])
     assert _pids_reading(frame, mine) == set(tree)
-    assert frame.filter(pl.col(s.PID) == bystander.pid).height == 0
+    assert frame.filter(pl.col(s.PID).is_in(bystander)).height == 0
     assert set(frame.get_column(s.PID).unique().to_list()) <= set(tree)
 
 
@@ -60,14 +64,8 @@ def cgroup(root_required):
 @pytest.mark.kernel
 def test_cgroup_filter(cgroup, tmp_path):
     inside, outside = _file(tmp_path, "in.bin"), _file(tmp_path, "out.bin")
-    member = Workload([sys.executable, TREE, inside, "--cgroup-procs", str(cgroup / "cgroup.procs")])
-    stranger = Workload([sys.executable, TREE, outside])
-    recorder = Recorder(tmp_path / "trace", "--cgroup", str(cgroup))
-    tree = json_line(member.go(), "pids")["pids"]
-    stranger.go()
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
+    member = [inside, "--cgroup-procs", str(cgroup / "cgroup.procs")]
+    frame, (tree, _) = _record(tmp_path, lambda pids: ["--cgroup", str(cgroup)], member, [outside])
     assert _pids_reading(frame, inside) == set(tree)
     assert _pids_reading(frame, outside) == set()
     assert frame.get_column(s.CGROUP).unique().to_list() == [os.stat(cgroup).st_ino]
@@ -79,16 +77,22 @@ def test_path_prefix(root_required, tmp_path):
     wanted_dir.mkdir()
     other_dir.mkdir()
     wanted, other = _file(wanted_dir, "a.bin"), _file(other_dir, "b.bin")
-    first = Workload([sys.executable, TREE, wanted, "--stat", str(wanted_dir / "missing")])
-    second = Workload([sys.executable, TREE, other, "--stat", str(other_dir / "missing")])
-    recorder = Recorder(tmp_path / "trace", "--path-prefix", str(wanted_dir), "--pid", str(first.pid), "--pid", str(second.pid))
-    tree = json_line(first.go(), "pids")["pids"]
-    second.go()
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
+    frame, (tree, _) = _record(
+        tmp_path,
+        lambda pids: ["--path-prefix", str(wanted_dir), "--pid", str(pids[0]), "--pid", str(pids[1])],
+        [wanted, "--stat", str(wanted_dir / "missing")],
+        [other, "--stat", str(other_dir / "missing")],
+    )
     assert _pids_reading(frame, wanted) == set(tree)
     paths = set(frame.get_column(s.PATH).drop_nulls().to_list())
     assert paths == {wanted, str(wanted_dir / "missing")}
     failed_stats = frame.filter(pl.col(s.OP) == "newfstatat")
     assert failed_stats.height == 3 and set(failed_stats.get_column(s.ERRNO).to_list()) == {2}
+
+
+@pytest.mark.kernel
+def test_comm_filter(root_required, tmp_path):
+    named, other = _file(tmp_path, "named.bin"), _file(tmp_path, "other.bin")
+    frame, (tree, _) = _record(tmp_path, lambda pids: ["--comm", "ioo-test-comm"], [named, "--comm", "ioo-test-comm"], [other])
+    assert _pids_reading(frame, named) == set(tree)  # forked children keep the name
+    assert _pids_reading(frame, other) == set()

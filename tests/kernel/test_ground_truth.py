@@ -32,14 +32,20 @@ def _trace_counts(frame: pl.DataFrame, pid: int) -> dict:
     return counts
 
 
+def _directory_listings(frame: pl.DataFrame, pid: int, directory: str) -> int:
+    """os.listdir calls: each opens the directory, reads it with getdents64, closes it."""
+    opened = frame.filter((pl.col(s.PID) == pid) & (pl.col(s.OP) == "openat") & (pl.col(s.PATH) == directory))
+    listed = frame.filter((pl.col(s.PID) == pid) & (pl.col(s.OP) == "getdents64") & (pl.col(s.PATH) == directory))
+    assert listed.height >= opened.height  # at least one getdents64 per listing (the last returns 0)
+    return opened.height
+
+
 def _expected_counts(report: dict) -> dict:
     return {op: report["counts"][op] for op in OPS} | {"files": report["counts"]["files"]}
 
 
 @pytest.fixture(scope="module", params=["spawn", "fork"])
 def loader_run(request, tmp_path_factory):
-    if sys.platform != "linux":
-        pytest.skip("linux only")
     out = tmp_path_factory.mktemp(f"trace-{request.param}")
     work = tmp_path_factory.mktemp(f"work-{request.param}")
     result = record_command(out, [sys.executable, LOADER, "--dir", str(work), "--start", request.param, *ARGS])
@@ -57,6 +63,7 @@ def test_every_process_call_and_byte_matches_the_workload(root_required, loader_
     for pid, entry in expected.items():
         got = _trace_counts(frame, int(pid))
         assert got == _expected_counts(entry), f"pid {pid} ({start})"
+        assert _directory_listings(frame, int(pid), report["dir"]) == entry["counts"]["getdents64_dirs"]
         ppids = frame.filter(pl.col(s.PID) == int(pid)).get_column(s.PPID).unique().to_list()
         assert ppids == [entry["ppid"]], f"pid {pid} attributed to {ppids}, not its parent"
     main = int(next(pid for pid, e in expected.items() if e["counts"]["write"]))

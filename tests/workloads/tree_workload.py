@@ -13,8 +13,12 @@ parser = argparse.ArgumentParser()
 parser.add_argument("file")
 parser.add_argument("--cgroup-procs", default=None)
 parser.add_argument("--stat", default=None, help="also stat this path")
+parser.add_argument("--comm", default=None, help="rename this process (and so its children) first")
 args = parser.parse_args()
 
+if args.comm:
+    with open("/proc/self/comm", "w") as comm:
+        comm.write(args.comm)
 if args.cgroup_procs:
     with open(args.cgroup_procs, "w") as procs:
         procs.write(str(os.getpid()))
