@@ -46,11 +46,23 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
+def _outside_prefixes(prefixes: list[str]) -> pl.Expr | None:
+    """Events named by a relative path argument that resolves outside every --path-prefix.
+
+    The kernel decides the path filter for open files (by directory inode) and for absolute
+    path arguments; a relative one is only complete once joined to its base directory here."""
+    if not prefixes:
+        return None
+    path = pl.col(s.PATH)
+    inside = pl.any_horizontal(*((path == p) | path.str.starts_with(p.rstrip("/") + "/") for p in prefixes))
+    return ((pl.col(s.FLAGS) & ev.F_NAME) != 0) & ~inside.fill_null(False)
+
+
 class Collector:
     """Owns the drain loop and the context tables for one recording."""
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
-                 capture_nice: int | None = None):
+                 capture_nice: int | None = None, path_prefixes: list[str] | None = None):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -65,6 +77,7 @@ class Collector:
         self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
         self.records = 0
         self._capture_nice = capture_nice
+        self._outside_prefixes = _outside_prefixes(path_prefixes or [])
         self._announced: set[int] = set()
         self.error: BaseException | None = None
         self._capture = threading.Thread(target=self._capture_loop, name="ioobserve-capture", daemon=True)
@@ -126,6 +139,8 @@ class Collector:
         if batch.size:
             self.records += len(batch)
             frame = self.enricher.frame(batch)
+            if self._outside_prefixes is not None:
+                frame = frame.filter(~self._outside_prefixes)
             for sink in self.sinks:
                 sink.events(frame)
             self._follow_renames(frame)

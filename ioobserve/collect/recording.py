@@ -103,7 +103,8 @@ class Recording:
             self.filters.filter_pid = True
         try:
             self.probes.configure(self.filters)
-            collector = Collector(self.probes, self.sinks, capture_nice=self.original_nice)
+            collector = Collector(self.probes, self.sinks, capture_nice=self.original_nice,
+                                  path_prefixes=self.filters.prefixes)
             self.probes.attach()
         except BaseException:
             if child:

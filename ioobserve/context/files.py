@@ -19,32 +19,36 @@ class FileTable:
         self.by_id: dict[tuple[int, int], str] = {}
         self._frame = pl.DataFrame(schema={"kdev": pl.UInt32, "ino": pl.UInt64, "path": pl.String})
         self._pending: list[tuple[int, int, str]] = []
+        self._replaced = False  # a pending row supersedes one already in the frame
+
+    def _learn(self, key: tuple[int, int], path: str) -> None:
+        self._replaced |= key in self.by_id
+        self.by_id[key] = path
+        self._pending.append((key[0], key[1], path))
 
     def add(self, records: list[PathRecord]) -> None:
         """Learn paths; a later record for the same file replaces the earlier one."""
         for rec in records:
-            key = (rec.dev, rec.ino)
-            if self.by_id.get(key) != rec.path:
-                self.by_id[key] = rec.path
-                self._pending.append((rec.dev, rec.ino, rec.path))
+            if self.by_id.get((rec.dev, rec.ino)) != rec.path:
+                self._learn((rec.dev, rec.ino), rec.path)
 
     def rename(self, old: str, new: str) -> None:
         """A traced rename moved `old` (or a directory's contents) to `new`."""
         prefix = old.rstrip("/") + "/"
         for key, path in list(self.by_id.items()):
             if path == old or path.startswith(prefix):
-                moved = new + path[len(old) :]
-                self.by_id[key] = moved
-                self._pending.append((key[0], key[1], moved))
+                self._learn(key, new + path[len(old) :])
 
     def frame(self) -> pl.DataFrame:
         """kdev, ino, path: one row per known file."""
         if self._pending:
             new = pl.DataFrame(self._pending, schema=self._frame.schema, orient="row")
-            self._frame = (
-                pl.concat([self._frame, new]).unique(subset=["kdev", "ino"], keep="last", maintain_order=True)
-            )
+            # Appending is cheap; deduplicating the whole table is needed only after a replacement.
+            self._frame = pl.concat([self._frame, new], rechunk=self._frame.n_chunks() > 64)
+            if self._replaced:
+                self._frame = self._frame.unique(subset=["kdev", "ino"], keep="last", maintain_order=True)
             self._pending.clear()
+            self._replaced = False
         return self._frame
 
     def join_name(self, rec: NameRecord) -> str:

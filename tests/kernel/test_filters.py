@@ -24,10 +24,11 @@ def _file(tmp_path, name: str) -> str:
     return str(path)
 
 
-def _record(tmp_path, options: list[str], *commands: list[str]):
+def _record(tmp_path, options: list[str], *commands: list[str], cwds: tuple = ()):
     """Start the workloads, record with `options` (a callable of their pids), release them
     in order; returns the loaded trace and each workload's tree of pids."""
-    workloads = [Workload([sys.executable, TREE, *command]) for command in commands]
+    cwds = cwds or (None,) * len(commands)
+    workloads = [Workload([sys.executable, TREE, *command], cwd) for command, cwd in zip(commands, cwds)]
     recorder = Recorder(tmp_path / "trace", *options([w.pid for w in workloads]))
     trees = [json_line(w.go(), "pids")["pids"] for w in workloads]
     code, _, err = recorder.stop()
@@ -77,17 +78,21 @@ def test_path_prefix(root_required, tmp_path):
     wanted_dir.mkdir()
     other_dir.mkdir()
     wanted, other = _file(wanted_dir, "a.bin"), _file(other_dir, "b.bin")
-    frame, (tree, _) = _record(
+    # absolute path arguments are filtered in the kernel, relative ones once joined to the cwd
+    frame, (tree, _, _, relative_tree) = _record(
         tmp_path,
-        lambda pids: ["--path-prefix", str(wanted_dir), "--pid", str(pids[0]), "--pid", str(pids[1])],
+        lambda pids: ["--path-prefix", str(wanted_dir)] + [arg for pid in pids for arg in ("--pid", str(pid))],
         [wanted, "--stat", str(wanted_dir / "missing")],
         [other, "--stat", str(other_dir / "missing")],
+        [other, "--stat", "missing-relative"],
+        [wanted, "--stat", "missing-relative"],
+        cwds=(None, None, other_dir, wanted_dir),
     )
-    assert _pids_reading(frame, wanted) == set(tree)
+    assert _pids_reading(frame, wanted) == set(tree) | set(relative_tree)
     paths = set(frame.get_column(s.PATH).drop_nulls().to_list())
-    assert paths == {wanted, str(wanted_dir / "missing")}
+    assert paths == {wanted, str(wanted_dir / "missing"), str(wanted_dir / "missing-relative")}
     failed_stats = frame.filter(pl.col(s.OP) == "newfstatat")
-    assert failed_stats.height == 3 and set(failed_stats.get_column(s.ERRNO).to_list()) == {2}
+    assert failed_stats.height == 6 and set(failed_stats.get_column(s.ERRNO).to_list()) == {2}
 
 
 @pytest.mark.kernel

@@ -1,0 +1,42 @@
+"""Context tables: paths by file identity, renames, relative path arguments, lineage."""
+
+from __future__ import annotations
+
+from ioobserve import events as ev
+from ioobserve.context.files import FileTable
+from ioobserve.context.processes import ProcessTable
+from ioobserve.decode import NameRecord, PathRecord, ProcRecord
+
+
+def test_paths_by_identity_replace_and_rename():
+    table = FileTable()
+    table.add([PathRecord(1, 10, 0o100644, "/a/x"), PathRecord(1, 11, 0o40755, "/a")])
+    table.add([PathRecord(1, 10, 0o100644, "/a/y")])  # the same file, renamed behind our back
+    table.rename("/a", "/b")
+    frame = table.frame()
+    assert dict(zip(frame["ino"].to_list(), frame["path"].to_list())) == {10: "/b/y", 11: "/b"}
+    assert frame.height == 2
+
+
+def test_relative_names_join_their_base_directory():
+    table = FileTable()
+    table.add([PathRecord(1, 5, 0o40755, "/work/dir")])
+    assert table.join_name(NameRecord(1, 1, 0, 1, 5, "../x/./f")) == "/work/x/f"
+    assert table.join_name(NameRecord(1, 1, 0, 0, 0, "/abs//p")) == "/abs/p"
+    assert table.join_name(NameRecord(1, 1, 0, 9, 9, "rel")) == "?/rel"  # base never seen
+
+
+def test_lineage_from_fork_exec_exit():
+    table = ProcessTable()
+    table.by_pid[100] = table.get(100)  # unknown pid: recorded as an empty process
+    records = [
+        ProcRecord(ev.PROC_FORK, 1, 101, 101, 100, 0, 7, 0, "parent", "", ()),
+        ProcRecord(ev.PROC_EXEC, 2, 101, 101, 100, 0, 7, 0, "worker", "/usr/bin/python3", ("python3", "w.py")),
+        ProcRecord(ev.PROC_FORK, 3, 102, 102, 101, 0, 7, 0, "worker", "", ()),
+        ProcRecord(ev.PROC_EXIT, 4, 102, 102, 0, 0, 7, 3, "worker", "", ()),
+    ]
+    changed = table.apply(records)
+    assert [p.pid for p in changed] == [101, 101, 102]
+    assert table.by_pid[102].ppid == 101 and table.by_pid[102].exit_code == 3
+    assert table.by_pid[102].cmdline == ("python3", "w.py")  # inherited at fork
+    assert table.descendants(100) == {100, 101, 102}
