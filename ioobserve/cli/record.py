@@ -14,6 +14,7 @@ import typer
 from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
 from ioobserve.cli.filters import CgroupOption, CommOption, PidOption, PrefixOption, build_filters
 
+MAX_WORK_THREADS = 2
 EPILOG = """Examples:
 
   sudo ioobserve record -o /var/tmp/traces --duration 60        # the whole node for a minute
@@ -41,11 +42,9 @@ def record(
 
     Stops at --duration, when the command ends, or on Ctrl-C / SIGTERM; then prints a summary.
     """
-    # Before anything starts a thread (Polars' pool included): see ioobserve/collect/priority.py
-    from ioobserve.collect.priority import lower_priority
-
-    original_nice = lower_priority()
-    # Deferred: keep `--help` fast and free of numpy/polars/bcc imports.
+    # An observer stays small on a big node: Polars would otherwise start a thread per CPU.
+    os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
+    # Deferred: keep `--help` fast and free of polars/bcc imports.
     from ioobserve.cli.summary_view import print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes.capabilities import privileges_check
@@ -68,7 +67,7 @@ def record(
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice)
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages))
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:

@@ -3,7 +3,7 @@ enriches and hands frames to the sinks, so the drain never waits on formatting o
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 import time
 from typing import Protocol
@@ -14,13 +14,13 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
-from ioobserve.collect.priority import restore_priority
 from ioobserve.collect.ringbuf import RingReader
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.decode import decode_aux
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
+DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events waiting for the worker after a burst
 
 
 class Sink(Protocol):
@@ -46,6 +46,37 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
+class Backlog:
+    """A FIFO between the capture and worker threads, bounded by bytes rather than items:
+    a burst is absorbed in memory and worked off later; when full, the capture thread waits,
+    the rings overflow and the kernel counts the loss."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: collections.deque = collections.deque()
+        self._bytes = 0
+        self._cond = threading.Condition()
+
+    def put(self, item, size: int) -> None:
+        """Append; waits while the backlog is over its bound (and not empty)."""
+        with self._cond:
+            while self._bytes + size > self.max_bytes and self._items:
+                self._cond.wait()
+            self._items.append((item, size))
+            self._bytes += size
+            self._cond.notify_all()
+
+    def get(self):
+        """The oldest item, waiting for one."""
+        with self._cond:
+            while not self._items:
+                self._cond.wait()
+            item, size = self._items.popleft()
+            self._bytes -= size
+            self._cond.notify_all()
+            return item
+
+
 def _outside_prefixes(prefixes: list[str]) -> pl.Expr | None:
     """Events named by a relative path argument that resolves outside every --path-prefix.
 
@@ -62,7 +93,7 @@ class Collector:
     """Owns the drain loop and the context tables for one recording."""
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
-                 capture_nice: int | None = None, path_prefixes: list[str] | None = None):
+                 path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -72,11 +103,10 @@ class Collector:
         self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset())
         self._events = RingReader(*probes.ring("events"))
         self._aux = RingReader(*probes.ring("aux"))
-        self._queue: queue.Queue = queue.Queue(maxsize=1024)
+        self._queue = Backlog(backlog_bytes)
         self._stop = threading.Event()
         self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
         self.records = 0
-        self._capture_nice = capture_nice
         self._outside_prefixes = _outside_prefixes(path_prefixes or [])
         self._announced: set[int] = set()
         self.error: BaseException | None = None
@@ -93,19 +123,17 @@ class Collector:
         batch = self._events.read_fixed(ev.EVENT)
         aux = self._aux.read_records()  # after events: every name/path they need is in
         if batch.size or aux:
-            self._queue.put((batch, aux))
+            self._queue.put((batch, aux), batch.nbytes + sum(map(len, aux)))
             return True
         return False
 
     def _capture_loop(self) -> None:
-        if self._capture_nice is not None:
-            restore_priority(self._capture_nice)
         while not self._stop.is_set():
             self._drain_once()
             time.sleep(self.poll_interval)
         while self._drain_once():  # the probes are detached: take what is left
             pass
-        self._queue.put(None)
+        self._queue.put(None, 0)
 
     def _work_loop(self) -> None:
         next_loss = time.monotonic() + self.loss_interval

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ioobserve.collect.collector import Collector, Sink
-from ioobserve.collect.priority import restore_priority
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.filters import KernelFilters
@@ -33,13 +32,11 @@ class RecordingResult:
 class GatedCommand:
     """A child forked now that execs only when released, so its pid can be traced first."""
 
-    def __init__(self, argv: list[str], nice: int | None = None):
+    def __init__(self, argv: list[str]):
         read_end, self._go = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # child: wait for the go byte, then become the command
             os.close(self._go)
-            if nice is not None:
-                restore_priority(nice)  # the command runs at the priority we were started with
             os.read(read_end, 1)
             try:
                 os.execvp(argv[0], argv)
@@ -79,10 +76,8 @@ def load_probes(sizes: ProbeSizes = ProbeSizes()) -> SyscallProbes:
 class Recording:
     """Runs probes and collector until the duration passes, the command ends, or a signal."""
 
-    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
-                 original_nice: int | None = None):
+    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes()):
         self.filters = filters
-        self.original_nice = original_nice
         self.sinks = sinks
         self.probes = load_probes(sizes)
         self._stop = threading.Event()
@@ -97,14 +92,13 @@ class Recording:
             on_start=None) -> RecordingResult:
         """Record; returns after every probe is detached and the sinks are closed. With
         trace_command, only the command's process tree is traced (plus any other filters)."""
-        child = GatedCommand(command, self.original_nice) if command else None
+        child = GatedCommand(command) if command else None
         if child and trace_command:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
         try:
             self.probes.configure(self.filters)
-            collector = Collector(self.probes, self.sinks, capture_nice=self.original_nice,
-                                  path_prefixes=self.filters.prefixes)
+            collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes)
             self.probes.attach()
         except BaseException:
             if child:
