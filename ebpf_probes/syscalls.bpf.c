@@ -5,6 +5,11 @@
  * `syscall_specs` map (ioobserve/probes/syscall_table.py); filters come from maps too, so
  * nothing a user types ever becomes C text. Build-time knobs arrive as -D flags:
  * EVENTS_PAGES, AUX_PAGES, KNOWN_FILES, and the OFF_* struct offsets.
+ *
+ * One file on purpose: bcc rewrites map accessors (`map.lookup(...)`) and finds programs
+ * only in the main source file, so helpers that touch maps cannot move into headers.
+ * Sections: maps and filters; paths (walk, verdict cache, path arguments); sys_enter;
+ * sys_exit; process lineage.
  */
 #include "common.h"
 #include "kernel_access.h"

@@ -1,0 +1,1 @@
+"""Draining the ring buffers, enriching batches, running a recording."""

@@ -1,0 +1,1 @@
+"""Context tables that turn kernel ids into names: processes, files."""

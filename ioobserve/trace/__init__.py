@@ -1,0 +1,1 @@
+"""Traces: writing, reading and keeping them safe."""
