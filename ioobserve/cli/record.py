@@ -42,8 +42,14 @@ def record(
 
     Stops at --duration, when the command ends, or on Ctrl-C / SIGTERM; then prints a summary.
     """
-    # An observer stays small on a big node: Polars would otherwise start a thread per CPU.
+    # An observer stays small on a big node: Polars would otherwise start a thread per CPU,
+    # and it runs niced (ioobserve/collect/priority.py). The traced command gets the
+    # environment and priority we were given, untouched.
+    from ioobserve.collect.priority import lower_priority
+
+    command_env = dict(os.environ)
     os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
+    original_nice = lower_priority()
     # Deferred: keep `--help` fast and free of polars/bcc imports.
     from ioobserve.cli.summary_view import print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
@@ -67,7 +73,7 @@ def record(
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages))
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice)
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:
@@ -84,7 +90,8 @@ def record(
         fail(str(exc))
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
-    result = recording.run(duration=duration, command=command, trace_command=not all_processes, on_start=lambda: print(
+    result = recording.run(duration=duration, command=command, command_env=command_env,
+                           trace_command=not all_processes, on_start=lambda: print(
         f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
     print_summary(summary.summary, result, writer.path)
     if command and result.command_status not in (None, 0):

@@ -1,9 +1,9 @@
-"""The collector: a capture thread drains the rings in batches; a worker thread decodes,
-enriches and hands frames to the sinks, so the drain never waits on formatting or disks."""
+"""The collector: a capture process drains the rings in batches (ioobserve.collect.capture);
+a worker thread decodes, enriches and hands frames to the sinks, so the drain never waits
+on formatting, disks or the GIL."""
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 from typing import Protocol
@@ -14,13 +14,13 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
-from ioobserve.collect.ringbuf import RingReader
+from ioobserve.collect.capture import CaptureProcess
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.decode import decode_aux
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
-DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events waiting for the worker after a burst
+DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 
 
 class Sink(Protocol):
@@ -46,37 +46,6 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
-class Backlog:
-    """A FIFO between the capture and worker threads, bounded by bytes rather than items:
-    a burst is absorbed in memory and worked off later; when full, the capture thread waits,
-    the rings overflow and the kernel counts the loss."""
-
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
-        self._items: collections.deque = collections.deque()
-        self._bytes = 0
-        self._cond = threading.Condition()
-
-    def put(self, item, size: int) -> None:
-        """Append; waits while the backlog is over its bound (and not empty)."""
-        with self._cond:
-            while self._bytes + size > self.max_bytes and self._items:
-                self._cond.wait()
-            self._items.append((item, size))
-            self._bytes += size
-            self._cond.notify_all()
-
-    def get(self):
-        """The oldest item, waiting for one."""
-        with self._cond:
-            while not self._items:
-                self._cond.wait()
-            item, size = self._items.popleft()
-            self._bytes -= size
-            self._cond.notify_all()
-            return item
-
-
 def _outside_prefixes(prefixes: list[str]) -> pl.Expr | None:
     """Events named by a relative path argument that resolves outside every --path-prefix.
 
@@ -93,7 +62,8 @@ class Collector:
     """Owns the drain loop and the context tables for one recording."""
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
-                 path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
+                 path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+                 capture_nice: int | None = None):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -101,54 +71,35 @@ class Collector:
         self.files = FileTable()
         self.processes = ProcessTable()
         self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset())
-        self._events = RingReader(*probes.ring("events"))
-        self._aux = RingReader(*probes.ring("aux"))
-        self._queue = Backlog(backlog_bytes)
-        self._stop = threading.Event()
+        self._rings = {name: probes.ring(name) for name in ("events", "aux")}
+        self._backlog_bytes = backlog_bytes
+        self._capture_nice = capture_nice
+        self._capture: CaptureProcess | None = None
         self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
         self.records = 0
         self._outside_prefixes = _outside_prefixes(path_prefixes or [])
         self._announced: set[int] = set()
         self.error: BaseException | None = None
-        self._capture = threading.Thread(target=self._capture_loop, name="ioobserve-capture", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
     def start(self) -> None:
         """Seed processes alive now, then start draining (call after the probes attach)."""
         self.processes.seed_from_proc()
-        self._capture.start()
+        self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
         self._worker.start()
-
-    def _drain_once(self) -> bool:
-        batch = self._events.read_fixed(ev.EVENT)
-        aux = self._aux.read_records()  # after events: every name/path they need is in
-        if batch.size or aux:
-            self._queue.put((batch, aux), batch.nbytes + sum(map(len, aux)))
-            return True
-        return False
-
-    def _capture_loop(self) -> None:
-        while not self._stop.is_set():
-            self._drain_once()
-            time.sleep(self.poll_interval)
-        while self._drain_once():  # the probes are detached: take what is left
-            pass
-        self._queue.put(None, 0)
 
     def _work_loop(self) -> None:
         next_loss = time.monotonic() + self.loss_interval
+        batches = self._capture.batches()
         try:
-            while True:
-                item = self._queue.get()
-                if item is None:
-                    break
-                self._process(*item)
+            for batch, aux in batches:
+                self._process(batch, aux)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
                     next_loss = time.monotonic() + self.loss_interval
-        except BaseException as exc:  # surfaced by stop(); the capture thread keeps draining
+        except BaseException as exc:  # surfaced by stop(); the stream is still read to its end
             self.error = exc
-            while self._queue.get() is not None:
+            for _ in batches:
                 pass
 
     def _process(self, batch: np.ndarray, aux: list[bytes]) -> None:
@@ -194,17 +145,14 @@ class Collector:
 
     def stop(self) -> None:
         """Drain what is left (detach the probes first), flush and close the sinks."""
-        self._stop.set()
-        for thread in (self._capture, self._worker):
-            if thread.ident is not None:
-                thread.join()
+        if self._capture is not None:
+            self._capture.stop()
+            if self._worker.ident is not None:
+                self._worker.join()
+            self._capture.close()
         if self.error is None:
             self._report_lost()
-        try:
-            for sink in self.sinks:
-                sink.close()
-        finally:
-            self._events.close()
-            self._aux.close()
+        for sink in self.sinks:
+            sink.close()
         if self.error is not None:
             raise self.error

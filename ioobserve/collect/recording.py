@@ -8,9 +8,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ioobserve.collect.collector import Collector, Sink
+from ioobserve.collect.priority import restore_priority
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.filters import KernelFilters
@@ -32,14 +32,16 @@ class RecordingResult:
 class GatedCommand:
     """A child forked now that execs only when released, so its pid can be traced first."""
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None, nice: int | None = None):
         read_end, self._go = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:  # child: wait for the go byte, then become the command
             os.close(self._go)
+            if nice is not None:
+                restore_priority(nice)  # the command runs as it would without us
             os.read(read_end, 1)
             try:
-                os.execvp(argv[0], argv)
+                os.execvpe(argv[0], argv, os.environ if env is None else env)
             except OSError as exc:
                 print(f"ioobserve: error: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
             os._exit(127)
@@ -76,8 +78,10 @@ def load_probes(sizes: ProbeSizes = ProbeSizes()) -> SyscallProbes:
 class Recording:
     """Runs probes and collector until the duration passes, the command ends, or a signal."""
 
-    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes()):
+    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
+                 original_nice: int | None = None):
         self.filters = filters
+        self.original_nice = original_nice
         self.sinks = sinks
         self.probes = load_probes(sizes)
         self._stop = threading.Event()
@@ -88,17 +92,18 @@ class Recording:
         self._stopped_by = reason
         self._stop.set()
 
-    def run(self, duration: float | None = None, command: list[str] | None = None, trace_command: bool = True,
-            on_start=None) -> RecordingResult:
+    def run(self, duration: float | None = None, command: list[str] | None = None,
+            command_env: dict[str, str] | None = None, trace_command: bool = True, on_start=None) -> RecordingResult:
         """Record; returns after every probe is detached and the sinks are closed. With
         trace_command, only the command's process tree is traced (plus any other filters)."""
-        child = GatedCommand(command) if command else None
+        child = GatedCommand(command, command_env, self.original_nice) if command else None
         if child and trace_command:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
         try:
             self.probes.configure(self.filters)
-            collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes)
+            collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
+                                  capture_nice=self.original_nice)
             self.probes.attach()
         except BaseException:
             if child:
@@ -113,12 +118,12 @@ class Recording:
                 on_start()
             if child:
                 child.release()
-            deadline = started + duration if duration else None
+            deadline = started + duration if duration is not None else None
             while not self._stop.is_set():
                 if child and (status := child.poll()) is not None:
                     self._stopped_by = "command exited"
                     break
-                if deadline and time.monotonic() >= deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     self._stopped_by = "duration"
                     break
                 self._stop.wait(0.05)
@@ -148,8 +153,3 @@ def install_stop_signals(recording: Recording) -> None:
     """SIGINT and SIGTERM end the recording cleanly."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda num, _frame: recording.request_stop(signal.Signals(num).name))
-
-
-def default_output_dir() -> Path:
-    """Where traces go without -o: the current directory."""
-    return Path.cwd()

@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import mmap
-import os
-import struct
-
 import numpy as np
 import pytest
 
-from ioobserve.collect.ringbuf import BUSY, DISCARD, HEADER, PAGE, RingReader
+from ioobserve.collect.ringbuf import BUSY, DISCARD, HEADER, RingReader
+
+from tests.unit.fake_ring import SIZE, FakeRing
 
 RECORD = np.dtype([("a", "<u8"), ("b", "<u4"), ("c", "<u4")])  # 16 bytes -> stride 24
-SIZE = 4 * PAGE
-
-
-class FakeRing:
-    """Consumer page, producer page, then the data area twice (as the kernel maps it)."""
-
-    def __init__(self):
-        self.fd = os.memfd_create("ring")
-        os.ftruncate(self.fd, 2 * PAGE + 2 * SIZE)
-        self.map = mmap.mmap(self.fd, 2 * PAGE + 2 * SIZE)
-        self.producer = 0
-
-    def put(self, payload: bytes, flags: int = 0) -> None:
-        record = struct.pack("<II", len(payload) | flags, 0) + payload
-        record += b"\0" * (-len(record) % 8)
-        for copy in (0, SIZE):  # mirror the double mapping
-            start = 2 * PAGE + copy + (self.producer % SIZE)
-            end = start + len(record)
-            limit = 2 * PAGE + 2 * SIZE
-            self.map[start : min(end, limit)] = record[: min(end, limit) - start]
-            if end > limit:  # wrapped past the second copy: continues at the first
-                self.map[2 * PAGE : 2 * PAGE + end - limit] = record[limit - start :]
-        self.producer += len(record)
-        self.map[PAGE : PAGE + 8] = struct.pack("<Q", self.producer)
-
-    def set_consumer(self, pos: int) -> None:
-        self.map[0:8] = struct.pack("<Q", pos)
-        self.producer = pos
-        self.map[PAGE : PAGE + 8] = struct.pack("<Q", pos)
 
 
 def payload(i: int) -> bytes:
@@ -53,8 +22,7 @@ def ring():
     reader = RingReader(fake.fd, SIZE)
     yield fake, reader
     reader.close()
-    fake.map.close()
-    os.close(fake.fd)
+    fake.close()
 
 
 def test_reads_a_batch_and_advances_the_consumer(ring):

@@ -1,0 +1,176 @@
+"""The capture process: drains the ring buffers and streams batches to the recorder.
+
+A separate process, not a thread, because the drain must never wait: a thread shares the
+GIL with the worker and writer, and when those run niced (the observed applications come
+first) a preempted GIL holder would stall the drain until the rings overflow. The child
+keeps the recorder's original priority, holds only the ring fds and two pipes, buffers a
+burst in memory (up to `backlog_bytes`) when the recorder falls behind, and stops reading
+the rings beyond that, so the kernel counts the loss.
+
+Stream format, per message: u64 event bytes, u64 aux bytes, then the fixed-size event
+records, then the auxiliary records each prefixed by its u32 length. A message with both
+sizes zero ends the stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import fcntl
+import os
+import select
+import signal
+import struct
+import time
+
+import numpy as np
+
+from ioobserve import events as ev
+from ioobserve.collect.priority import restore_priority
+from ioobserve.collect.ringbuf import RingReader
+
+HEADER = struct.Struct("<QQ")
+LENGTH = struct.Struct("<I")
+F_SETPIPE_SZ = 1031
+PIPE_BYTES = 1 << 20
+PR_SET_PDEATHSIG = 1
+
+
+def encode(batch: np.ndarray, aux: list[bytes]) -> bytes:
+    """One stream message."""
+    aux_blob = b"".join(LENGTH.pack(len(record)) + record for record in aux)
+    return HEADER.pack(batch.nbytes, len(aux_blob)) + batch.tobytes() + aux_blob
+
+
+def decode(events_blob: bytes, aux_blob: bytes) -> tuple[np.ndarray, list[bytes]]:
+    """A message's payload back into an event array and auxiliary records."""
+    records, pos = [], 0
+    while pos < len(aux_blob):
+        (length,) = LENGTH.unpack_from(aux_blob, pos)
+        records.append(aux_blob[pos + LENGTH.size : pos + LENGTH.size + length])
+        pos += LENGTH.size + length
+    return np.frombuffer(events_blob, dtype=ev.EVENT), records
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 22))  # releases the GIL while it waits
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class CaptureProcess:
+    """Parent side: start the drain child, read its batches, stop it."""
+
+    def __init__(self, rings: dict[str, tuple[int, int]], poll_interval: float, backlog_bytes: int,
+                 nice: int | None = None):
+        data_read, data_write = os.pipe()
+        stop_read, self._stop_write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # child
+            status = 1
+            try:
+                keep = {0, 1, 2, data_write, stop_read} | {fd for fd, _ in rings.values()}
+                for fd in _open_fds():
+                    if fd not in keep:  # above all the probes' link fds: detaching must not wait on us
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass  # the directory listing's own fd
+                _drain(rings, data_write, stop_read, poll_interval, backlog_bytes, nice)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(data_write)
+        os.close(stop_read)
+        self._data = data_read
+
+    def batches(self):
+        """Yield (events, aux records) until the child ends the stream."""
+        while True:
+            header = _read_exactly(self._data, HEADER.size)
+            if header is None:
+                raise RuntimeError("the capture process ended without finishing its stream")
+            events_size, aux_size = HEADER.unpack(header)
+            if not events_size and not aux_size:
+                return
+            payload = _read_exactly(self._data, events_size + aux_size)
+            if payload is None:
+                raise RuntimeError("the capture process ended in the middle of a batch")
+            yield decode(payload[:events_size], payload[events_size:])
+
+    def stop(self) -> None:
+        """Ask the child to drain what is left and end the stream (call after detaching)."""
+        if self._stop_write >= 0:
+            os.write(self._stop_write, b"x")
+            os.close(self._stop_write)
+            self._stop_write = -1
+
+    def close(self) -> None:
+        """Reap the child and close the stream."""
+        self.stop()
+        os.waitpid(self.pid, 0)
+        os.close(self._data)
+
+
+def _open_fds() -> list[int]:
+    return [int(name) for name in os.listdir("/proc/self/fd")]
+
+
+def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int, nice: int | None) -> None:
+    """The child's loop: drain, buffer, write without blocking, until asked to stop and the
+    rings are empty."""
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the recorder decides when to stop
+        signal.signal(signum, signal.SIG_IGN)
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the recorder
+    if nice is not None:
+        restore_priority(nice)
+    try:
+        fcntl.fcntl(out, F_SETPIPE_SZ, PIPE_BYTES)
+    except OSError:
+        pass  # a smaller pipe only means more, smaller writes
+    os.set_blocking(out, False)
+    events = RingReader(*rings["events"])
+    aux = RingReader(*rings["aux"])
+    pending: collections.deque = collections.deque()
+    pending_bytes = 0
+    stopping = False
+    while True:
+        stopping = stopping or bool(select.select([stop], [], [], 0)[0])
+        if pending_bytes < backlog_bytes:  # beyond the backlog the rings overflow: counted loss
+            batch = events.read_fixed(ev.EVENT)
+            records = aux.read_records()  # after events: every name/path they need is in
+            if batch.size or records:
+                message = encode(batch, records)
+                pending.append(memoryview(message))
+                pending_bytes += len(message)
+        pending_bytes -= _write_some(out, pending)
+        empty = not events.pending_bytes() and not aux.pending_bytes()
+        if stopping and empty and not pending:
+            break  # the probes are detached and everything is out
+        if pending:
+            select.select([], [out], [], poll_interval)  # until the recorder reads
+        elif empty:
+            time.sleep(poll_interval)
+    os.set_blocking(out, True)
+    os.write(out, HEADER.pack(0, 0))
+
+
+def _write_some(fd: int, pending: collections.deque) -> int:
+    """Write queued messages until the pipe is full; returns the bytes written."""
+    written = 0
+    while pending:
+        try:
+            n = os.write(fd, pending[0])
+        except BlockingIOError:
+            break
+        written += n
+        if n == len(pending[0]):
+            pending.popleft()
+        else:
+            pending[0] = pending[0][n:]
+    return written
