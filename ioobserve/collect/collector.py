@@ -20,6 +20,7 @@ from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.decode import decode_aux
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
+FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 
 
@@ -96,6 +97,7 @@ class Collector:
                 self._process(batch, aux)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
+                    self._announced.difference_update(self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS))
                     next_loss = time.monotonic() + self.loss_interval
         except BaseException as exc:  # surfaced by stop(); the stream is still read to its end
             self.error = exc

@@ -99,6 +99,14 @@ class ProcessTable:
                 process.exit_ns, process.exit_code = rec.ts_ns, rec.exit_code
         return changed
 
+    def forget_exited(self, before_ns: int) -> list[int]:
+        """Drop processes that exited before `before_ns` (monotonic), so a long recording on a
+        busy node does not grow without bound; returns their pids."""
+        gone = [pid for pid, p in self.by_pid.items() if p.exit_ns is not None and p.exit_ns < before_ns]
+        for pid in gone:
+            del self.by_pid[pid]
+        return gone
+
     def ppids(self, pids) -> dict[int, int]:
         """pid -> ppid for the given pids."""
         return {int(pid): self.get(int(pid)).ppid for pid in pids}

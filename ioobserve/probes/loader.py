@@ -34,7 +34,7 @@ ATTACHMENTS = (
 class ProbeSizes:
     """Buffer and table sizes (ring sizes in pages, powers of two)."""
 
-    events_pages: int = 4096  # 16 MiB: ~150k events of slack per 10 ms poll at 15M events/s
+    events_pages: int = 4096  # 16 MiB: ~150k events, 0.1 s of a 1.5M events/s flood
     aux_pages: int = 1024
     known_files: int = 65536
 

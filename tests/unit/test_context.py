@@ -40,3 +40,13 @@ def test_lineage_from_fork_exec_exit():
     assert table.by_pid[102].ppid == 101 and table.by_pid[102].exit_code == 3
     assert table.by_pid[102].cmdline == ("python3", "w.py")  # inherited at fork
     assert table.descendants(100) == {100, 101, 102}
+
+
+def test_exited_processes_are_forgotten_after_a_while():
+    table = ProcessTable()
+    table.apply([ProcRecord(ev.PROC_FORK, 1, 201, 201, 200, 0, 7, 0, "w", "", ()),
+                 ProcRecord(ev.PROC_FORK, 1, 202, 202, 200, 0, 7, 0, "w", "", ()),
+                 ProcRecord(ev.PROC_EXIT, 5, 201, 201, 0, 0, 7, 0, "w", "", ())])
+    assert table.forget_exited(before_ns=4) == []
+    assert table.forget_exited(before_ns=6) == [201]
+    assert 201 not in table.by_pid and 202 in table.by_pid
