@@ -76,7 +76,7 @@ struct ioo_config {
 	__u32 filter_cgroup;  /* only tasks whose cgroup or an ancestor is in `cgroups` */
 	__u32 filter_comm;    /* only tasks whose comm is in `comms` */
 	__u32 filter_path;    /* only files under `prefix_dirs` / `prefixes` */
-	__u32 pad;
+	__u32 helper_tgid;    /* ioobserve's capture process: never traced either */
 };
 
 /* Bits of ioo_event.flags. */

@@ -121,7 +121,7 @@ static __always_inline int cgroup_selected(void)
 /* The process filters: pid tree, cgroup, comm; ioobserve itself is never traced. */
 static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
 {
-	if (tgid == cfg->self_tgid || tgid == 0)
+	if (tgid == cfg->self_tgid || tgid == cfg->helper_tgid || tgid == 0)
 		return 0;
 	if (cfg->filter_pid && !traced_tgids.lookup(&tgid))
 		return 0;

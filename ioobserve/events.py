@@ -66,7 +66,7 @@ SYSCALL_SPEC = np.dtype(
 CONFIG = np.dtype(
     [
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
-        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("pad", "<u4"),
+        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("helper_tgid", "<u4"),
     ]
 )
 

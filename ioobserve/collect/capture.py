@@ -74,6 +74,8 @@ class CaptureProcess:
         if self.pid == 0:  # child
             status = 1
             try:
+                if os.read(stop_read, 1) != b"g":  # wait for go(): the recorder first excludes us
+                    os._exit(1)  # the recorder went away before starting us
                 keep = {0, 1, 2, data_write, stop_read} | {fd for fd, _ in rings.values()}
                 for fd in _open_fds():
                     if fd not in keep:  # above all the probes' link fds: detaching must not wait on us
@@ -88,6 +90,10 @@ class CaptureProcess:
         os.close(data_write)
         os.close(stop_read)
         self._data = data_read
+
+    def go(self) -> None:
+        """Let the child start draining."""
+        os.write(self._stop_write, b"g")
 
     def batches(self):
         """Yield (events, aux records) until the child ends the stream."""

@@ -87,6 +87,8 @@ class Collector:
         """Seed processes alive now, then start draining (call after the probes attach)."""
         self.processes.seed_from_proc()
         self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
+        self.probes.exclude_helper(self._capture.pid)
+        self._capture.go()
         self._worker.start()
 
     def _work_loop(self) -> None:

@@ -92,8 +92,17 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
+        self._config = cfg
+        self._write_config()
+
+    def _write_config(self) -> None:
         config = self.bpf["config"]
-        config[ctypes.c_int(0)] = config.Leaf.from_buffer_copy(cfg.tobytes())
+        config[ctypes.c_int(0)] = config.Leaf.from_buffer_copy(self._config.tobytes())
+
+    def exclude_helper(self, pid: int) -> None:
+        """Never trace this helper process of ours (the capture process)."""
+        self._config["helper_tgid"] = pid
+        self._write_config()
 
     def _fill_set(self, name: str, keys) -> None:
         table = self.bpf[name]

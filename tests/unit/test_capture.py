@@ -31,6 +31,7 @@ def test_streams_everything_then_drains_on_stop():
             events_ring.put(record.tobytes())
         aux_ring.put(b"path-record")
         capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, 1 << 20)
+        capture.go()
         seen, aux_seen = [], []
         batches = capture.batches()
         while len(seen) < 100:
