@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 from pathlib import Path
@@ -12,6 +11,7 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.trace.lines import EVENT_ARGS
+from ioobserve.trace.members import Damage, NotATrace, intact_text
 
 _ARGS = pl.Struct(
     {
@@ -32,13 +32,17 @@ class TraceError(Exception):
     """A trace file is missing or not a readable trace."""
 
 
-def read_lines(path: Path) -> pl.DataFrame:
-    """Every line of one trace file, args as a struct (complete gzip members only)."""
+def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
+    """Every line of one trace file's intact gzip members, args as a struct; what had to be
+    skipped is appended to `damage` (if given)."""
     try:
-        with gzip.open(path, "rb") as handle:
-            raw = handle.read()
-    except (OSError, EOFError) as exc:
-        raise TraceError(f"{path}: not a readable trace ({exc})") from None
+        raw, found = intact_text(path)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
+    except NotATrace as exc:
+        raise TraceError(str(exc)) from None
+    if found and damage is not None:
+        damage.append(found)
     if not raw.strip():
         return pl.DataFrame(schema=_LINE)
     try:
@@ -47,10 +51,11 @@ def read_lines(path: Path) -> pl.DataFrame:
         raise TraceError(f"{path}: malformed JSON lines ({str(exc).splitlines()[0]})") from None
 
 
-def load(paths: list[Path] | Path) -> pl.DataFrame:
-    """Events of one or more traces, paths resolved from FH records, sorted by time."""
+def load(paths: list[Path] | Path, damage: list[Damage] | None = None) -> pl.DataFrame:
+    """Events of one or more traces, paths resolved from FH records, sorted by time; damaged
+    members are skipped and reported in `damage`."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    frames = [read_lines(Path(p)) for p in paths]
+    frames = [read_lines(Path(p), damage) for p in paths]
     lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE)
     meta = lines.filter((pl.col("ph") == 4) & (pl.col("name") == "FH")).select(
         pl.col("args").struct.field("value").alias("h"), pl.col("args").struct.field("name").alias("p")
@@ -78,8 +83,8 @@ def load(paths: list[Path] | Path) -> pl.DataFrame:
 def own_records(path: Path, name: str) -> list[dict]:
     """Our own records named `name` ("start", "end", "lost") as parsed JSON, in file order."""
     marker = f'"name":"{name}","cat":"dftracer"'.encode()
-    with gzip.open(path, "rb") as handle:
-        return [json.loads(line) for line in handle if marker in line]
+    text, _ = intact_text(path)
+    return [json.loads(line) for line in text.splitlines() if marker in line]
 
 
 def records(paths: list[Path] | Path, name: str) -> pl.DataFrame:

@@ -54,3 +54,23 @@ def test_sigterm_flushes_and_detaches_everything(root_required, tmp_path):
     assert _our_programs() == set(), "no probe of ours remains after SIGTERM"
     (end,) = own_records(recorder.traces()[0], "end")
     assert end["args"]["num_events"] >= 0
+
+
+@pytest.mark.kernel
+def test_sigkill_leaves_a_trace_whose_flushed_members_load(root_required, tmp_path):
+    recorder = Recorder(tmp_path / "trace")
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, str(ROOT / "bench" / "workloads" / "loader.py"), "--dir", str(work),
+                    "--files", "8", "--size", "65536", "--report", "text"], check=True, capture_output=True)
+    time.sleep(2.5)  # members are flushed at least every second
+    recorder.proc.kill()
+    recorder.proc.wait()
+    frame = load(recorder.traces(), damage := [])
+    samples = frame.filter(pl.col(s.PATH).str.contains("/sample-") & (pl.col(s.OP) == "read"))
+    assert samples.height > 0, "the workload's reads were flushed before the kill"
+    assert all(d.members_lost == 0 for d in damage)
+    deadline = time.monotonic() + 10  # a killed recorder's probes go with its file descriptors
+    while _our_programs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _our_programs() == set()

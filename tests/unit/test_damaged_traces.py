@@ -1,0 +1,56 @@
+"""Damaged traces: every intact gzip member still loads, and the damage is reported."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ioobserve.trace.reader import TraceError, load
+from ioobserve.trace.writer import gzip_member
+
+
+def _member(first: int, n: int = 10) -> bytes:
+    lines = [
+        {"id": i, "name": "read", "cat": "SYSCALL", "type": 12, "pid": 1, "tid": 1, "ts": i, "dur": 0, "ph": 1,
+         "args": {"ret": 4096, "ts_ns": 1000 * i, "dur_ns": 5, "flags": 0}}
+        for i in range(first, first + n)
+    ]
+    return gzip_member("".join(json.dumps(line) + "\n" for line in lines).encode())
+
+
+def test_a_truncated_last_member_loses_only_itself(tmp_path):
+    members = [_member(0), _member(10), _member(20)]
+    path = tmp_path / "t.pfw.gz"
+    data = b"".join(members)
+    path.write_bytes(data[: len(data) - len(members[2]) // 2])  # killed mid-write
+    damage = []
+    frame = load(path, damage)
+    assert frame.height == 20
+    assert len(damage) == 1 and damage[0].truncated_tail and damage[0].members_lost == 0
+    assert "incomplete" in damage[0].describe()
+
+
+def test_a_corrupt_middle_member_is_skipped(tmp_path):
+    members = [_member(0), bytearray(_member(10)), _member(20)]
+    members[1][12:40] = b"\xff" * 28  # garbage inside the deflate stream
+    path = tmp_path / "t.pfw.gz"
+    path.write_bytes(b"".join(bytes(m) for m in members))
+    damage = []
+    frame = load(path, damage)
+    assert sorted(frame["ts"].to_list()) == [1000 * i for i in list(range(10)) + list(range(20, 30))]
+    assert damage[0].members_lost == 1 and not damage[0].truncated_tail
+
+
+def test_an_intact_trace_reports_nothing(tmp_path):
+    path = tmp_path / "t.pfw.gz"
+    path.write_bytes(_member(0) + _member(10))
+    damage = []
+    assert load(path, damage).height == 20 and damage == []
+
+
+def test_not_a_trace_is_one_clear_error(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+    with pytest.raises(TraceError, match="not a gzip trace"):
+        load(path)
