@@ -38,13 +38,12 @@ class NotATrace(Exception):
     """The file does not start like a gzip trace at all."""
 
 
-def intact_text(path: Path) -> tuple[bytes, Damage]:
-    """The decompressed lines of every intact member, and what was skipped."""
+def iter_members(path: Path, damage: Damage):
+    """Yield (offset, compressed size, text) for each intact member; damage is recorded."""
     data = memoryview(Path(path).read_bytes())
-    damage = Damage(Path(path))
     if len(data) and bytes(data[:3]) != GZIP_MAGIC:
         raise NotATrace(f"{path}: not a gzip trace")
-    chunks, pos = [], 0
+    pos = 0
     while pos < len(data):
         member = zlib.decompressobj(31)
         try:
@@ -55,11 +54,17 @@ def intact_text(path: Path) -> tuple[bytes, Damage]:
             continue
         if not member.eof:
             damage.truncated_tail = True
-            break
+            return
+        end = len(data) - len(member.unused_data)
         # A member always ends on a line boundary; drop a partial line defensively.
-        chunks.append(text if text.endswith(b"\n") or not text else text[: text.rfind(b"\n") + 1])
-        pos = len(data) - len(member.unused_data)
-    return b"".join(chunks), damage
+        yield pos, end - pos, text if text.endswith(b"\n") or not text else text[: text.rfind(b"\n") + 1]
+        pos = end
+
+
+def intact_text(path: Path) -> tuple[bytes, Damage]:
+    """The decompressed lines of every intact member, and what was skipped."""
+    damage = Damage(Path(path))
+    return b"".join(text for _, _, text in iter_members(path, damage)), damage
 
 
 def _next_member(data: memoryview, start: int) -> int:

@@ -20,6 +20,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
+from ioobserve.trace.index import IndexFile, MemberStats
 from ioobserve.trace.lines import complete_line, event_lines, metadata_line, string_hash
 from ioobserve.trace.output import create_private_file
 
@@ -46,6 +47,13 @@ class TraceWriter:
     def __init__(self, directory: Path, name: str, recording: dict):
         self.path = Path(directory) / name
         self._fd = create_private_file(Path(directory), name)
+        try:
+            self._index = IndexFile(self.path)
+        except BaseException:
+            os.close(self._fd)
+            self.path.unlink()
+            raise
+        self._offset = 0
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._fhashes: dict[str, str] = {}
@@ -114,6 +122,7 @@ class TraceWriter:
         self._queue.put(_STOP)
         self._thread.join()
         os.close(self._fd)
+        self._index.close()
         if self.error is not None:
             raise self.error
 
@@ -121,6 +130,7 @@ class TraceWriter:
         """Format, compress and append, in queue order; None asks for a flush."""
         buffer: list[bytes] = []
         buffered = 0
+        stats = MemberStats()
         last_flush = time.monotonic()
         while True:
             try:
@@ -129,29 +139,36 @@ class TraceWriter:
                 item = None
             try:
                 if item is _STOP:
-                    self._flush(buffer)
+                    self._flush(buffer, stats)
                     os.fsync(self._fd)
                     return
                 if isinstance(item, bytes):
                     buffer.append(item)
+                    stats.add_text(item)
                     buffered += len(item)
                 elif item is not None:
                     frame, first_id = item
                     text = event_lines(frame, first_id, self._hhash)
                     buffer.append(text)
+                    stats.add_text(text)
+                    stats.add_events(frame)
                     buffered += len(text)
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if buffer and (item is None or buffered >= FLUSH_BYTES or due):
-                    self._flush(buffer)
-                    buffered, last_flush = 0, time.monotonic()
+                    self._flush(buffer, stats)
+                    buffered, last_flush, stats = 0, time.monotonic(), MemberStats()
             except BaseException as exc:  # reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     return
 
-    def _flush(self, buffer: list[bytes]) -> None:
+    def _flush(self, buffer: list[bytes], stats: MemberStats) -> None:
+        """Append the buffer as one gzip member, then its index line."""
         if buffer:
-            view = memoryview(gzip_member(b"".join(buffer)))
+            member = gzip_member(b"".join(buffer))
+            view = memoryview(member)
             while view:
                 view = view[os.write(self._fd, view) :]
             buffer.clear()
+            self._index.append(stats.entry(self._offset, len(member)))
+            self._offset += len(member)

@@ -80,3 +80,26 @@ def test_usage_errors_are_one_line():
     assert_one_line_error(run("record", "--no-such-option"), "--no-such-option")
     assert_one_line_error(run("record", "--duration", "soon"), "--duration")
     assert_one_line_error(run("no-such-command"), "no-such-command")
+
+
+def test_index_rebuilds_and_reports_damage(tmp_path):
+    from ioobserve.trace.index import index_path, read_index
+    from ioobserve.trace.writer import TraceWriter
+    from tests.unit.test_trace_roundtrip import _frame
+
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {})
+    writer.events(_frame())
+    writer.close()
+    index_path(writer.path).unlink()
+    done = run("index", str(writer.path))
+    assert done.returncode == 0 and "events" in done.stdout
+    assert read_index(writer.path) is not None
+    writer.path.write_bytes(writer.path.read_bytes()[:-10])  # truncated: killed mid-write
+    damaged = run("index", str(writer.path))
+    assert damaged.returncode == 1 and "incomplete" in damaged.stderr and "Traceback" not in damaged.stderr
+
+
+def test_index_of_something_that_is_not_a_trace(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    assert_one_line_error(run("index", str(tmp_path / "notes.txt")), "not a gzip trace")
+    assert_one_line_error(run("index", str(tmp_path / "missing.pfw.gz")), "no such trace file")

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from ioobserve import schema as s
+from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, record_command
@@ -54,6 +55,7 @@ def test_sigterm_flushes_and_detaches_everything(root_required, tmp_path):
     assert _our_programs() == set(), "no probe of ours remains after SIGTERM"
     (end,) = own_records(recorder.traces()[0], "end")
     assert end["args"]["num_events"] >= 0
+    assert read_index(recorder.traces()[0]) == build_index(recorder.traces()[0])[0]  # index written along
 
 
 @pytest.mark.kernel

@@ -1,0 +1,141 @@
+"""The member index: a sidecar `<trace>.ioidx` describing each gzip member of a trace.
+
+One JSON line per member: byte offset and size, uncompressed bytes, lines, events, first and
+last event time (ns) and the pids present, so a reader can split work and skip members by
+time or pid without inflating them. The writer appends a line per flush; `ioobserve index`
+rebuilds it from the trace. An index that does not end where the trace ends is stale.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.trace.members import Damage, iter_members
+from ioobserve.trace.output import create_private_file
+
+SUFFIX = ".ioidx"
+_PEEK = {"ph": pl.Int64, "cat": pl.String, "pid": pl.UInt32, "args": pl.Struct({"ts_ns": pl.UInt64})}
+
+
+@dataclass
+class MemberEntry:
+    """One gzip member of a trace."""
+
+    offset: int
+    size: int
+    raw: int
+    lines: int
+    events: int
+    ts_min: int | None
+    ts_max: int | None
+    pids: list[int] = field(default_factory=list)
+
+
+class MemberStats:
+    """Accumulates what goes into the member being buffered."""
+
+    def __init__(self) -> None:
+        self.raw = self.lines = self.events = 0
+        self.ts_min: int | None = None
+        self.ts_max: int | None = None
+        self.pids: set[int] = set()
+
+    def add_text(self, text: bytes) -> None:
+        """Lines of any kind."""
+        self.raw += len(text)
+        self.lines += text.count(b"\n")
+
+    def add_events(self, frame: pl.DataFrame) -> None:
+        """A batch of events in this member (columns of ioobserve.schema)."""
+        if not frame.height:
+            return
+        self.events += frame.height
+        ts_min, ts_max = frame.get_column(s.TS).min(), frame.get_column(s.TS).max()
+        self.ts_min = ts_min if self.ts_min is None else min(self.ts_min, ts_min)
+        self.ts_max = ts_max if self.ts_max is None else max(self.ts_max, ts_max)
+        self.pids.update(frame.get_column(s.PID).unique().to_list())
+
+    def entry(self, offset: int, size: int) -> MemberEntry:
+        """The finished member's index entry."""
+        return MemberEntry(offset, size, self.raw, self.lines, self.events, self.ts_min, self.ts_max, sorted(self.pids))
+
+
+def index_path(trace: Path) -> Path:
+    """Where a trace's index lives."""
+    trace = Path(trace)
+    return trace.with_name(trace.name + SUFFIX)
+
+
+def _line(entry: MemberEntry) -> bytes:
+    return json.dumps(asdict(entry), separators=(",", ":")).encode() + b"\n"
+
+
+class IndexFile:
+    """The sidecar the writer appends to, created 0600 next to the trace."""
+
+    def __init__(self, trace: Path):
+        path = index_path(trace)
+        self._fd = create_private_file(path.parent, path.name)
+
+    def append(self, entry: MemberEntry) -> None:
+        """One member, written right after the member itself."""
+        os.write(self._fd, _line(entry))
+
+    def close(self) -> None:
+        """Flush to disk and close."""
+        os.fsync(self._fd)
+        os.close(self._fd)
+
+
+def read_index(trace: Path) -> list[MemberEntry] | None:
+    """The trace's index, or None if it is missing, unreadable or stale."""
+    trace = Path(trace)
+    try:
+        lines = index_path(trace).read_text().splitlines()
+        entries = [MemberEntry(**json.loads(line)) for line in lines if line.strip()]
+    except (OSError, ValueError, TypeError):
+        return None
+    end = entries[-1].offset + entries[-1].size if entries else 0
+    return entries if end == trace.stat().st_size else None
+
+
+def _peek(text: bytes) -> tuple[int, int | None, int | None, list[int]]:
+    """Events, first/last event time and pids of one member's lines."""
+    lines = pl.read_ndjson(io.BytesIO(text), schema=_PEEK) if text.strip() else pl.DataFrame(schema=_PEEK)
+    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer"))
+    ts = events.select(pl.col("args").struct.field("ts_ns")).to_series()
+    return events.height, ts.min(), ts.max(), sorted(events.get_column("pid").unique().to_list())
+
+
+def build_index(trace: Path) -> tuple[list[MemberEntry], Damage]:
+    """Index a trace by reading every member (intact members only)."""
+    damage = Damage(Path(trace))
+    entries = []
+    for offset, size, text in iter_members(trace, damage):
+        events, ts_min, ts_max, pids = _peek(text)
+        entries.append(MemberEntry(offset, size, len(text), text.count(b"\n"), events, ts_min, ts_max, pids))
+    return entries, damage
+
+
+def write_index(trace: Path, entries: list[MemberEntry]) -> Path:
+    """Replace a trace's index atomically (a private temp file renamed over it)."""
+    target = index_path(trace)
+    fd, temp = tempfile.mkstemp(prefix=".ioidx-", dir=target.parent)  # mkstemp creates 0600
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(b"".join(_line(e) for e in entries))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return target
