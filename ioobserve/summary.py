@@ -81,5 +81,8 @@ class SummarySink:
         for name, count in counts.items():
             self.summary.lost[name] = self.summary.lost.get(name, 0) + count
 
+    def forget(self, pids: list[int]) -> None:
+        """Totals keep nothing per process beyond its pid."""
+
     def close(self) -> None:
         """Nothing to flush."""

@@ -36,6 +36,8 @@ def record(
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
     all_processes: Annotated[bool, typer.Option("--all", "-a", help="Trace every process even when a command is given (the command only bounds the recording).")] = False,
+    rotate_mb: Annotated[Optional[float], typer.Option("--rotate-mb", help="Start a new trace file (-1, -2, ...) after this many MB on disk.")] = None,
+    rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -65,6 +67,9 @@ def record(
             raise UserError(f"recording needs privileges: {privileges.detail}")
         if command and shutil.which(command[0]) is None:
             raise UserError(f"command not found: {command[0]}")
+        for flag, value in (("--rotate-mb", rotate_mb), ("--rotate-s", rotate_s)):
+            if value is not None and value <= 0:
+                raise UserError(f"{flag} {value:g}: must be more than 0")
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
         filters = build_filters(pid, cgroup, comm, path_prefix)
@@ -84,7 +89,8 @@ def record(
         "command": command or [], "filters": _describe(filters), "recorder_pid": os.getpid(),
     }
     try:
-        writer = TraceWriter(directory, trace_name(), details)
+        writer = TraceWriter(directory, trace_name(), details,
+                             rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s)
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
@@ -93,7 +99,7 @@ def record(
     result = recording.run(duration=duration, command=command, command_env=command_env,
                            trace_command=not all_processes, on_start=lambda: print(
         f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
-    print_summary(summary.summary, result, writer.path)
+    print_summary(summary.summary, result, writer.paths)
     if command and result.command_status not in (None, 0):
         raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)
 

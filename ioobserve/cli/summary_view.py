@@ -25,11 +25,12 @@ def short_path(path: str, width: int = 44) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
-def print_summary(summary: Summary, result, trace_path: Path, console: Console | None = None) -> None:
+def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None) -> None:
     """Totals, losses and the top files, sized for one screen."""
     console = console or Console()
     totals = Table.grid(padding=(0, 2))
-    totals.add_row("trace", str(trace_path))
+    more = f" (+{len(trace_paths) - 1} more parts)" if len(trace_paths) > 1 else ""
+    totals.add_row("trace", f"{trace_paths[0]}{more}")
     totals.add_row("duration", f"{result.duration_s:.1f} s (stopped: {result.stopped_by})")
     if result.command_status is not None:
         totals.add_row("command exit", str(result.command_status))

@@ -36,6 +36,9 @@ class Sink(Protocol):
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Records lost since the last call, by op or record kind (epoch ns)."""
 
+    def forget(self, pids: list[int]) -> None:
+        """Processes that exited a while ago: drop what is kept about them."""
+
     def close(self) -> None:
         """No more data: flush and release."""
 
@@ -99,7 +102,10 @@ class Collector:
                 self._process(batch, aux)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
-                    self._announced.difference_update(self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS))
+                    gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
+                    self._announced.difference_update(gone)
+                    for sink in self.sinks:
+                        sink.forget(gone)
                     next_loss = time.monotonic() + self.loss_interval
         except BaseException as exc:  # surfaced by stop(); the stream is still read to its end
             self.error = exc

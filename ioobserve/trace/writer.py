@@ -32,7 +32,17 @@ except ImportError:  # pragma: no cover - the project depends on zlib-ng; zlib s
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
 GZIP_LEVEL = 2
+SUFFIX = ".pfw.gz"
 _STOP = object()
+
+
+class _Rotate(str):
+    """Queue marker: switch to the part file named by this string."""
+
+
+def part_name(name: str, part: int) -> str:
+    """The file name of part `part` of a rotated trace (part 0 keeps the original name)."""
+    return name if part == 0 else f"{name[: -len(SUFFIX)]}-{part}{SUFFIX}"
 
 
 def gzip_member(data: bytes, level: int = GZIP_LEVEL) -> bytes:
@@ -42,21 +52,27 @@ def gzip_member(data: bytes, level: int = GZIP_LEVEL) -> bytes:
 
 
 class TraceWriter:
-    """Writes one recording to <dir>/<host>-<time>-<pid>.pfw.gz."""
+    """Writes one recording to <dir>/<host>-<time>-<pid>.pfw.gz, rotating to -1, -2, ... parts
+    by size (compressed bytes) or age when asked. Each part stands alone: its own start and
+    end records, and FH/PR records for every file and process it mentions."""
 
-    def __init__(self, directory: Path, name: str, recording: dict):
-        self.path = Path(directory) / name
-        self._fd = create_private_file(Path(directory), name)
-        try:
-            self._index = IndexFile(self.path)
-        except BaseException:
-            os.close(self._fd)
-            self.path.unlink()
-            raise
-        self._offset = 0
+    def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
+                 rotate_seconds: float | None = None):
+        self.directory = Path(directory)
+        self._name = name
+        self.paths: list[Path] = []
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
-        self._fhashes: dict[str, str] = {}
+        self._recording = recording
+        self._rotate_bytes = rotate_bytes
+        self._rotate_seconds = rotate_seconds
+        self._part = 0
+        self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
+        self._fhashes: dict[str, str] = {}  # per part
+        self._part_pids: set[int] = set()  # per part: PR lines written
+        self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
+        self._part_started = time.monotonic()
+        self._part_events = 0
         self._next_id = 1
         self.events_written = 0
         self.lost_counts: dict[str, int] = {}
@@ -64,11 +80,49 @@ class TraceWriter:
         self._queue: queue.Queue = queue.Queue(maxsize=256)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
         self._thread.start()
+        self._put_header()
+
+    @property
+    def path(self) -> Path:
+        """The first file of the recording."""
+        return self.paths[0]
+
+    def _open(self, name: str) -> None:
+        """Create the next part and its index (both 0600, never through a symlink)."""
+        fd = create_private_file(self.directory, name)
+        try:
+            index = IndexFile(self.directory / name)
+        except BaseException:
+            os.close(fd)
+            (self.directory / name).unlink()
+            raise
+        self._fd, self._index, self._offset = fd, index, 0
+        self.paths.append(self.directory / name)
+
+    def _put_header(self) -> None:
         host = socket.gethostname()
         self._put(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash}))
-        start = {"hhash": self._hhash, **recording}
+        start = {"hhash": self._hhash, **self._recording, "part": self._part}
         self._put(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start))
         self._queue.put(None)  # flush the start record on its own: the file is readable at once
+
+    def _rotation_due(self) -> bool:
+        if self._rotate_seconds is not None and time.monotonic() - self._part_started >= self._rotate_seconds:
+            return True
+        return self._rotate_bytes is not None and self._offset >= self._rotate_bytes
+
+    def _rotate(self) -> None:
+        """End this part and start the next; the writer thread switches files in queue order."""
+        end = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
+               "next": part_name(self._name, self._part + 1)}
+        self._put(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end))
+        self._part += 1
+        self._put(_Rotate(part_name(self._name, self._part)))
+        self._fhashes.clear()
+        self._part_pids.clear()
+        self._part_started = time.monotonic()
+        self._part_events = 0
+        self._put_header()
 
     def _take_id(self) -> int:
         self._next_id += 1
@@ -86,7 +140,14 @@ class TraceWriter:
                 "hhash": self._hhash, "ppid": proc.ppid, "comm": proc.comm, "exe": proc.exe,
                 "cmdline": list(proc.cmdline), "uid": proc.uid, "cgroup": proc.cgroup_id,
             }
-            self._put(metadata_line("PR", proc.pid, proc.pid, args))
+            self._proc_lines[proc.pid] = line = metadata_line("PR", proc.pid, proc.pid, args)
+            self._part_pids.add(proc.pid)
+            self._put(line)
+
+    def forget(self, pids) -> None:
+        """Processes long gone: their PR lines need not be repeated in later parts."""
+        for pid in pids:
+            self._proc_lines.pop(pid, None)
 
     def _hash_paths(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Add fhash/fhash2 columns, queueing an FH line for each path seen the first time."""
@@ -102,10 +163,17 @@ class TraceWriter:
         )
 
     def events(self, frame: pl.DataFrame) -> None:
-        """Queue a batch for formatting (FH lines for new paths go first)."""
+        """Queue a batch for formatting (PR and FH lines the part lacks go first)."""
+        if self._rotation_due():
+            self._rotate()
+        for pid in set(frame.get_column(s.PID).unique().to_list()) - self._part_pids:
+            if pid in self._proc_lines:  # a process described in an earlier part
+                self._put(self._proc_lines[pid])
+            self._part_pids.add(pid)
         hashed = self._hash_paths(frame)
         self._put((hashed, self._next_id))
         self._next_id += frame.height
+        self._part_events += frame.height
         self.events_written += frame.height
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
@@ -116,13 +184,12 @@ class TraceWriter:
 
     def close(self) -> None:
         """Write the end record, flush, fsync and close."""
-        args = {"hhash": self._hhash, "num_events": self.events_written, "lost": self.lost_counts,
+        args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
+                "recording_events": self.events_written, "lost": self.lost_counts,
                 "lost_total": sum(self.lost_counts.values())}
         self._put(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args))
         self._queue.put(_STOP)
         self._thread.join()
-        os.close(self._fd)
-        self._index.close()
         if self.error is not None:
             raise self.error
 
@@ -140,8 +207,14 @@ class TraceWriter:
             try:
                 if item is _STOP:
                     self._flush(buffer, stats)
-                    os.fsync(self._fd)
+                    self._close_part()
                     return
+                if isinstance(item, _Rotate):
+                    self._flush(buffer, stats)
+                    buffered, last_flush, stats = 0, time.monotonic(), MemberStats()
+                    self._close_part()
+                    self._open(str(item))
+                    continue
                 if isinstance(item, bytes):
                     buffer.append(item)
                     stats.add_text(item)
@@ -161,6 +234,11 @@ class TraceWriter:
                 self.error = exc
                 if item is _STOP:
                     return
+
+    def _close_part(self) -> None:
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._index.close()
 
     def _flush(self, buffer: list[bytes], stats: MemberStats) -> None:
         """Append the buffer as one gzip member, then its index line."""

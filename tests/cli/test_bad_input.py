@@ -103,3 +103,8 @@ def test_index_of_something_that_is_not_a_trace(tmp_path):
     (tmp_path / "notes.txt").write_text("hi")
     assert_one_line_error(run("index", str(tmp_path / "notes.txt")), "not a gzip trace")
     assert_one_line_error(run("index", str(tmp_path / "missing.pfw.gz")), "no such trace file")
+
+
+@pytest.mark.parametrize("flag", ["--rotate-mb", "--rotate-s"])
+def test_rotation_needs_a_positive_size_or_age(tmp_path, flag, root_required):
+    assert_one_line_error(run("record", "-o", str(tmp_path / "out"), flag, "0"), flag)

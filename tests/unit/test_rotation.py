@@ -1,0 +1,39 @@
+"""Rotated traces: every part stands alone and together they hold every event."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.context.processes import Process
+from ioobserve.trace.index import read_index
+from ioobserve.trace.members import intact_text
+from ioobserve.trace.reader import load
+from ioobserve.trace.writer import TraceWriter
+from tests.unit.test_trace_roundtrip import _frame
+
+
+def test_each_part_is_self_contained(tmp_path):
+    writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []}, rotate_seconds=0)
+    writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
+    for _ in range(3):
+        writer.events(_frame())  # rotate_seconds=0: every batch after the first starts a part
+    writer.close()
+    names = [p.name for p in writer.paths]
+    assert names == ["h-20260101T000000-1.pfw.gz", "h-20260101T000000-1-1.pfw.gz",
+                     "h-20260101T000000-1-2.pfw.gz", "h-20260101T000000-1-3.pfw.gz"]
+    for path in writer.paths:
+        lines = [json.loads(line) for line in intact_text(path)[0].splitlines()]
+        kinds = [line["name"] for line in lines if line["ph"] == 1 and line["cat"] == "dftracer"]
+        assert kinds[0] == "start" and kinds[-1] == "end"
+        defined = {line["args"]["value"] for line in lines if line["name"] == "FH"}
+        used = {line["args"][k] for line in lines for k in ("fhash", "fhash2") if k in line.get("args", {})}
+        assert used <= defined, f"{path.name} uses file hashes it does not define"
+        described = {line["pid"] for line in lines if line["name"] == "PR"}
+        events_pids = {line["pid"] for line in lines if line["ph"] == 1 and line["cat"] == "SYSCALL"}
+        assert 10 not in events_pids or 10 in described
+        assert read_index(path) is not None
+    everything = load(writer.paths)
+    assert everything.height == 9 and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
