@@ -531,9 +531,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	stored->op = 0;
 	u64 dur = bpf_ktime_get_ns() - st.ts;
 	s64 ret = ctx->args[1];
-	struct ioo_config *cfg = get_config();
 	struct ioo_syscall_spec *spec = syscall_specs.lookup(&st.nr);
-	if (!cfg || !spec)
+	if (!spec)
 		return 0;
 	u16 flags = spec->flags;
 	u16 ev_flags = (st.have & HAVE_POS) ? IOO_F_POS : 0;
@@ -569,6 +568,10 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
 	int opened = (flags & IOO_S_RET_FD) && ret >= 0;
 	if (spec->path_arg >= 0 && !(st.have & HAVE_NO_NAME) && !opened) {
+		/* The config is needed only here (path filter), not on the data-op path. */
+		struct ioo_config *cfg = get_config();
+		if (!cfg)
+			return 0;
 		int sent = emit_name(cfg, &st, spec->path_arg, spec->dirfd_arg, 0, decided);
 		if (!sent)
 			return 0;

@@ -6,7 +6,6 @@ Validation of what a user typed happens in ioobserve.cli.filters, which builds t
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 # Pseudo-filesystems whose "files" are not I/O a user asks about: excluded by device.

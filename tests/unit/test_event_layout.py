@@ -29,7 +29,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
             lines.append(f'printf("{struct}.{field} %zu\\n", offsetof(struct {struct}, {c_field}));')
     for name in ev.OP_NAMES[1:]:
         lines.append(f'printf("op.{name} %d\\n", IOO_OP_{name.upper()});')
-    lines.append(f'printf("op.COUNT %d\\n", IOO_OP_COUNT);')
+    lines.append('printf("op.COUNT %d\\n", IOO_OP_COUNT);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))
