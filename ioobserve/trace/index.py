@@ -1,14 +1,14 @@
 """The member index: a sidecar `<trace>.ioidx` describing each gzip member of a trace.
 
-One JSON line per member: byte offset and size, uncompressed bytes, lines, events, first and
-last event time (ns) and the pids present, so a reader can split work and skip members by
+One JSON line per member: byte offset and size, kind ("events": our template event lines;
+"json": anything else), uncompressed bytes, lines, events, first and last event time (ns)
+and the pids present, so a reader can split work and skip members by
 time or pid without inflating them. The writer appends a line per flush; `ioobserve index`
 rebuilds it from the trace. An index that does not end where the trace ends is stale.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
@@ -18,11 +18,13 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.trace import parse
 from ioobserve.trace.members import Damage, iter_members
 from ioobserve.trace.output import create_private_file
 
 SUFFIX = ".ioidx"
-_PEEK = {"ph": pl.Int64, "cat": pl.String, "pid": pl.UInt32, "args": pl.Struct({"ts_ns": pl.UInt64})}
+KIND_EVENTS = "events"
+KIND_META = "json"
 
 
 @dataclass
@@ -37,12 +39,14 @@ class MemberEntry:
     ts_min: int | None
     ts_max: int | None
     pids: list[int] = field(default_factory=list)
+    kind: str = KIND_META
 
 
 class MemberStats:
     """Accumulates what goes into the member being buffered."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
         self.raw = self.lines = self.events = 0
         self.ts_min: int | None = None
         self.ts_max: int | None = None
@@ -65,7 +69,7 @@ class MemberStats:
 
     def entry(self, offset: int, size: int) -> MemberEntry:
         """The finished member's index entry."""
-        return MemberEntry(offset, size, self.raw, self.lines, self.events, self.ts_min, self.ts_max, sorted(self.pids))
+        return MemberEntry(offset, size, self.raw, self.lines, self.events, self.ts_min, self.ts_max, sorted(self.pids), self.kind)
 
 
 def index_path(trace: Path) -> Path:
@@ -107,21 +111,30 @@ def read_index(trace: Path) -> list[MemberEntry] | None:
     return entries if end == trace.stat().st_size else None
 
 
-def _peek(text: bytes) -> tuple[int, int | None, int | None, list[int]]:
-    """Events, first/last event time and pids of one member's lines."""
-    lines = pl.read_ndjson(io.BytesIO(text), schema=_PEEK) if text.strip() else pl.DataFrame(schema=_PEEK)
-    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer"))
-    ts = events.select(pl.col("args").struct.field("ts_ns")).to_series()
-    return events.height, ts.min(), ts.max(), sorted(events.get_column("pid").unique().to_list())
+def member_entry(offset: int, size: int, text: bytes) -> MemberEntry:
+    """The index entry of one member, from its text."""
+    if parse.is_event_template(text):
+        kind, events = KIND_EVENTS, parse.template_events(text, ["pid", "ts", "tns"])
+    else:
+        kind, events = KIND_META, parse.json_events(parse.json_lines(text))
+    stats = MemberStats(kind)
+    stats.add_text(text)
+    if events.height:
+        ts = events.get_column("ts") * 1000 + events.get_column("tns").fill_null(0)
+        stats.events, stats.ts_min, stats.ts_max = events.height, ts.min(), ts.max()
+        stats.pids = set(events.get_column("pid").unique().to_list())
+    return stats.entry(offset, size)
 
 
 def build_index(trace: Path) -> tuple[list[MemberEntry], Damage]:
-    """Index a trace by reading every member (intact members only)."""
+    """Index a trace by reading every member (intact members only; malformed ones count as damage)."""
     damage = Damage(Path(trace))
     entries = []
     for offset, size, text in iter_members(trace, damage):
-        events, ts_min, ts_max, pids = _peek(text)
-        entries.append(MemberEntry(offset, size, len(text), text.count(b"\n"), events, ts_min, ts_max, pids))
+        try:
+            entries.append(member_entry(offset, size, text))
+        except parse.MalformedMember:
+            damage.members_lost += 1
     return entries, damage
 
 

@@ -1,30 +1,31 @@
-"""Read ioobserve traces back into Polars frames with the columns of ioobserve.schema."""
+"""Read traces (ours, or DFTracer's) into Polars frames with the columns of ioobserve.schema.
+
+Members are inflated and parsed in parallel threads (libdeflate and Polars release the GIL),
+planned from the member index so that members outside the asked time range or pids are
+never inflated. Without a usable index the members are found by walking the file. Damaged
+members are skipped and reported; everything intact loads.
+"""
 
 from __future__ import annotations
 
-import io
-import json
+import mmap
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+import deflate
 import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.trace.lines import EVENT_ARGS
-from ioobserve.trace.members import Damage, NotATrace, intact_text
+from ioobserve.trace import parse
+from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
+from ioobserve.trace.members import Damage, NotATrace, iter_members
 
-_ARGS = pl.Struct(
-    {
-        "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
-        "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32,
-        "arg": pl.UInt64, "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "uid": pl.UInt32,
-        "cgroup": pl.UInt64, "ts_ns": pl.UInt64, "dur_ns": pl.UInt64, "flags": pl.UInt16,
-    }
-)
-_LINE = {
-    "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
-    "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
-}
+PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
 _DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 
 
@@ -32,63 +33,269 @@ class TraceError(Exception):
     """A trace file is missing or not a readable trace."""
 
 
-def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
-    """Every line of one trace file's intact gzip members, args as a struct; what had to be
-    skipped is appended to `damage` (if given)."""
+@dataclass(frozen=True)
+class Selection:
+    """What to keep: pids, a time range [start_ns, end_ns) and path prefixes (None: all)."""
+
+    pids: frozenset[int] | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    path_prefixes: tuple[str, ...] | None = None
+
+    def skips(self, entry: MemberEntry) -> bool:
+        """Whether an indexed member holds no event this selection keeps."""
+        if entry.kind != KIND_EVENTS:
+            return False  # metadata: always read
+        if not entry.events:
+            return True
+        if self.pids is not None and not self.pids.intersection(entry.pids):
+            return True
+        if self.start_ns is not None and entry.ts_max is not None and entry.ts_max < self.start_ns:
+            return True
+        return self.end_ns is not None and entry.ts_min is not None and entry.ts_min >= self.end_ns
+
+    def rows(self, raw: pl.DataFrame) -> pl.DataFrame:
+        """Keep the raw event rows this selection wants (paths are checked after resolving)."""
+        if self.pids is not None:
+            raw = raw.filter(pl.col("pid").is_in(sorted(self.pids)))
+        if self.start_ns is not None or self.end_ns is not None:
+            ts = pl.col("ts") * 1000 + pl.col("tns").fill_null(0)
+            if self.start_ns is not None:
+                raw = raw.filter(ts >= self.start_ns)
+            if self.end_ns is not None:
+                raw = raw.filter(ts < self.end_ns)
+        return raw
+
+
+class _Parts:
+    """What the members of one or more files yielded."""
+
+    def __init__(self) -> None:
+        self.events: list[pl.DataFrame] = []
+        self.lines: list[pl.DataFrame] = []
+
+
+def _paths(paths) -> list[Path]:
+    return [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+
+
+def _open(path: Path) -> tuple[mmap.mmap | bytes, int]:
     try:
-        raw, found = intact_text(path)
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     except OSError as exc:
         raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
-    except NotATrace as exc:
-        raise TraceError(str(exc)) from None
-    if found and damage is not None:
-        damage.append(found)
-    if not raw.strip():
-        return pl.DataFrame(schema=_LINE)
-    try:
-        return pl.read_ndjson(io.BytesIO(raw), schema=_LINE)
-    except pl.exceptions.PolarsError as exc:
-        raise TraceError(f"{path}: malformed JSON lines ({str(exc).splitlines()[0]})") from None
+    if size and data[:2] != b"\x1f\x8b":
+        raise TraceError(f"{path}: not a gzip trace (expected .pfw.gz written by ioobserve or DFTracer)")
+    return data, size
 
 
-def load(paths: list[Path] | Path, damage: list[Damage] | None = None) -> pl.DataFrame:
-    """Events of one or more traces, paths resolved from FH records, sorted by time; damaged
-    members are skipped and reported in `damage`."""
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    frames = [read_lines(Path(p), damage) for p in paths]
-    lines = pl.concat(frames) if frames else pl.DataFrame(schema=_LINE)
-    meta = lines.filter((pl.col("ph") == 4) & (pl.col("name") == "FH")).select(
-        pl.col("args").struct.field("value").alias("h"), pl.col("args").struct.field("name").alias("p")
-    ).unique("h")
-    args = pl.col("args").struct
-    events = lines.filter((pl.col("ph") == 1) & (pl.col("cat") != "dftracer")).select(
-        pl.col("pid").alias(s.PID),
-        pl.col("tid").alias(s.TID),
-        pl.col("cat").alias(s.LAYER),
-        pl.col("name").alias(s.OP),
-        args.field("fhash"),
-        args.field("fhash2"),
-        *(args.field(key).alias(column) for key, column in EVENT_ARGS),
+def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """(raw events, JSON lines) of one member's text."""
+    if kind == KIND_EVENTS or (kind is None and parse.is_event_template(text)):
+        try:
+            return selection.rows(parse.template_events(text)), None
+        except parse.MalformedMember:
+            pass  # not what the index said: read it as JSON
+    lines = parse.json_lines(text)
+    kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
+    return selection.rows(parse.json_events(lines)), kept
+
+
+def _work(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, callable]]:
+    """(compressed bytes, task) per member of one file; a task returns what _parse returns."""
+    data, size = _open(path)
+    entries = read_index(path) if size else []
+    if entries is None:
+        if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
+            damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
+        try:
+            walked = list(iter_members(path, damage))
+        except NotATrace as exc:
+            raise TraceError(str(exc)) from None
+        for _, member_size, text in walked:
+            yield member_size, (lambda text=text: _parse(text, None, selection))
+        return
+    for entry in entries:
+        if selection.skips(entry):
+            continue
+
+        def task(entry=entry):
+            try:
+                text = deflate.gzip_decompress(data[entry.offset : entry.offset + entry.size])
+            except deflate.DeflateError:
+                damage.members_lost += 1
+                return None, None
+            return _parse(text, entry.kind, selection)
+
+        yield entry.size, task
+
+
+def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> _Parts:
+    parts = _Parts()
+    jobs = []
+    found: list[Damage] = []
+    for path in paths:
+        file_damage = Damage(path)
+        found.append(file_damage)
+        jobs += [(size, task, file_damage) for size, task in _work(path, selection, file_damage)]
+    total = sum(size for size, _, _ in jobs)
+    show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
+
+    def run(job):
+        size, task, file_damage = job
+        try:
+            return size, task()
+        except parse.MalformedMember as exc:
+            file_damage.members_lost += 1
+            file_damage.notes.append(f"a member is not trace lines ({exc})")
+            return size, (None, None)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool, _Progress(show, total) as bar:
+        for size, (events, lines) in pool.map(run, jobs):
+            if events is not None and events.height:
+                parts.events.append(events)
+            if lines is not None and lines.height:
+                parts.lines.append(lines)
+            bar.advance(size)
+    if damage is not None:
+        damage.extend(d for d in found if d or d.notes)
+    return parts
+
+
+class _Progress:
+    """A rich progress bar over compressed bytes, or nothing."""
+
+    def __init__(self, show: bool, total: int):
+        self._bar = None
+        if show:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+            self._bar = Progress("loading trace", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True)
+            self._task = self._bar.add_task("load", total=total)
+
+    def __enter__(self):
+        if self._bar:
+            self._bar.start()
+        return self
+
+    def advance(self, size: int) -> None:
+        """Another member done."""
+        if self._bar:
+            self._bar.advance(self._task, size)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar:
+            self._bar.stop()
+
+
+def _files(lines: pl.DataFrame) -> pl.DataFrame:
+    """fhash -> path, dev, ino from FH records."""
+    fh = parse.metadata(lines, "FH")
+    return fh.select(
+        pl.col("value").alias("fhash"), pl.col("name").alias(s.PATH),
+        pl.col("dev").fill_null(0).alias(s.DEV), pl.col("ino").fill_null(0).alias(s.INO),
+    ).unique("fhash", keep="last")
+
+
+def _processes(lines: pl.DataFrame) -> pl.DataFrame:
+    """pid -> ppid, comm from our PR records (the latest of each pid)."""
+    pr = parse.metadata(lines, "PR")
+    if "ppid" not in pr.columns:
+        return pl.DataFrame(schema={s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String})
+    return pr.select(pl.col("pid").alias(s.PID), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique(s.PID, keep="last")
+
+
+def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
+    raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
+    lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
+    files, procs = _files(lines), _processes(lines)
+    done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0).cast(pl.UInt64)
+    flags = pl.col("evflags").fill_null(0)
+    frame = (
+        raw.join(files, on="fhash", how="left")
+        .join(files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2)), on="fhash2", how="left")
+        .join(procs, left_on="pid", right_on=s.PID, how="left")
+        .select(
+            (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
+            (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
+            pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID), pl.col("uid").alias(s.UID),
+            pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
+            pl.col("fd").alias(s.FD), pl.col("ret").alias(s.RET), pl.col("errno").alias(s.ERRNO),
+            pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
+            pl.col(s.DEV), pl.col(s.INO), pl.col("cgroup").alias(s.CGROUP), pl.col("arg").alias(s.ARG),
+            flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
+        )
+        .with_columns(done.alias(s.BYTES))
     )
-    done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0)
-    return (
-        events.join(meta.rename({"h": "fhash", "p": s.PATH}), on="fhash", how="left")
-        .join(meta.rename({"h": "fhash2", "p": s.PATH2}), on="fhash2", how="left")
-        .with_columns(done.cast(pl.UInt64).alias(s.BYTES), ((pl.col(s.FLAGS) & ev.F_REPEAT) == 0).alias(s.COUNTED))
-        .drop("fhash", "fhash2")
-        .sort(s.TS)
+    if selection.path_prefixes is not None:
+        wanted = pl.lit(False)
+        for prefix in selection.path_prefixes:
+            wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
+        frame = frame.filter(wanted.fill_null(False))
+    return frame.cast(s.EVENT_SCHEMA).sort(s.TS)
+
+
+def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
+    prefixes = [path_prefix] if isinstance(path_prefix, str) else path_prefix
+    return Selection(
+        pids=frozenset(int(p) for p in pids) if pids is not None else None, start_ns=start_ns, end_ns=end_ns,
+        path_prefixes=tuple(prefixes) if prefixes is not None else None,
     )
+
+
+def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
+         path_prefix: str | Iterable[str] | None = None, damage: list[Damage] | None = None,
+         progress: bool | None = None) -> pl.DataFrame:
+    """Events of one or more traces (ours or DFTracer's) as a DataFrame with the columns of
+    ioobserve.schema, sorted by time. pids, [start_ns, end_ns) and path_prefix select events;
+    indexed members outside them are never inflated. Damaged members are skipped and
+    described in `damage` (if given)."""
+    selection = _selection(pids, start_ns, end_ns, path_prefix)
+    return _events(_run(_paths(paths), selection, damage, progress), selection)
+
+
+def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
+         path_prefix: str | Iterable[str] | None = None, progress: bool | None = None) -> pl.LazyFrame:
+    """Like load, as a LazyFrame: the trace is read when the query is collected, with the
+    query's columns and filters applied as it is read."""
+    from polars.io.plugins import register_io_source
+
+    selection = _selection(pids, start_ns, end_ns, path_prefix)
+    files = _paths(paths)
+
+    def source(with_columns, predicate, n_rows, _batch_size):
+        frame = _events(_run(files, selection, None, progress), selection)
+        if predicate is not None:
+            frame = frame.filter(predicate)
+        if with_columns is not None:
+            frame = frame.select(with_columns)
+        yield frame if n_rows is None else frame.head(n_rows)
+
+    return register_io_source(source, schema=s.EVENT_SCHEMA)
+
+
+def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
+    """Every JSON line (metadata and our own records; event lines excluded) of one trace."""
+    parts = _run([Path(path)], Selection(pids=frozenset()), damage, False)
+    return pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
+
+
+def records(paths, name: str) -> pl.DataFrame:
+    """Metadata records (PR, FH, ...) by name, as JSON line columns."""
+    lines = [read_lines(p) for p in _paths(paths)]
+    return pl.concat(lines).filter(pl.col("name") == name)
 
 
 def own_records(path: Path, name: str) -> list[dict]:
-    """Our own records named `name` ("start", "end", "lost") as parsed JSON, in file order."""
+    """Our own ph=1 records named `name` ("start", "end", "lost") as parsed JSON, in file order."""
+    import json
+
     marker = f'"name":"{name}","cat":"dftracer"'.encode()
-    text, _ = intact_text(path)
-    return [json.loads(line) for line in text.splitlines() if marker in line]
-
-
-def records(paths: list[Path] | Path, name: str) -> pl.DataFrame:
-    """Our own ph=1 records (start, end, lost) or metadata (PR, FH) by name, args unnested."""
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    lines = pl.concat([read_lines(Path(p)) for p in paths])
-    return lines.filter(pl.col("name") == name)
+    damage = Damage(Path(path))
+    found = []
+    for _, _, text in iter_members(path, damage):
+        if not parse.is_event_template(text):
+            found += [json.loads(line) for line in text.splitlines() if marker in line]
+    return found

@@ -20,24 +20,27 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
-from ioobserve.trace.index import IndexFile, MemberStats
-from ioobserve.trace.lines import complete_line, event_lines, metadata_line, string_hash
+from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
+from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
 from ioobserve.trace.output import create_private_file
 
-try:  # zlib-ng deflates ~5x faster than zlib here at the same ratio (bench/README.md)
-    from zlib_ng import zlib_ng as deflate
-except ImportError:  # pragma: no cover - the project depends on zlib-ng; zlib still works
-    import zlib as deflate
+import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
-GZIP_LEVEL = 2
+GZIP_LEVEL = 6
+HURRIED_LEVEL = 1  # when batches queue up: keep pace with the collector, smaller files later
+HURRY_QUEUE = 8
 SUFFIX = ".pfw.gz"
 _STOP = object()
 
 
 class _Rotate(str):
     """Queue marker: switch to the part file named by this string."""
+
+
+class _Last(bytes):
+    """A part's closing line: written after everything queued before it."""
 
 
 def part_name(name: str, part: int) -> str:
@@ -47,8 +50,7 @@ def part_name(name: str, part: int) -> str:
 
 def gzip_member(data: bytes, level: int = GZIP_LEVEL) -> bytes:
     """One complete gzip member holding `data`."""
-    compressor = deflate.compressobj(level, deflate.DEFLATED, 31)
-    return compressor.compress(data) + compressor.flush()
+    return deflate.gzip_compress(data, level)
 
 
 class TraceWriter:
@@ -68,7 +70,7 @@ class TraceWriter:
         self._rotate_seconds = rotate_seconds
         self._part = 0
         self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
-        self._fhashes: dict[str, str] = {}  # per part
+        self._fhashes: dict[tuple, str] = {}  # (path, dev, ino) -> hash, per part
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -115,7 +117,7 @@ class TraceWriter:
         """End this part and start the next; the writer thread switches files in queue order."""
         end = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
                "next": part_name(self._name, self._part + 1)}
-        self._put(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end))
+        self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end)))
         self._part += 1
         self._put(_Rotate(part_name(self._name, self._part)))
         self._fhashes.clear()
@@ -149,17 +151,24 @@ class TraceWriter:
         for pid in pids:
             self._proc_lines.pop(pid, None)
 
-    def _hash_paths(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Add fhash/fhash2 columns, queueing an FH line for each path seen the first time."""
-        paths = pl.concat([frame.get_column(s.PATH), frame.get_column(s.PATH2)]).drop_nulls().unique().to_list()
-        for path in paths:
-            if path not in self._fhashes:
-                self._fhashes[path] = fhash = string_hash(path)
-                self._put(metadata_line("FH", self._pid, self._pid, {"hhash": self._hhash, "name": path, "value": fhash}))
-        lookup = pl.DataFrame({"p": paths, "h": [self._fhashes[p] for p in paths]}, schema={"p": pl.String, "h": pl.String})
+    def _hash_files(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Add fhash/fhash2 columns, queueing an FH line (path, dev, ino) for each file new to the part."""
+        first = frame.select(pl.col(s.PATH).alias("p"), pl.col(s.DEV).alias("d"), pl.col(s.INO).alias("i"))
+        second = frame.select(pl.col(s.PATH2).alias("p"), pl.lit(0, pl.UInt64).alias("d"), pl.lit(0, pl.UInt64).alias("i"))
+        files = pl.concat([first, second]).drop_nulls("p").unique()
+        hashes = []
+        for path, dev, ino in files.iter_rows():
+            key = (path, dev, ino)
+            if key not in self._fhashes:
+                self._fhashes[key] = fhash = file_hash(path, dev, ino)
+                args = {"hhash": self._hhash, "name": path, "value": fhash, "dev": dev, "ino": ino}
+                self._put(metadata_line("FH", self._pid, self._pid, args))
+            hashes.append(self._fhashes[key])
+        lookup = files.with_columns(pl.Series("h", hashes, dtype=pl.String))
         return (
-            frame.join(lookup.rename({"p": s.PATH, "h": "fhash"}), on=s.PATH, how="left")
-            .join(lookup.rename({"p": s.PATH2, "h": "fhash2"}), on=s.PATH2, how="left")
+            frame.join(lookup.rename({"p": s.PATH, "d": s.DEV, "i": s.INO, "h": "fhash"}), on=[s.PATH, s.DEV, s.INO], how="left")
+            .join(lookup.filter((pl.col("d") == 0) & (pl.col("i") == 0)).select(pl.col("p").alias(s.PATH2), pl.col("h").alias("fhash2")),
+                  on=s.PATH2, how="left")
         )
 
     def events(self, frame: pl.DataFrame) -> None:
@@ -170,9 +179,7 @@ class TraceWriter:
             if pid in self._proc_lines:  # a process described in an earlier part
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
-        hashed = self._hash_paths(frame)
-        self._put((hashed, self._next_id))
-        self._next_id += frame.height
+        self._put(self._hash_files(frame))
         self._part_events += frame.height
         self.events_written += frame.height
 
@@ -187,7 +194,7 @@ class TraceWriter:
         args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
                 "recording_events": self.events_written, "lost": self.lost_counts,
                 "lost_total": sum(self.lost_counts.values())}
-        self._put(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args))
+        self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args)))
         self._queue.put(_STOP)
         self._thread.join()
         if self.error is not None:
@@ -195,9 +202,7 @@ class TraceWriter:
 
     def _run(self) -> None:
         """Format, compress and append, in queue order; None asks for a flush."""
-        buffer: list[bytes] = []
-        buffered = 0
-        stats = MemberStats()
+        pending = _Pending()
         last_flush = time.monotonic()
         while True:
             try:
@@ -206,30 +211,32 @@ class TraceWriter:
                 item = None
             try:
                 if item is _STOP:
-                    self._flush(buffer, stats)
+                    self._flush(pending)
                     self._close_part()
                     return
                 if isinstance(item, _Rotate):
-                    self._flush(buffer, stats)
-                    buffered, last_flush, stats = 0, time.monotonic(), MemberStats()
+                    self._flush(pending)
+                    last_flush = time.monotonic()
                     self._close_part()
                     self._open(str(item))
                     continue
-                if isinstance(item, bytes):
-                    buffer.append(item)
-                    stats.add_text(item)
-                    buffered += len(item)
+                if isinstance(item, _Last):
+                    self._flush(pending)
+                    pending.meta.append(item)
+                    pending.buffered += len(item)
+                elif isinstance(item, bytes):
+                    pending.meta.append(item)
+                    pending.buffered += len(item)
                 elif item is not None:
-                    frame, first_id = item
-                    text = event_lines(frame, first_id, self._hhash)
-                    buffer.append(text)
-                    stats.add_text(text)
-                    stats.add_events(frame)
-                    buffered += len(text)
+                    text = event_lines(item, self._hhash)
+                    pending.events.append(text)
+                    pending.stats.add_text(text)
+                    pending.stats.add_events(item)
+                    pending.buffered += len(text)
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
-                if buffer and (item is None or buffered >= FLUSH_BYTES or due):
-                    self._flush(buffer, stats)
-                    buffered, last_flush, stats = 0, time.monotonic(), MemberStats()
+                if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
+                    self._flush(pending)
+                    last_flush = time.monotonic()
             except BaseException as exc:  # reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
@@ -240,13 +247,36 @@ class TraceWriter:
         os.close(self._fd)
         self._index.close()
 
-    def _flush(self, buffer: list[bytes], stats: MemberStats) -> None:
-        """Append the buffer as one gzip member, then its index line."""
-        if buffer:
-            member = gzip_member(b"".join(buffer))
-            view = memoryview(member)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            buffer.clear()
-            self._index.append(stats.entry(self._offset, len(member)))
-            self._offset += len(member)
+    def _flush(self, pending: "_Pending") -> None:
+        """Append what is pending as up to two gzip members, metadata first (FH lines come before
+        the events using them), each followed by its index line."""
+        level = HURRIED_LEVEL if self._queue.qsize() >= HURRY_QUEUE else GZIP_LEVEL
+        if pending.meta:
+            text = b"".join(pending.meta)
+            meta = MemberStats(KIND_META)
+            meta.add_text(text)
+            self._append(gzip_member(text, level), meta)
+        if pending.events:
+            self._append(gzip_member(b"".join(pending.events), level), pending.stats)
+        pending.reset()
+
+    def _append(self, member: bytes, stats: MemberStats) -> None:
+        view = memoryview(member)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        self._index.append(stats.entry(self._offset, len(member)))
+        self._offset += len(member)
+
+
+class _Pending:
+    """Lines waiting for the next flush: metadata and events go in separate members."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over after a flush."""
+        self.meta: list[bytes] = []
+        self.events: list[bytes] = []
+        self.stats = MemberStats(KIND_EVENTS)
+        self.buffered = 0

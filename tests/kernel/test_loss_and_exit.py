@@ -68,7 +68,7 @@ def test_sigkill_leaves_a_trace_whose_flushed_members_load(root_required, tmp_pa
     time.sleep(2.5)  # members are flushed at least every second
     recorder.proc.kill()
     recorder.proc.wait()
-    frame = load(recorder.traces(), damage := [])
+    frame = load(recorder.traces(), damage=(damage := []))
     samples = frame.filter(pl.col(s.PATH).str.contains("/sample-") & (pl.col(s.OP) == "read"))
     assert samples.height > 0, "the workload's reads were flushed before the kill"
     assert all(d.members_lost == 0 for d in damage)

@@ -25,7 +25,7 @@ def test_a_truncated_last_member_loses_only_itself(tmp_path):
     data = b"".join(members)
     path.write_bytes(data[: len(data) - len(members[2]) // 2])  # killed mid-write
     damage = []
-    frame = load(path, damage)
+    frame = load(path, damage=damage)
     assert frame.height == 20
     assert len(damage) == 1 and damage[0].truncated_tail and damage[0].members_lost == 0
     assert "incomplete" in damage[0].describe()
@@ -37,7 +37,7 @@ def test_a_corrupt_middle_member_is_skipped(tmp_path):
     path = tmp_path / "t.pfw.gz"
     path.write_bytes(b"".join(bytes(m) for m in members))
     damage = []
-    frame = load(path, damage)
+    frame = load(path, damage=damage)
     assert sorted(frame["ts"].to_list()) == [1000 * i for i in list(range(10)) + list(range(20, 30))]
     assert damage[0].members_lost == 1 and not damage[0].truncated_tail
 
@@ -46,7 +46,7 @@ def test_an_intact_trace_reports_nothing(tmp_path):
     path = tmp_path / "t.pfw.gz"
     path.write_bytes(_member(0) + _member(10))
     damage = []
-    assert load(path, damage).height == 20 and damage == []
+    assert load(path, damage=damage).height == 20 and damage == []
 
 
 def test_not_a_trace_is_one_clear_error(tmp_path):

@@ -29,7 +29,7 @@ def test_each_part_is_self_contained(tmp_path):
         kinds = [line["name"] for line in lines if line["ph"] == 1 and line["cat"] == "dftracer"]
         assert kinds[0] == "start" and kinds[-1] == "end"
         defined = {line["args"]["value"] for line in lines if line["name"] == "FH"}
-        used = {line["args"][k] for line in lines for k in ("fhash", "fhash2") if k in line.get("args", {})}
+        used = {line["args"][k] for line in lines for k in ("fhash", "fhash2") if line.get("args", {}).get(k)}
         assert used <= defined, f"{path.name} uses file hashes it does not define"
         described = {line["pid"] for line in lines if line["name"] == "PR"}
         events_pids = {line["pid"] for line in lines if line["ph"] == 1 and line["cat"] == "SYSCALL"}

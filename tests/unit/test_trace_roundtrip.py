@@ -69,11 +69,13 @@ def test_dftracer_layout_and_fh_before_use(trace):
         if line["name"] == "FH":
             defined.add(line["args"]["value"])
         for key in ("fhash", "fhash2"):
-            if key in line.get("args", {}):
+            if line.get("args", {}).get(key) is not None:
                 assert line["args"][key] in defined, "file hash used before its FH record"
     events = [line for line in lines if line["ph"] == 1 and line["cat"] == "SYSCALL"]
-    assert list(events[0]) == ["id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]
-    assert events[0]["ts"] == 1_700_000_000_000_001 and events[0]["dur"] == 2
+    assert list(events[0]) == ["name", "cat", "type", "pid", "tid", "ts", "dur", "ph", "args"]
+    first = next(e for e in events if e["tid"] == 11)
+    assert first["ts"] == 1_700_000_000_000_001 and first["dur"] == 2
+    assert (first["args"]["tns"], first["args"]["dns"]) == (234, 500)
     assert [line["name"] for line in lines if line["ph"] == 1][0] == "start"
     assert lines[-1]["name"] == "end" and lines[-1]["args"]["num_events"] == 3 and lines[-1]["args"]["lost_total"] == 2
 

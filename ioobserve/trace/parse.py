@@ -1,0 +1,101 @@
+"""One member's text to Polars frames: a fast path for our event lines, JSON for the rest.
+
+Our event lines follow one template (ioobserve.trace.lines) and are read as space-separated
+columns. Everything else (metadata, our own records, traces written by DFTracer) goes through
+the NDJSON reader with a declared schema: inferring it from the first rows would silently
+drop keys that appear only later.
+"""
+
+from __future__ import annotations
+
+
+import io
+
+import polars as pl
+
+from ioobserve.trace.lines import CAT_META, EVENT_FIELDS, PH_COMPLETE, PH_METADATA, template_tokens
+
+RAW_SCHEMA: dict[str, pl.DataType] = {key: dtype for key, _, dtype in EVENT_FIELDS}
+"""Event fields as written, before conversion to ioobserve.schema."""
+
+_ARGS = pl.Struct({
+    "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
+    "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32, "arg": pl.UInt64,
+    "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16,
+    "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
+    "cmdline": pl.List(pl.String),
+    "flags": pl.Int64, "mode": pl.Int64,  # DFTracer's open/mkdir arguments
+})
+LINE_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
+    "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
+}
+_TOKENS = template_tokens("HHASH")
+_ARGS_TOKEN = _TOKENS[[where for _, where, _ in EVENT_FIELDS].index("args")]
+_ARGS_HEAD, _ARGS_TAIL = _ARGS_TOKEN.split("HHASH")
+
+
+class MalformedMember(Exception):
+    """A member inflated fine but its lines are not trace lines."""
+
+
+def is_event_template(text: bytes) -> bool:
+    """Whether a member's first line is one of our template event lines."""
+    first = text[: text.find(b"\n")].decode("utf-8", "replace").split(" ")
+    if len(first) != 2 * len(EVENT_FIELDS) + 1:
+        return False
+    literals = first[0::2]
+    for literal, expected in zip(literals, _TOKENS):
+        if expected == _ARGS_TOKEN:
+            if not (literal.startswith(_ARGS_HEAD) and literal.endswith(_ARGS_TAIL)):
+                return False
+        elif literal != expected:
+            return False
+    return True
+
+
+_CSV_SCHEMA: dict[str, pl.DataType] = {}
+for _index, (_key, _, _dtype) in enumerate(EVENT_FIELDS):
+    _CSV_SCHEMA[f"_{_index}"] = pl.String  # the JSON between values, never materialized
+    _CSV_SCHEMA[_key] = _dtype
+_CSV_SCHEMA["_end"] = pl.String
+
+
+def template_events(text: bytes, keys: list[str] | None = None) -> pl.DataFrame:
+    """Event fields (RAW_SCHEMA, or just `keys`) of a member of template event lines."""
+    wanted = [key for key, _, _ in EVENT_FIELDS if keys is None or key in keys]
+    try:
+        return pl.scan_csv(
+            io.BytesIO(text), separator=" ", has_header=False, quote_char='"', null_values=["null"], schema=_CSV_SCHEMA
+        ).select(wanted).collect()
+    except pl.exceptions.PolarsError as exc:
+        raise MalformedMember(str(exc).splitlines()[0]) from None
+
+
+def json_lines(text: bytes) -> pl.DataFrame:
+    """Every line of a member as LINE_SCHEMA columns."""
+    if not text.strip():
+        return pl.DataFrame(schema=LINE_SCHEMA)
+    try:
+        return pl.read_ndjson(io.BytesIO(text), schema=LINE_SCHEMA)
+    except pl.exceptions.PolarsError as exc:
+        raise MalformedMember(str(exc).splitlines()[0]) from None
+
+
+def json_events(lines: pl.DataFrame) -> pl.DataFrame:
+    """The I/O events among JSON lines (ours or DFTracer's) as RAW_SCHEMA columns."""
+    args = pl.col("args").struct
+    events = lines.filter((pl.col("ph") == PH_COMPLETE) & (pl.col("cat") != CAT_META))
+    return events.select(
+        pl.col("name"), pl.col("cat"), pl.col("type"), pl.col("pid"), pl.col("tid"), pl.col("ts"), pl.col("dur"),
+        args.field("fhash"), args.field("fhash2"), args.field("ret"), args.field("count"), args.field("offset"),
+        args.field("fd"), args.field("errno"),
+        # DFTracer keeps open flags and creation modes as "flags" and "mode"; ours as "arg".
+        pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
+        args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),
+    ).cast(RAW_SCHEMA)
+
+
+def metadata(lines: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Metadata records (FH, PR, ...) among JSON lines: pid plus their args unnested."""
+    return lines.filter((pl.col("ph") == PH_METADATA) & (pl.col("name") == name)).select("pid", "args").unnest("args")
