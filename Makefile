@@ -17,11 +17,17 @@ demo: $(STAMP)
 	$(VENV)/bin/ioobserve record --all -o demo-traces -- \
 		$(VENV)/bin/python bench/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
 
-test: $(STAMP)
+# The compatibility tests run dftracer-utils and DFTracer from their own venv (.venv-peers).
+PEERS_STAMP := .venv-peers/.peers-installed
+
+$(PEERS_STAMP): ci/peers.sh
+	ci/peers.sh
+
+test: $(STAMP) $(PEERS_STAMP)
 	ci/test.sh
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) demo-traces .pytest_cache
+	rm -rf $(VENV) .venv-peers demo-traces .pytest_cache
