@@ -113,8 +113,9 @@ def read_index(trace: Path) -> list[MemberEntry] | None:
 
 def member_entry(offset: int, size: int, text: bytes) -> MemberEntry:
     """The index entry of one member, from its text."""
-    if parse.is_event_template(text):
-        kind, events = KIND_EVENTS, parse.template_events(text, ["pid", "ts", "tns"])
+    layer = parse.event_layer(text)
+    if layer is not None:
+        kind, events = KIND_EVENTS, parse.template_events(text, layer, ["pid", "ts", "tns"])
     else:
         kind, events = KIND_META, parse.json_events(parse.json_lines(text))
     stats = MemberStats(kind)

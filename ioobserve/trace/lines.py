@@ -59,25 +59,28 @@ def complete_line(record_id: int, name: str, pid: int, tid: int, ts_us: int, arg
 
 
 # The event template: (key, where it goes, Polars type when read back). "top" keys are
-# DFTracer's own; the rest go in args. Order is the order on the line.
+# DFTracer's own; the rest go in args. Order is the order on the line. "cat" and "type" are
+# fixed per layer, so they are part of the template's literal text, not values; errno is
+# not written for syscalls: it is -ret when ret < 0.
 EVENT_FIELDS: tuple[tuple[str, str, pl.DataType], ...] = (
-    ("name", "top", pl.String), ("cat", "top", pl.String), ("type", "top", pl.Int64),
-    ("pid", "top", pl.UInt32), ("tid", "top", pl.UInt32), ("ts", "top", pl.Int64), ("dur", "top", pl.Int64),
-    ("fhash", "args", pl.String), ("fhash2", "args", pl.String), ("ret", "args", pl.Int64),
+    ("name", "top", pl.Categorical), ("pid", "top", pl.UInt32), ("tid", "top", pl.UInt32),
+    ("ts", "top", pl.Int64), ("dur", "top", pl.Int64),
+    ("fhash", "args", pl.Categorical), ("fhash2", "args", pl.Categorical), ("ret", "args", pl.Int64),
     ("count", "args", pl.UInt64), ("offset", "args", pl.Int64), ("fd", "args", pl.Int32),
-    ("errno", "args", pl.Int32), ("arg", "args", pl.UInt64), ("uid", "args", pl.UInt32),
-    ("cgroup", "args", pl.UInt64), ("evflags", "args", pl.UInt16), ("tns", "args", pl.UInt16),
-    ("dns", "args", pl.UInt16),
+    ("arg", "args", pl.UInt64), ("uid", "args", pl.UInt32), ("cgroup", "args", pl.UInt64),
+    ("evflags", "args", pl.UInt16), ("tns", "args", pl.UInt16), ("dns", "args", pl.UInt16),
 )
-_QUOTED = {"name", "cat", "fhash", "fhash2"}
+_QUOTED = {"name", "fhash", "fhash2"}
 
 
-def template_tokens(hhash: str) -> list[str]:
-    """The literal JSON around the values of an event line, in order (len(EVENT_FIELDS) + 1)."""
+def template_tokens(hhash: str, layer: str) -> list[str]:
+    """The literal JSON around the values of one layer's event lines (len(EVENT_FIELDS) + 1)."""
     tokens = []
     for index, (key, where, _) in enumerate(EVENT_FIELDS):
         if index == 0:
             lead = "{"
+        elif key == "pid":
+            lead = f',"cat":"{layer}","type":{LAYER_TYPES.get(layer, TYPE_DFTRACER)},'
         elif where == "args" and EVENT_FIELDS[index - 1][1] == "top":
             lead = f',"ph":{PH_COMPLETE},"args":{{"hhash":"{hhash}",'
         else:
@@ -90,31 +93,29 @@ def template_tokens(hhash: str) -> list[str]:
 def _value(key: str) -> pl.Expr:
     """The Polars expression for one template value, from an enriched frame with fhash/fhash2."""
     column = {
-        "name": pl.col(s.OP), "cat": pl.col(s.LAYER),
-        "type": pl.col(s.LAYER).replace_strict(LAYER_TYPES, default=TYPE_DFTRACER, return_dtype=pl.Int64),
-        "pid": pl.col(s.PID), "tid": pl.col(s.TID), "ts": pl.col(s.TS) // 1000, "dur": pl.col(s.DUR) // 1000,
+        "name": pl.col(s.OP), "pid": pl.col(s.PID), "tid": pl.col(s.TID),
+        "ts": pl.col(s.TS) // 1000, "dur": pl.col(s.DUR) // 1000,
         "fhash": pl.col("fhash"), "fhash2": pl.col("fhash2"), "ret": pl.col(s.RET), "count": pl.col(s.BYTES_REQ),
-        "offset": pl.col(s.OFFSET), "fd": pl.col(s.FD), "errno": pl.col(s.ERRNO), "arg": pl.col(s.ARG),
+        "offset": pl.col(s.OFFSET), "fd": pl.col(s.FD), "arg": pl.col(s.ARG),
         "uid": pl.col(s.UID), "cgroup": pl.col(s.CGROUP), "evflags": pl.col(s.FLAGS),
         "tns": pl.col(s.TS) % 1000, "dns": pl.col(s.DUR) % 1000,
     }[key]
-    if key in _QUOTED:  # our op names, layers and hex hashes never need JSON escaping
+    if key in _QUOTED:  # our op names and hex hashes never need JSON escaping
         column = pl.concat_str(pl.lit('"'), column, pl.lit('"'))
     return column.alias(key)
 
 
-def event_lines(frame: pl.DataFrame, hhash: str) -> bytes:
-    """Event lines for an enriched frame with fhash/fhash2 columns (null when absent), in time
-    order, so that a reader concatenating members has almost nothing left to sort."""
-    if not frame.height:
-        return b""
-    tokens = template_tokens(hhash)
-    columns = []
-    for index, (key, _, _) in enumerate(EVENT_FIELDS):
-        columns += [pl.lit(tokens[index]).alias(f"_{index}"), _value(key)]
-    columns.append(pl.lit(tokens[-1]).alias("_end"))
-    out = io.BytesIO()
-    frame.sort(s.TS).select(columns).write_csv(
-        out, separator=" ", include_header=False, quote_style="never", null_value="null"
-    )
-    return out.getvalue()
+def event_lines(frame: pl.DataFrame, hhash: str) -> dict[str, bytes]:
+    """Event lines per layer for an enriched frame with fhash/fhash2 columns (null when
+    absent), in time order, so that a reader concatenating members has little left to sort."""
+    texts = {}
+    for (layer,), group in frame.sort(s.TS).group_by(s.LAYER, maintain_order=True):
+        tokens = template_tokens(hhash, layer)
+        columns = []
+        for index, (key, _, _) in enumerate(EVENT_FIELDS):
+            columns += [pl.lit(tokens[index]).alias(f"_{index}"), _value(key)]
+        columns.append(pl.lit(tokens[-1]).alias("_end"))
+        out = io.BytesIO()
+        group.select(columns).write_csv(out, separator=" ", include_header=False, quote_style="never", null_value="null")
+        texts[layer] = out.getvalue()
+    return texts

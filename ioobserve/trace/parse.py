@@ -10,13 +10,14 @@ from __future__ import annotations
 
 
 import io
+import re
 
 import polars as pl
 
 from ioobserve.trace.lines import CAT_META, EVENT_FIELDS, PH_COMPLETE, PH_METADATA, template_tokens
 
-RAW_SCHEMA: dict[str, pl.DataType] = {key: dtype for key, _, dtype in EVENT_FIELDS}
-"""Event fields as written, before conversion to ioobserve.schema."""
+RAW_SCHEMA: dict[str, pl.DataType] = {"cat": pl.Categorical, **{key: dtype for key, _, dtype in EVENT_FIELDS}}
+"""Event fields as written (plus the layer), before conversion to ioobserve.schema."""
 
 _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
@@ -30,30 +31,8 @@ LINE_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
     "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
 }
-_TOKENS = template_tokens("HHASH")
-_ARGS_TOKEN = _TOKENS[[where for _, where, _ in EVENT_FIELDS].index("args")]
-_ARGS_HEAD, _ARGS_TAIL = _ARGS_TOKEN.split("HHASH")
-
-
-class MalformedMember(Exception):
-    """A member inflated fine but its lines are not trace lines."""
-
-
-def is_event_template(text: bytes) -> bool:
-    """Whether a member's first line is one of our template event lines."""
-    first = text[: text.find(b"\n")].decode("utf-8", "replace").split(" ")
-    if len(first) != 2 * len(EVENT_FIELDS) + 1:
-        return False
-    literals = first[0::2]
-    for literal, expected in zip(literals, _TOKENS):
-        if expected == _ARGS_TOKEN:
-            if not (literal.startswith(_ARGS_HEAD) and literal.endswith(_ARGS_TAIL)):
-                return False
-        elif literal != expected:
-            return False
-    return True
-
-
+# The template with placeholders, to recognize a member's first line and find its layer.
+_TOKENS = template_tokens("HHASH", "LAYER")
 _CSV_SCHEMA: dict[str, pl.DataType] = {}
 for _index, (_key, _, _dtype) in enumerate(EVENT_FIELDS):
     _CSV_SCHEMA[f"_{_index}"] = pl.String  # the JSON between values, never materialized
@@ -61,15 +40,39 @@ for _index, (_key, _, _dtype) in enumerate(EVENT_FIELDS):
 _CSV_SCHEMA["_end"] = pl.String
 
 
-def template_events(text: bytes, keys: list[str] | None = None) -> pl.DataFrame:
-    """Event fields (RAW_SCHEMA, or just `keys`) of a member of template event lines."""
+class MalformedMember(Exception):
+    """A member inflated fine but its lines are not trace lines."""
+
+
+def _literal_pattern(expected: str) -> re.Pattern:
+    """A template literal as a pattern: placeholders capture, the layer's type number varies."""
+    pattern = re.escape(expected).replace("HHASH", '([^"]+)').replace("LAYER", '([^"]+)')
+    return re.compile(re.sub(r'"type":\d+', lambda _: '"type":\\d+', pattern))
+
+
+_PATTERNS = [_literal_pattern(token) for token in _TOKENS]
+_LAYER_TOKEN = next(i for i, token in enumerate(_TOKENS) if "LAYER" in token)
+
+
+def event_layer(text: bytes) -> str | None:
+    """The layer of a member of template event lines (from its first line), else None."""
+    first = text[: text.find(b"\n")].decode("utf-8", "replace").split(" ")
+    if len(first) != 2 * len(EVENT_FIELDS) + 1:
+        return None
+    found = [pattern.fullmatch(literal) for pattern, literal in zip(_PATTERNS, first[0::2])]
+    return found[_LAYER_TOKEN].group(1) if all(found) else None
+
+
+def template_events(text: bytes, layer: str, keys: list[str] | None = None) -> pl.DataFrame:
+    """Event fields (RAW_SCHEMA, or just `keys`) of a member of one layer's template event lines."""
     wanted = [key for key, _, _ in EVENT_FIELDS if keys is None or key in keys]
     try:
-        return pl.scan_csv(
+        frame = pl.scan_csv(
             io.BytesIO(text), separator=" ", has_header=False, quote_char='"', null_values=["null"], schema=_CSV_SCHEMA
         ).select(wanted).collect()
     except pl.exceptions.PolarsError as exc:
         raise MalformedMember(str(exc).splitlines()[0]) from None
+    return frame.with_columns(pl.lit(layer, pl.Categorical).alias("cat")) if keys is None or "cat" in keys else frame
 
 
 def json_lines(text: bytes) -> pl.DataFrame:
@@ -87,9 +90,9 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
     args = pl.col("args").struct
     events = lines.filter((pl.col("ph") == PH_COMPLETE) & (pl.col("cat") != CAT_META))
     return events.select(
-        pl.col("name"), pl.col("cat"), pl.col("type"), pl.col("pid"), pl.col("tid"), pl.col("ts"), pl.col("dur"),
+        pl.col("cat"), pl.col("name"), pl.col("pid"), pl.col("tid"), pl.col("ts"), pl.col("dur"),
         args.field("fhash"), args.field("fhash2"), args.field("ret"), args.field("count"), args.field("offset"),
-        args.field("fd"), args.field("errno"),
+        args.field("fd"),
         # DFTracer keeps open flags and creation modes as "flags" and "mode"; ours as "arg".
         pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
         args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),

@@ -93,11 +93,12 @@ def _open(path: Path) -> tuple[mmap.mmap | bytes, int]:
 
 def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
     """(raw events, JSON lines) of one member's text."""
-    if kind == KIND_EVENTS or (kind is None and parse.is_event_template(text)):
+    layer = parse.event_layer(text) if kind in (KIND_EVENTS, None) else None
+    if layer is not None:
         try:
-            return selection.rows(parse.template_events(text)), None
+            return selection.rows(parse.template_events(text, layer)), None
         except parse.MalformedMember:
-            pass  # not what the index said: read it as JSON
+            pass  # not what its first line promised: read it as JSON
     lines = parse.json_lines(text)
     kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
     return selection.rows(parse.json_events(lines)), kept
@@ -194,7 +195,7 @@ def _files(lines: pl.DataFrame) -> pl.DataFrame:
     """fhash -> path, dev, ino from FH records."""
     fh = parse.metadata(lines, "FH")
     return fh.select(
-        pl.col("value").alias("fhash"), pl.col("name").alias(s.PATH),
+        pl.col("value").cast(pl.Categorical).alias("fhash"), pl.col("name").alias(s.PATH),
         pl.col("dev").fill_null(0).alias(s.DEV), pl.col("ino").fill_null(0).alias(s.INO),
     ).unique("fhash", keep="last")
 
@@ -213,6 +214,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     files, procs = _files(lines), _processes(lines)
     done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0).cast(pl.UInt64)
     flags = pl.col("evflags").fill_null(0)
+    ret = pl.col("ret")
     frame = (
         raw.join(files, on="fhash", how="left")
         .join(files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2)), on="fhash2", how="left")
@@ -222,7 +224,8 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
             pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID), pl.col("uid").alias(s.UID),
             pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
-            pl.col("fd").alias(s.FD), pl.col("ret").alias(s.RET), pl.col("errno").alias(s.ERRNO),
+            pl.col("fd").alias(s.FD), ret.alias(s.RET),
+            pl.when(ret < 0).then(-ret).otherwise(0).alias(s.ERRNO),  # syscalls return -errno
             pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
             pl.col(s.DEV), pl.col(s.INO), pl.col("cgroup").alias(s.CGROUP), pl.col("arg").alias(s.ARG),
             flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
@@ -234,7 +237,10 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         for prefix in selection.path_prefixes:
             wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
         frame = frame.filter(wanted.fill_null(False))
-    return frame.cast(s.EVENT_SCHEMA).sort(s.TS)
+    # Members are written in time order, so usually only the seams between them need sorting.
+    if not frame.get_column(s.TS).is_sorted():
+        frame = frame.sort(s.TS)
+    return frame.cast(s.EVENT_SCHEMA)
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
@@ -296,6 +302,6 @@ def own_records(path: Path, name: str) -> list[dict]:
     damage = Damage(Path(path))
     found = []
     for _, _, text in iter_members(path, damage):
-        if not parse.is_event_template(text):
+        if parse.event_layer(text) is None:
             found += [json.loads(line) for line in text.splitlines() if marker in line]
     return found

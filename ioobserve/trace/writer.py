@@ -29,8 +29,9 @@ import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as f
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
 GZIP_LEVEL = 6
-HURRIED_LEVEL = 1  # when batches queue up: keep pace with the collector, smaller files later
+HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather than compress well
 HURRY_QUEUE = 8
+DISK_QUEUE = 4
 SUFFIX = ".pfw.gz"
 _STOP = object()
 
@@ -80,8 +81,11 @@ class TraceWriter:
         self.lost_counts: dict[str, int] = {}
         self.error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=256)
+        self._disk_queue: queue.Queue = queue.Queue(maxsize=DISK_QUEUE)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
+        self._disk_thread = threading.Thread(target=self._disk_run, name="ioobserve-disk", daemon=True)
         self._thread.start()
+        self._disk_thread.start()
         self._put_header()
 
     @property
@@ -197,11 +201,12 @@ class TraceWriter:
         self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args)))
         self._queue.put(_STOP)
         self._thread.join()
+        self._disk_thread.join()
         if self.error is not None:
             raise self.error
 
     def _run(self) -> None:
-        """Format, compress and append, in queue order; None asks for a flush."""
+        """Format lines in queue order into members for the disk thread; None asks for a flush."""
         pending = _Pending()
         last_flush = time.monotonic()
         while True:
@@ -211,32 +216,53 @@ class TraceWriter:
                 item = None
             try:
                 if item is _STOP:
-                    self._flush(pending)
+                    self._emit(pending)
+                    self._disk_queue.put(_STOP)
+                    return
+                if isinstance(item, _Rotate):
+                    self._emit(pending)
+                    self._disk_queue.put(item)
+                    last_flush = time.monotonic()
+                    continue
+                if isinstance(item, _Last):
+                    self._emit(pending)
+                    pending.add_meta(item)
+                elif isinstance(item, bytes):
+                    pending.add_meta(item)
+                elif item is not None:
+                    pending.add_events(item, event_lines(item, self._hhash))
+                due = time.monotonic() - last_flush >= FLUSH_SECONDS
+                if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
+                    self._emit(pending)
+                    last_flush = time.monotonic()
+            except BaseException as exc:  # reported by the next call from the worker
+                self.error = exc
+                if item is _STOP:
+                    self._disk_queue.put(_STOP)
+                    return
+
+    def _emit(self, pending: "_Pending") -> None:
+        """Hand what is pending to the disk thread as members, metadata first (FH lines come
+        before the events using them)."""
+        for text, stats in pending.members():
+            self._disk_queue.put((text, stats))
+        pending.reset()
+
+    def _disk_run(self) -> None:
+        """Compress, append and index members, switch parts, in the order they come."""
+        while True:
+            item = self._disk_queue.get()
+            try:
+                if item is _STOP:
                     self._close_part()
                     return
                 if isinstance(item, _Rotate):
-                    self._flush(pending)
-                    last_flush = time.monotonic()
                     self._close_part()
                     self._open(str(item))
                     continue
-                if isinstance(item, _Last):
-                    self._flush(pending)
-                    pending.meta.append(item)
-                    pending.buffered += len(item)
-                elif isinstance(item, bytes):
-                    pending.meta.append(item)
-                    pending.buffered += len(item)
-                elif item is not None:
-                    text = event_lines(item, self._hhash)
-                    pending.events.append(text)
-                    pending.stats.add_text(text)
-                    pending.stats.add_events(item)
-                    pending.buffered += len(text)
-                due = time.monotonic() - last_flush >= FLUSH_SECONDS
-                if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
-                    self._flush(pending)
-                    last_flush = time.monotonic()
+                text, stats = item
+                behind = self._queue.qsize() >= HURRY_QUEUE or self._disk_queue.qsize() >= DISK_QUEUE - 1
+                self._append(gzip_member(text, HURRIED_LEVEL if behind else GZIP_LEVEL), stats)
             except BaseException as exc:  # reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
@@ -247,19 +273,6 @@ class TraceWriter:
         os.close(self._fd)
         self._index.close()
 
-    def _flush(self, pending: "_Pending") -> None:
-        """Append what is pending as up to two gzip members, metadata first (FH lines come before
-        the events using them), each followed by its index line."""
-        level = HURRIED_LEVEL if self._queue.qsize() >= HURRY_QUEUE else GZIP_LEVEL
-        if pending.meta:
-            text = b"".join(pending.meta)
-            meta = MemberStats(KIND_META)
-            meta.add_text(text)
-            self._append(gzip_member(text, level), meta)
-        if pending.events:
-            self._append(gzip_member(b"".join(pending.events), level), pending.stats)
-        pending.reset()
-
     def _append(self, member: bytes, stats: MemberStats) -> None:
         view = memoryview(member)
         while view:
@@ -269,7 +282,7 @@ class TraceWriter:
 
 
 class _Pending:
-    """Lines waiting for the next flush: metadata and events go in separate members."""
+    """Lines waiting for the next flush: metadata, then events per layer, in separate members."""
 
     def __init__(self) -> None:
         self.reset()
@@ -277,6 +290,30 @@ class _Pending:
     def reset(self) -> None:
         """Start over after a flush."""
         self.meta: list[bytes] = []
-        self.events: list[bytes] = []
-        self.stats = MemberStats(KIND_EVENTS)
+        self.events: dict[str, list[bytes]] = {}
+        self.stats: dict[str, MemberStats] = {}
         self.buffered = 0
+
+    def add_meta(self, line: bytes) -> None:
+        """A metadata line or one of our own records."""
+        self.meta.append(line)
+        self.buffered += len(line)
+
+    def add_events(self, frame: pl.DataFrame, texts: dict[str, bytes]) -> None:
+        """A formatted batch: its lines per layer, and the frame for the index."""
+        for layer, text in texts.items():
+            stats = self.stats.setdefault(layer, MemberStats(KIND_EVENTS))
+            stats.add_text(text)
+            stats.add_events(frame if len(texts) == 1 else frame.filter(pl.col(s.LAYER) == layer))
+            self.events.setdefault(layer, []).append(text)
+            self.buffered += len(text)
+
+    def members(self):
+        """(text, stats) of each member to write."""
+        if self.meta:
+            text = b"".join(self.meta)
+            stats = MemberStats(KIND_META)
+            stats.add_text(text)
+            yield text, stats
+        for layer, texts in self.events.items():
+            yield b"".join(texts), self.stats[layer]
