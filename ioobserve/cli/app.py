@@ -11,7 +11,7 @@ try:  # typer >= 0.22 carries its own copy of click
 except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
-from ioobserve.cli import doctor, index, record
+from ioobserve.cli import doctor, export, index, record
 
 app = typer.Typer(
     name="ioobserve",
@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
+app.command("export", epilog=export.EPILOG)(export.export)
 app.command("index", epilog=index.EPILOG)(index.index)
 app.command(
     "record", epilog=record.EPILOG, context_settings={"allow_interspersed_args": False}

@@ -40,3 +40,28 @@ def test_missing_or_stale_index_reads_as_none(tmp_path):
     trace.write_bytes(trace.read_bytes()[:-3])
     write_index(trace, entries)
     assert read_index(trace) == entries
+
+
+def test_load_without_or_with_a_stale_index_still_loads_everything(tmp_path):
+    import ioobserve
+
+    trace = _trace(tmp_path)
+    expected = ioobserve.load(trace)
+    index_path(trace).write_text('{"offset":0,"size":5,"raw":1,"lines":1,"events":0,"ts_min":null,"ts_max":null}\n')
+    damage = []
+    assert ioobserve.load(trace, damage=damage).equals(expected)
+    assert "stale" in damage[0].notes[0] and "ioobserve index" in damage[0].notes[0] and not damage[0]
+    index_path(trace).unlink()
+    damage = []
+    assert ioobserve.load(trace, damage=damage).equals(expected) and damage == []
+
+
+def test_selection_skips_members_by_pid_and_time(tmp_path):
+    import ioobserve
+
+    trace = _trace(tmp_path)
+    assert ioobserve.load(trace, pids=[12]).get_column("pid").to_list() == [12]
+    assert ioobserve.load(trace, pids=[999]).height == 0
+    assert ioobserve.load(trace, start_ns=1_700_000_000_000_002_000).height == 2
+    assert ioobserve.load(trace, end_ns=1_700_000_000_000_002_000).height == 1
+    assert ioobserve.load(trace, path_prefix="/data/b").height == 1  # the rename's target
