@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ioobserve  # noqa: E402
 from ioobserve import schema as s  # noqa: E402
 from ioobserve.context.processes import Process  # noqa: E402
-from ioobserve.trace.writer import TraceWriter  # noqa: E402
+from ioobserve.trace.writer import TraceWriter  # noqa: E402 (after the sys.path line)
 
 BATCH = 65536
 
@@ -72,16 +72,15 @@ def _timed(argv: list[str]) -> dict:
 
 
 def load_ioobserve(trace: Path) -> dict:
-    code = ("import sys, ioobserve; sys.path.insert(0, %r); frame = ioobserve.load(%r, progress=False);"
-            "print(frame.height)") % (str(Path(__file__).resolve().parents[1]), str(trace))
+    root = str(Path(__file__).resolve().parents[1])
+    code = f"import sys; sys.path.insert(0, {root!r}); import ioobserve; print(ioobserve.load({str(trace)!r}, progress=False).height)"
     result = _timed([sys.executable, "-c", code])
     result["rows"] = int(result["out"].split()[-1]) if result["rc"] == 0 else None
     return result
 
 
 def load_traceviewer(trace: Path, venv: Path, index_dir: Path) -> dict:
-    code = ("from dftracer.utils import TraceViewer; frame = TraceViewer([%r], %r).collect();"
-            "print(len(frame))") % (str(trace), str(index_dir))
+    code = f"from dftracer.utils import TraceViewer; print(len(TraceViewer([{str(trace)!r}], {str(index_dir)!r}).collect()))"
     result = _timed([str(venv / "bin" / "python"), "-c", code])
     result["rows"] = int(result["out"].split()[-1]) if result["rc"] == 0 else None
     return result

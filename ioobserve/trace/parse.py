@@ -8,7 +8,6 @@ drop keys that appear only later.
 
 from __future__ import annotations
 
-
 import io
 import re
 

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
 import polars as pl
 
 from ioobserve import schema as s
@@ -23,8 +24,6 @@ from ioobserve.context.processes import Process
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
 from ioobserve.trace.output import create_private_file
-
-import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
@@ -241,7 +240,7 @@ class TraceWriter:
                     self._disk_queue.put(_STOP)
                     return
 
-    def _emit(self, pending: "_Pending") -> None:
+    def _emit(self, pending: _Pending) -> None:
         """Hand what is pending to the disk thread as members, metadata first (FH lines come
         before the events using them)."""
         for text, stats in pending.members():

@@ -1,0 +1,97 @@
+"""Bytes per event on disk: ioobserve against DFTracer on the same DataLoader-like workload.
+
+Both see the workload's own files only: DFTracer through DFTRACER_DATA_DIR, ioobserve
+through --path-prefix. Events are I/O records (ph=1, not DFTracer's or our own bookkeeping);
+bytes are everything written (DFTracer: all its per-process files; ioobserve: the trace,
+and separately its .ioidx index).
+
+Usage (root): python bench/trace_size.py --dftracer-venv .venv-peers [--files 2000 --workers 4 --epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
+LOADER = ROOT / "bench" / "workloads" / "loader.py"
+
+
+def events_in(path: Path) -> int:
+    """I/O event lines in a gzip file, reading every intact member (DFTracer's can be truncated)."""
+    data, count = path.read_bytes(), 0
+    while data:
+        member = zlib.decompressobj(31)
+        try:
+            text = member.decompress(data)
+        except zlib.error:
+            break
+        for line in text.splitlines():
+            if b'"ph":1' in line and b'"cat":"dftracer"' not in line:
+                count += 1
+        if not member.eof:
+            break
+        data = member.unused_data
+    return count
+
+
+def workload(work: Path, args) -> list[str]:
+    return ["/usr/bin/python3", str(LOADER), "--dir", str(work), "--files", str(args.files), "--size", str(args.size),
+            "--workers", str(args.workers), "--epochs", str(args.epochs), "--threads", "2", "--outputs", "--report", "json"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dftracer-venv", type=Path, required=True)
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--size", type=int, default=65536)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/trace_size.py: run as root (ioobserve record attaches probes)")
+    preload = sorted(args.dftracer_venv.glob("lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so"))
+    if not preload:
+        sys.exit(f"no libdftracer_preload.so in {args.dftracer_venv}")
+    base = Path(tempfile.mkdtemp(prefix="ioobserve-size-"))
+    try:
+        dft_work, dft_out = base / "dft-work", base / "dft-out"
+        dft_work.mkdir()
+        dft_out.mkdir()
+        env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD", DFTRACER_INC_METADATA="1",
+                   DFTRACER_DATA_DIR=str(dft_work), DFTRACER_LOG_FILE=str(dft_out / "trace"), LD_PRELOAD=str(preload[0]))
+        subprocess.run(workload(dft_work, args), env=env, check=True, capture_output=True)
+        dft_files = sorted(dft_out.glob("*.pfw.gz"))
+        dft_bytes = sum(f.stat().st_size for f in dft_files)
+        dft_events = sum(events_in(f) for f in dft_files)
+
+        io_work, io_out = base / "io-work", base / "io-out"
+        io_work.mkdir()
+        io_out.mkdir(mode=0o700)
+        subprocess.run([str(IOOBSERVE), "record", "-o", str(io_out), "--path-prefix", str(io_work), "--",
+                        *workload(io_work, args)], check=True, capture_output=True)
+        traces = sorted(io_out.glob("*.pfw.gz"))
+        io_bytes = sum(f.stat().st_size for f in traces)
+        index_bytes = sum(f.stat().st_size for f in io_out.glob("*.ioidx"))
+        io_events = sum(events_in(f) for f in traces)
+
+        dft_per, io_per = dft_bytes / dft_events, io_bytes / io_events
+        print(f"DFTracer : {dft_events:8,} events {dft_bytes:10,} B in {len(dft_files)} files = {dft_per:5.2f} B/event")
+        print(f"ioobserve: {io_events:8,} events {io_bytes:10,} B (+{index_bytes:,} B index) = {io_per:5.2f} B/event"
+              f" ({(io_bytes + index_bytes) / io_events:5.2f} with the index)")
+        print(f"ratio ioobserve/DFTracer: {io_per / dft_per:.2f}x")
+        print(json.dumps({"dftracer_b_per_event": dft_per, "ioobserve_b_per_event": io_per}))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
