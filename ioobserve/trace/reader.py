@@ -11,9 +11,10 @@ from __future__ import annotations
 import mmap
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import deflate
@@ -104,33 +105,31 @@ def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.Data
     return selection.rows(parse.json_events(lines)), kept
 
 
-def _work(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, callable]]:
-    """(compressed bytes, task) per member of one file; a task returns what _parse returns."""
+def _member(data, offset: int, size: int, kind: str | None, selection: Selection, damage: Damage):
+    """Inflate and parse one member; what _parse returns, or (None, None) if it is damaged."""
+    try:
+        text = deflate.gzip_decompress(data[offset : offset + size])
+    except deflate.DeflateError:
+        damage.members_lost += 1
+        return None, None
+    return _parse(text, kind, selection)
+
+
+def _work(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, Callable]]:
+    """(compressed bytes, task) per member of one file worth reading."""
     data, size = _open(path)
     entries = read_index(path) if size else []
     if entries is None:
         if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
             damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
-        try:
-            walked = list(iter_members(path, damage))
+        try:  # find the members (inflating each once); keep only where they are, not their text
+            members = [(offset, length, None) for offset, length, _ in iter_members(path, damage)]
         except NotATrace as exc:
             raise TraceError(str(exc)) from None
-        for _, member_size, text in walked:
-            yield member_size, (lambda text=text: _parse(text, None, selection))
-        return
-    for entry in entries:
-        if selection.skips(entry):
-            continue
-
-        def task(entry=entry):
-            try:
-                text = deflate.gzip_decompress(data[entry.offset : entry.offset + entry.size])
-            except deflate.DeflateError:
-                damage.members_lost += 1
-                return None, None
-            return _parse(text, entry.kind, selection)
-
-        yield entry.size, task
+    else:
+        members = [(e.offset, e.size, e.kind) for e in entries if not selection.skips(e)]
+    for offset, length, kind in members:
+        yield length, partial(_member, data, offset, length, kind, selection, damage)
 
 
 def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> _Parts:
