@@ -28,6 +28,8 @@ def write_atomically(target: Path, write: Callable[[BinaryIO], None], replace: b
     """Write `target` through a 0600 temporary file in its directory, renamed when complete."""
     target = Path(target)
     directory = check_output_dir(target.parent if str(target.parent) else Path("."))
+    if target.is_dir() and not target.is_symlink():
+        raise OutputError(f"{target} is a directory; give a file name, e.g. -o {target / 'trace.json'}")
     if os.path.lexists(target) and not replace:
         raise OutputError(f"{target} exists; remove it, choose another -o, or pass --force")
     temp = f".{target.name}.{secrets.token_hex(4)}.tmp"

@@ -58,7 +58,7 @@ def event_layer(text: bytes) -> str | None:
     first = text[: text.find(b"\n")].decode("utf-8", "replace").split(" ")
     if len(first) != 2 * len(EVENT_FIELDS) + 1:
         return None
-    found = [pattern.fullmatch(literal) for pattern, literal in zip(_PATTERNS, first[0::2])]
+    found = [pattern.fullmatch(literal) for pattern, literal in zip(_PATTERNS, first[0::2], strict=True)]
     return found[_LAYER_TOKEN].group(1) if all(found) else None
 
 

@@ -1,10 +1,10 @@
-"""The trace sink: DFTracer-layout JSON lines, one gzip member per flush.
+"""The trace sink: DFTracer-layout JSON lines, gzip members per flush.
 
-Formatting and compression run on the writer's own thread, fed in order with frames and
-ready-made metadata lines, so the collector's worker never waits on JSON, deflate or the
-disk. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text) appends a complete
-gzip member that ends on a line boundary, so a recorder killed with SIGKILL leaves a file
-whose every complete member loads.
+Two threads of its own, fed in order with frames and ready-made metadata lines, so the
+collector's worker never waits on JSON, deflate or the disk: one formats lines, the other
+compresses and appends. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text)
+appends complete gzip members (metadata first, then events per layer) that end on line
+boundaries, so a recorder killed with SIGKILL leaves a file whose every complete member loads.
 """
 
 from __future__ import annotations

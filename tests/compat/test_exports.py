@@ -97,4 +97,6 @@ def test_export_refuses_to_overwrite_and_writes_nothing_on_bad_input(trace, out_
     junk.write_text("not a trace\n")
     bad = _export(junk, "perfetto", out_dir / "j.json")
     assert bad.returncode == 2 and "not a gzip trace" in bad.stderr and "Traceback" not in bad.stderr
+    into_dir = _export(trace, "perfetto", out_dir)
+    assert into_dir.returncode == 2 and "is a directory" in into_dir.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == ["t.parquet"]  # no half-written or temp files
