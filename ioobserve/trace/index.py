@@ -52,10 +52,10 @@ class MemberStats:
         self.ts_max: int | None = None
         self.pids: set[int] = set()
 
-    def add_text(self, text: bytes) -> None:
-        """Lines of any kind."""
+    def add_text(self, text: bytes, lines: int | None = None) -> None:
+        """Lines of any kind (`lines` when the caller knows how many)."""
         self.raw += len(text)
-        self.lines += text.count(b"\n")
+        self.lines += text.count(b"\n") if lines is None else lines
 
     def add_events(self, frame: pl.DataFrame) -> None:
         """A batch of events in this member (columns of ioobserve.schema)."""

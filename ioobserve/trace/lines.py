@@ -4,7 +4,8 @@ One event per line: {"name","cat","type","pid","tid","ts","dur","ph","args"} wit
 ph (1 complete, 4 metadata) and ts/dur in µs since the epoch; file names appear as hashes
 that an "FH" metadata line defines before first use, with the file's dev/ino. Our own
 fields go in args, the sub-µs part of time and duration as "tns"/"dns", so nanoseconds
-survive while DFTracer's tools see their µs.
+survive while DFTracer's tools see their µs. The host hash ("hhash") is in the metadata
+records, not repeated on every event line: a trace file comes from one host.
 
 Event lines follow one fixed template whose values are separated from the JSON around them
 by single spaces (JSON allows whitespace between tokens). That lets Polars write them with
@@ -73,7 +74,7 @@ EVENT_FIELDS: tuple[tuple[str, str, pl.DataType], ...] = (
 _QUOTED = {"name", "fhash", "fhash2"}
 
 
-def template_tokens(hhash: str, layer: str) -> list[str]:
+def template_tokens(layer: str) -> list[str]:
     """The literal JSON around the values of one layer's event lines (len(EVENT_FIELDS) + 1)."""
     tokens = []
     for index, (key, where, _) in enumerate(EVENT_FIELDS):
@@ -82,7 +83,7 @@ def template_tokens(hhash: str, layer: str) -> list[str]:
         elif key == "pid":
             lead = f',"cat":"{layer}","type":{LAYER_TYPES.get(layer, TYPE_DFTRACER)},'
         elif where == "args" and EVENT_FIELDS[index - 1][1] == "top":
-            lead = f',"ph":{PH_COMPLETE},"args":{{"hhash":"{hhash}",'
+            lead = f',"ph":{PH_COMPLETE},"args":{{'
         else:
             lead = ","
         tokens.append(f'{lead}"{key}":')
@@ -105,12 +106,12 @@ def _value(key: str) -> pl.Expr:
     return column.alias(key)
 
 
-def event_lines(frame: pl.DataFrame, hhash: str) -> dict[str, bytes]:
+def event_lines(frame: pl.DataFrame) -> dict[str, bytes]:
     """Event lines per layer for an enriched frame with fhash/fhash2 columns (null when
     absent), in time order, so that a reader concatenating members has little left to sort."""
     texts = {}
     for (layer,), group in frame.sort(s.TS).group_by(s.LAYER, maintain_order=True):
-        tokens = template_tokens(hhash, layer)
+        tokens = template_tokens(layer)
         columns = []
         for index, (key, _, _) in enumerate(EVENT_FIELDS):
             columns += [pl.lit(tokens[index]).alias(f"_{index}"), _value(key)]

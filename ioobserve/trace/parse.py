@@ -31,7 +31,7 @@ LINE_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
 }
 # The template with placeholders, to recognize a member's first line and find its layer.
-_TOKENS = template_tokens("HHASH", "LAYER")
+_TOKENS = template_tokens("LAYER")
 _CSV_SCHEMA: dict[str, pl.DataType] = {}
 for _index, (_key, _, _dtype) in enumerate(EVENT_FIELDS):
     _CSV_SCHEMA[f"_{_index}"] = pl.String  # the JSON between values, never materialized
@@ -44,8 +44,8 @@ class MalformedMember(Exception):
 
 
 def _literal_pattern(expected: str) -> re.Pattern:
-    """A template literal as a pattern: placeholders capture, the layer's type number varies."""
-    pattern = re.escape(expected).replace("HHASH", '([^"]+)').replace("LAYER", '([^"]+)')
+    """A template literal as a pattern: the layer placeholder captures, the layer's type number varies."""
+    pattern = re.escape(expected).replace("LAYER", '([^"]+)')
     return re.compile(re.sub(r'"type":\d+', lambda _: '"type":\\d+', pattern))
 
 

@@ -26,6 +26,7 @@ from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
 
+WORKERS = os.cpu_count() or 2
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
 _DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 
@@ -152,7 +153,7 @@ def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, p
             file_damage.notes.append(f"a member is not trace lines ({exc})")
             return size, (None, None)
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool, _Progress(show, total) as bar:
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
         for size, (events, lines) in pool.map(run, jobs):
             if events is not None and events.height:
                 parts.events.append(events)
@@ -214,10 +215,15 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0).cast(pl.UInt64)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
+    # Left joins that keep the rows' order, so sorted members stay sorted.
+    joined = raw.join(files, on="fhash", how="left", maintain_order="left")
+    if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
+        joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
+    else:
+        second = files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
+        joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
     frame = (
-        raw.join(files, on="fhash", how="left")
-        .join(files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2)), on="fhash2", how="left")
-        .join(procs, left_on="pid", right_on=s.PID, how="left")
+        joined.join(procs, left_on="pid", right_on=s.PID, how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),

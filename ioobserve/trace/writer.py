@@ -32,6 +32,7 @@ HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather th
 HURRY_QUEUE = 8
 DISK_QUEUE = 4
 SUFFIX = ".pfw.gz"
+_SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
 _STOP = object()
 
 
@@ -70,7 +71,7 @@ class TraceWriter:
         self._rotate_seconds = rotate_seconds
         self._part = 0
         self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
-        self._fhashes: dict[tuple, str] = {}  # (path, dev, ino) -> hash, per part
+        self._fhashes: dict[tuple, str] = {}  # (path, dev, ino) -> hash, per part; the format thread's own
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -123,7 +124,6 @@ class TraceWriter:
         self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end)))
         self._part += 1
         self._put(_Rotate(part_name(self._name, self._part)))
-        self._fhashes.clear()
         self._part_pids.clear()
         self._part_started = time.monotonic()
         self._part_events = 0
@@ -154,35 +154,42 @@ class TraceWriter:
         for pid in pids:
             self._proc_lines.pop(pid, None)
 
-    def _hash_files(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Add fhash/fhash2 columns, queueing an FH line (path, dev, ino) for each file new to the part."""
-        first = frame.select(pl.col(s.PATH).alias("p"), pl.col(s.DEV).alias("d"), pl.col(s.INO).alias("i"))
-        second = frame.select(pl.col(s.PATH2).alias("p"), pl.lit(0, pl.UInt64).alias("d"), pl.lit(0, pl.UInt64).alias("i"))
-        files = pl.concat([first, second]).drop_nulls("p").unique()
-        hashes = []
-        for path, dev, ino in files.iter_rows():
-            key = (path, dev, ino)
-            if key not in self._fhashes:
-                self._fhashes[key] = fhash = file_hash(path, dev, ino)
+    def _hash_files(self, frame: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
+        """Add fhash/fhash2 columns; an FH line (path, dev, ino) goes to `pending` for each file new to the part."""
+        # Rows find their file through a 64-bit row hash of (path, dev, ino): much cheaper than
+        # joining on strings, and only this batch's few distinct files go through Python.
+        first = pl.struct(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).hash(_SEED)
+        second = pl.struct(pl.col(s.PATH2), pl.lit(0, pl.UInt64).alias(s.DEV), pl.lit(0, pl.UInt64).alias(s.INO)).hash(_SEED)
+        keyed = frame.with_columns(first.alias("_k1"), second.alias("_k2"))
+        files = pl.concat([
+            keyed.select(pl.col("_k1").alias("k"), pl.col(s.PATH).alias("p"), pl.col(s.DEV).alias("d"), pl.col(s.INO).alias("i")),
+            keyed.select(pl.col("_k2").alias("k"), pl.col(s.PATH2).alias("p"), pl.lit(0, pl.UInt64).alias("d"), pl.lit(0, pl.UInt64).alias("i")),
+        ]).drop_nulls("p").unique("k")
+        keys, hashes = [], []
+        for key, path, dev, ino in files.iter_rows():
+            fhash = self._fhashes.get((path, dev, ino))
+            if fhash is None:
+                self._fhashes[(path, dev, ino)] = fhash = file_hash(path, dev, ino)
                 args = {"hhash": self._hhash, "name": path, "value": fhash, "dev": dev, "ino": ino}
-                self._put(metadata_line("FH", self._pid, self._pid, args))
-            hashes.append(self._fhashes[key])
-        lookup = files.with_columns(pl.Series("h", hashes, dtype=pl.String))
-        return (
-            frame.join(lookup.rename({"p": s.PATH, "d": s.DEV, "i": s.INO, "h": "fhash"}), on=[s.PATH, s.DEV, s.INO], how="left")
-            .join(lookup.filter((pl.col("d") == 0) & (pl.col("i") == 0)).select(pl.col("p").alias(s.PATH2), pl.col("h").alias("fhash2")),
-                  on=s.PATH2, how="left")
+                pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
+            keys.append(key)
+            hashes.append(fhash)
+        lookup = pl.Series(keys, dtype=pl.UInt64), pl.Series(hashes, dtype=pl.String)
+        return keyed.select(
+            pl.exclude("_k1", "_k2"),
+            pl.col("_k1").replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash"),
+            pl.col("_k2").replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash2"),
         )
 
     def events(self, frame: pl.DataFrame) -> None:
-        """Queue a batch for formatting (PR and FH lines the part lacks go first)."""
+        """Queue a batch for formatting (PR lines the part lacks go first; the format thread adds FH lines)."""
         if self._rotation_due():
             self._rotate()
         for pid in set(frame.get_column(s.PID).unique().to_list()) - self._part_pids:
             if pid in self._proc_lines:  # a process described in an earlier part
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
-        self._put(self._hash_files(frame))
+        self._put(frame)
         self._part_events += frame.height
         self.events_written += frame.height
 
@@ -220,6 +227,7 @@ class TraceWriter:
                     return
                 if isinstance(item, _Rotate):
                     self._emit(pending)
+                    self._fhashes.clear()  # each part defines its own files
                     self._disk_queue.put(item)
                     last_flush = time.monotonic()
                     continue
@@ -229,7 +237,8 @@ class TraceWriter:
                 elif isinstance(item, bytes):
                     pending.add_meta(item)
                 elif item is not None:
-                    pending.add_events(item, event_lines(item, self._hhash))
+                    hashed = self._hash_files(item, pending)
+                    pending.add_events(hashed, event_lines(hashed))
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
@@ -302,7 +311,7 @@ class _Pending:
         """A formatted batch: its lines per layer, and the frame for the index."""
         for layer, text in texts.items():
             stats = self.stats.setdefault(layer, MemberStats(KIND_EVENTS))
-            stats.add_text(text)
+            stats.add_text(text, lines=text.count(b"\n") if len(texts) > 1 else frame.height)
             stats.add_events(frame if len(texts) == 1 else frame.filter(pl.col(s.LAYER) == layer))
             self.events.setdefault(layer, []).append(text)
             self.buffered += len(text)
