@@ -8,6 +8,7 @@ members are skipped and reported; everything intact loads.
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import sys
@@ -26,7 +27,7 @@ from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
 
-WORKERS = os.cpu_count() or 2
+WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
 _DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 
@@ -75,6 +76,28 @@ class _Parts:
     def __init__(self) -> None:
         self.events: list[pl.DataFrame] = []
         self.lines: list[pl.DataFrame] = []
+
+
+def _keep_freed_buffers() -> None:
+    """Ask glibc to keep freed member buffers for reuse instead of handing them back to the
+    kernel: every member inflates into tens of MB that live for a moment, and faulting that
+    memory back in for the next member was a third of a load's time. Process-wide, harmless
+    to repeat, and skipped where the C library is not glibc."""
+    global _buffers_kept
+    if _buffers_kept:
+        return
+    _buffers_kept = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
+    mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_KEEP_BYTES = 256 << 20
+_buffers_kept = False
 
 
 def _paths(paths) -> list[Path]:
@@ -153,6 +176,7 @@ def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, p
             file_damage.notes.append(f"a member is not trace lines ({exc})")
             return size, (None, None)
 
+    _keep_freed_buffers()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
         for size, (events, lines) in pool.map(run, jobs):
             if events is not None and events.height:
@@ -215,15 +239,16 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0).cast(pl.UInt64)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
-    # Left joins that keep the rows' order, so sorted members stay sorted.
-    joined = raw.join(files, on="fhash", how="left", maintain_order="left")
+    # One lazy query, so that no intermediate frame of every event is built; left joins that
+    # keep the rows' order, so that sorted members stay sorted.
+    joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
     if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
         joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
     else:
-        second = files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
+        second = files.lazy().select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
         joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
     frame = (
-        joined.join(procs, left_on="pid", right_on=s.PID, how="left", maintain_order="left")
+        joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
@@ -242,10 +267,9 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         for prefix in selection.path_prefixes:
             wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
         frame = frame.filter(wanted.fill_null(False))
+    events = frame.cast(s.EVENT_SCHEMA).collect()
     # Members are written in time order, so usually only the seams between them need sorting.
-    if not frame.get_column(s.TS).is_sorted():
-        frame = frame.sort(s.TS)
-    return frame.cast(s.EVENT_SCHEMA)
+    return events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
