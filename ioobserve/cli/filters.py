@@ -18,6 +18,14 @@ CgroupOption = Annotated[
     Optional[list[str]],
     typer.Option("--cgroup", help="Trace tasks in this cgroup v2 or below it: a path under the cgroup2 mount, or relative to it (repeatable)."),
 ]
+JobOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--job", help="Trace this Slurm job (all its steps and tasks, including ones started later; repeatable)."),
+]
+UnitOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--unit", help="Trace this systemd unit, e.g. slurmd.service or session-3.scope (repeatable)."),
+]
 CommOption = Annotated[Optional[list[str]], typer.Option("--comm", help="Trace processes with this exact command name (repeatable).")]
 PrefixOption = Annotated[
     Optional[list[Path]],
@@ -43,8 +51,33 @@ def _cgroup_id(spec: str) -> int:
     raise UserError(f"cgroup {spec!r} not found under {root}")
 
 
+def _context_cgroups(jobs: list[str], units: list[str]) -> set[int]:
+    """cgroup ids at the tops of the given jobs' and units' subtrees; the kernel filter
+    selects everything below them, including cgroups created later."""
+    from ioobserve.context.cgroups import CgroupTable
+
+    table = CgroupTable()
+    if table.mount is None:
+        raise UserError("--job and --unit need cgroup v2, which is not mounted here")
+    ids: set[int] = set()
+    for job in jobs:
+        if not job.isdigit():
+            raise UserError(f"--job {job!r}: a Slurm job id is a number")
+        found = table.ids_where(lambda ctx, job=job: ctx.job == job)
+        if not found:
+            raise UserError(f"--job {job}: no cgroup of this job under {table.mount} (is it running on this node?)")
+        ids |= found
+    for unit in units:
+        names = {unit, f"{unit}.service"}
+        found = table.ids_where(lambda ctx, names=names: ctx.path.rsplit("/", 1)[-1] in names)
+        if not found:
+            raise UserError(f"--unit {unit}: no cgroup of this unit under {table.mount} (see systemctl status)")
+        ids |= found
+    return ids
+
+
 def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list[str] | None,
-                  prefixes: list[Path] | None) -> KernelFilters:
+                  prefixes: list[Path] | None, jobs: list[str] | None = None, units: list[str] | None = None) -> KernelFilters:
     """Check what the user asked for and turn it into map contents; raises UserError."""
     filters = KernelFilters()
     for pid in pids or []:
@@ -53,6 +86,8 @@ def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list
         filters.pids.add(pid)
     filters.filter_pid = bool(filters.pids)
     filters.cgroup_ids = {_cgroup_id(spec) for spec in cgroups or []}
+    if jobs or units:
+        filters.cgroup_ids |= _context_cgroups(jobs or [], units or [])
     for comm in comms or []:
         if not comm or len(comm.encode()) > ev.COMM_LEN - 1:
             raise UserError(f"--comm {comm!r}: a command name is 1 to {ev.COMM_LEN - 1} bytes (as in /proc/PID/comm)")

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
-from ioobserve.cli.filters import CgroupOption, CommOption, PidOption, PrefixOption, build_filters
+from ioobserve.cli.filters import CgroupOption, CommOption, JobOption, PidOption, PrefixOption, UnitOption, build_filters
 
 MAX_WORK_THREADS = 2
 EPILOG = """Examples:
@@ -21,7 +21,9 @@ EPILOG = """Examples:
 
   sudo ioobserve record -o traces -- python train.py --epochs 2  # one command and all its children
 
-  sudo ioobserve record --pid 4242 --path-prefix /lustre/project  # a running job, one file system
+  sudo ioobserve record --pid 4242 --path-prefix /lustre/project  # a running process tree, one file system
+
+  sudo ioobserve record --job 81234 --duration 600               # a Slurm job on this node, steps started later too
 
   sudo ioobserve record -a -- sleep 30                           # every process, for as long as the command runs
 """
@@ -33,6 +35,8 @@ def record(
     duration: Annotated[Optional[float], typer.Option("--duration", help="Stop after this many seconds.", min=0.0)] = None,
     pid: PidOption = None,
     cgroup: CgroupOption = None,
+    job: JobOption = None,
+    unit: UnitOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
     all_processes: Annotated[bool, typer.Option("--all", "-a", help="Trace every process even when a command is given (the command only bounds the recording).")] = False,
@@ -72,7 +76,7 @@ def record(
                 raise UserError(f"{flag} {value:g}: must be more than 0")
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
-        filters = build_filters(pid, cgroup, comm, path_prefix)
+        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
         directory = check_output_dir(output or Path.cwd())
     except (UserError, OutputError) as exc:
         fail(str(exc))

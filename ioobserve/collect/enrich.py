@@ -1,4 +1,5 @@
-"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names.
+"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, and the
+job context of each event's cgroup and uid.
 
 Runs per batch with joins and vectorized expressions; nothing here loops over events.
 """
@@ -12,8 +13,10 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.context.cgroups import CgroupTable, context_frame
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
+from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 
 _OPS = pl.Series("op_names", ev.OP_NAMES + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
@@ -38,10 +41,13 @@ def monotonic_to_epoch_offset(samples: int = 5) -> int:
 class Enricher:
     """Joins each event batch with what the context tables know."""
 
-    def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int):
+    def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int,
+                 cgroups: CgroupTable | None = None, users: UserNames | None = None):
         self.files = files
         self.processes = processes
         self.clock_offset_ns = clock_offset_ns
+        self.cgroups = cgroups if cgroups is not None else CgroupTable()
+        self.users = users if users is not None else UserNames()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, records: list[NameRecord]) -> None:
@@ -69,7 +75,7 @@ class Enricher:
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
         done = pl.col("ret").clip(lower_bound=0).cast(pl.UInt64)
         op = _OPS.gather(pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1))
-        return (
+        events = (
             with_names.join(ppid_frame, on="pid", how="left")
             .with_columns(op.alias(s.OP))
             .select(
@@ -97,6 +103,18 @@ class Enricher:
                 pl.col("flags").alias(s.FLAGS),
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
             )
+        )
+        return self._with_context(events)
+
+    def _with_context(self, events: pl.DataFrame) -> pl.DataFrame:
+        """Add the job context of each event's cgroup and the name of its uid (a join with a
+        row per distinct cgroup and uid of the batch)."""
+        cgroups = context_frame(self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list()))
+        users = self.users.frame(events.get_column(s.UID).unique().to_list())
+        return (
+            events.join(cgroups, on=s.CGROUP, how="left", maintain_order="left")
+            .join(users, on=s.UID, how="left", maintain_order="left")
+            .select(list(s.EVENT_SCHEMA))
         )
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:

@@ -21,7 +21,8 @@ from ioobserve.trace.output import OutputError, check_output_dir, create_private
 
 FORMATS = ("perfetto", "parquet")
 _CHUNK = 500_000
-_ARGS = (s.PATH, s.PATH2, s.RET, s.ERRNO, s.BYTES_REQ, s.BYTES, s.OFFSET, s.FD, s.ARG, s.DEV, s.INO, s.CGROUP, s.UID)
+_ARGS = (s.PATH, s.PATH2, s.RET, s.ERRNO, s.BYTES_REQ, s.BYTES, s.OFFSET, s.FD, s.ARG, s.DEV, s.INO, s.CGROUP, s.UID,
+         *s.CGROUP_CONTEXT_SCHEMA, s.USER)
 
 
 def write_atomically(target: Path, write: Callable[[BinaryIO], None], replace: bool) -> None:

@@ -24,6 +24,7 @@ _ARGS = pl.Struct({
     "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16,
     "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
     "cmdline": pl.List(pl.String),
+    "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
     "flags": pl.Int64, "mode": pl.Int64,  # DFTracer's open/mkdir arguments
 })
 LINE_SCHEMA: dict[str, pl.DataType] = {

@@ -232,6 +232,20 @@ def _processes(lines: pl.DataFrame) -> pl.DataFrame:
     return pr.select(pl.col("pid").alias(s.PID), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique(s.PID, keep="last")
 
 
+def _cgroups(lines: pl.DataFrame) -> pl.DataFrame:
+    """cgroup id -> path and job context from CG records."""
+    cg = parse.metadata(lines, "CG")
+    return cg.select(
+        pl.col("cgroup").alias(s.CGROUP), pl.col("name").alias(s.CGROUP_PATH),
+        *(pl.col(key) for key in list(s.CGROUP_CONTEXT_SCHEMA)[1:]),
+    ).unique(s.CGROUP, keep="last")
+
+
+def _users(lines: pl.DataFrame) -> pl.DataFrame:
+    """uid -> user name from US records."""
+    return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
+
+
 def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
     lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
@@ -241,7 +255,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     ret = pl.col("ret")
     # One lazy query, so that no intermediate frame of every event is built; left joins that
     # keep the rows' order, so that sorted members stay sorted.
-    joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
+    joined = raw.lazy().rename({"cgroup": s.CGROUP}).join(files.lazy(), on="fhash", how="left", maintain_order="left")
     if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
         joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
     else:
@@ -249,16 +263,20 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
     frame = (
         joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
+        .join(_cgroups(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
+        .join(_users(lines).lazy(), on=s.UID, how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
-            pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID), pl.col("uid").alias(s.UID),
+            pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID).fill_null(0), pl.col("uid").alias(s.UID),
             pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
             pl.col("fd").alias(s.FD), ret.alias(s.RET),
             pl.when(ret < 0).then(-ret).otherwise(0).alias(s.ERRNO),  # syscalls return -errno
             pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
-            pl.col(s.DEV), pl.col(s.INO), pl.col("cgroup").alias(s.CGROUP), pl.col("arg").alias(s.ARG),
+            pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
+            pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
             flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
+            *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
         )
         .with_columns(done.alias(s.BYTES))
     )

@@ -71,7 +71,10 @@ class TraceWriter:
         self._rotate_seconds = rotate_seconds
         self._part = 0
         self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
-        self._fhashes: dict[tuple, str] = {}  # (path, dev, ino) -> hash, per part; the format thread's own
+        # Per part, the format thread's own: files (path, dev, ino) -> hash, cgroups and uids described.
+        self._fhashes: dict[tuple, str] = {}
+        self._cgroups_described: set[int] = set()
+        self._uids_described: set[int] = set()
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -181,6 +184,28 @@ class TraceWriter:
             pl.col("_k2").replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash2"),
         )
 
+    def _describe_context(self, frame: pl.DataFrame, pending: _Pending) -> None:
+        """A CG line for each cgroup (its path and job context) and a US line for each uid
+        (its name) new to the part, so a reader elsewhere can tag the events."""
+        columns = [s.CGROUP, *s.CGROUP_CONTEXT_SCHEMA]
+        fresh = frame.select(columns).filter(~pl.col(s.CGROUP).is_in(list(self._cgroups_described)))
+        for row in fresh.unique(s.CGROUP).iter_rows(named=True):
+            if row[s.CGROUP_PATH] is None:
+                continue  # not known yet: described when a later batch knows it
+            self._cgroups_described.add(row[s.CGROUP])
+            args = {"hhash": self._hhash, "cgroup": row[s.CGROUP], "name": row[s.CGROUP_PATH]}
+            args |= {key: row[key] for key in columns[2:] if row[key] is not None}
+            pending.add_meta(metadata_line("CG", self._pid, self._pid, args))
+        for uid, user in frame.select(s.UID, s.USER).unique(s.UID).iter_rows():
+            if uid not in self._uids_described and user is not None:
+                self._uids_described.add(uid)
+                pending.add_meta(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
+
+    def _forget_described(self) -> None:
+        self._fhashes.clear()
+        self._cgroups_described.clear()
+        self._uids_described.clear()
+
     def events(self, frame: pl.DataFrame) -> None:
         """Queue a batch for formatting (PR lines the part lacks go first; the format thread adds FH lines)."""
         if self._rotation_due():
@@ -227,7 +252,7 @@ class TraceWriter:
                     return
                 if isinstance(item, _Rotate):
                     self._emit(pending)
-                    self._fhashes.clear()  # each part defines its own files
+                    self._forget_described()  # each part describes its own files, cgroups and users
                     self._disk_queue.put(item)
                     last_flush = time.monotonic()
                     continue
@@ -237,6 +262,7 @@ class TraceWriter:
                 elif isinstance(item, bytes):
                     pending.add_meta(item)
                 elif item is not None:
+                    self._describe_context(item, pending)
                     hashed = self._hash_files(item, pending)
                     pending.add_events(hashed, event_lines(hashed))
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS

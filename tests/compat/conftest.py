@@ -50,7 +50,10 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit(s.LAYER_SYSCALL).alias(s.LAYER), pl.lit(7, pl.UInt64).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
         pl.lit(0, pl.UInt64).alias(s.BYTES), pl.lit(True).alias(s.COUNTED),
-    )
+        pl.lit("/system.slice/w.service").alias(s.CGROUP_PATH), pl.lit(None, pl.String).alias(s.JOB),
+        pl.lit(None, pl.String).alias(s.STEP), pl.lit(None, pl.Int32).alias(s.TASK), pl.lit("w.service").alias(s.UNIT),
+        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+    ).select(list(s.EVENT_SCHEMA))
 
 
 @pytest.fixture(scope="module")

@@ -36,13 +36,16 @@ def _frame() -> pl.DataFrame:
         pl.lit(1, pl.UInt64).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
         pl.lit(True).alias(s.COUNTED),
-    )
+        pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
+        pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
+        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+    ).select(list(s.EVENT_SCHEMA))
 
 
 @pytest.fixture
 def trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
-    writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y"))])
+    writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12)])
     writer.events(_frame())
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.close()
@@ -59,6 +62,16 @@ def test_events_round_trip_with_ns_precision_and_paths(trace):
     assert (rename[s.PATH], rename[s.PATH2]) == ("/data/a", "/data/b")
     failed = loaded.filter(pl.col(s.PID) == 12).row(0, named=True)
     assert failed[s.PATH] is None and failed[s.ERRNO] == 9
+    assert loaded.schema == pl.Schema(s.EVENT_SCHEMA)
+    assert loaded.equals(_frame()), "every column of every event comes back as written"
+
+
+def test_job_context_is_described_once_per_cgroup_and_uid(trace):
+    cg, us = records(trace, "CG"), records(trace, "US")
+    assert cg.height == 1 and us.height == 1
+    args = cg.row(0, named=True)["args"]
+    assert (args["cgroup"], args["name"], args["job"], args["step"], args["task"]) == (1, "/slurm/uid_0/job_7/step_0/task_1", "7", "0", 1)
+    assert us.row(0, named=True)["args"]["name"] == "root"
 
 
 def test_dftracer_layout_and_fh_before_use(trace):
@@ -94,4 +107,6 @@ def test_each_flush_is_a_complete_gzip_member(trace):
 
 def test_process_records(trace):
     pr = records(trace, "PR")
-    assert pr.height == 1
+    assert sorted(pr.get_column("pid").to_list()) == [10, 12]
+    args = pr.filter(pl.col("pid") == 10).row(0, named=True)["args"]
+    assert (args["ppid"], args["comm"], args["exe"], args["cmdline"]) == (1, "x", "/bin/x", ["x", "-y"])

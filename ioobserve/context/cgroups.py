@@ -1,0 +1,127 @@
+"""cgroup v2 ids to their paths, and the job context a path names: Slurm job/step/task
+(cgroup v1 and v2 layouts), Kubernetes pod and container, systemd unit, container ids of
+Docker, containerd, CRI-O and podman.
+
+The kernel stamps every event with the v2 cgroup id of its task, which is the inode number
+of the cgroup's directory under the v2 mount. The table learns ids by walking that mount:
+once at start, and again whenever an event names an id it has not seen, so a job's first
+I/O is already tagged. Ids are never reused, so what was learned stays true.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.probes.capabilities import cgroup2_mount
+
+RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
+
+# Slurm, cgroup v1 layout: /slurm[_node]/uid_U/job_J/step_S/task_T (as mirrored in v2 by tests).
+_SLURM_V1 = re.compile(r"/slurm(?:_[^/]+)?/uid_(?P<uid>\d+)/job_(?P<job>\d+)(?:/step_(?P<step>[^/]+))?(?:/task_(?P<task>\d+))?")
+# Slurm, cgroup v2 layout: .../[node_]slurmstepd.scope/job_J/step_S/user/task_T
+_SLURM_V2 = re.compile(
+    r"/(?:[^/]*_)?slurmstepd\.scope/job_(?P<job>\d+)(?:/step_(?P<step>[^/]+))?(?:/user)?(?:/task_(?P<task>\d+))?"
+)
+# Kubernetes pods: cgroupfs driver (/kubepods/burstable/pod<uid>) and systemd driver
+# (kubepods-burstable-pod<uid with _ for ->.slice).
+_POD = re.compile(r"/(?:kubepods[^/]*-)?pod(?P<uid>[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?=/|$)")
+# Container ids: a 64-hex component, bare (cgroupfs drivers) or as a runtime's scope.
+_CONTAINER = re.compile(r"^(?:(?:docker|cri-containerd|crio|libpod|containerd)-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$")
+_UNIT_SUFFIXES = (".service", ".scope")
+
+
+@dataclass(frozen=True)
+class CgroupContext:
+    """What a cgroup's path says about the work inside it (None: the path does not say)."""
+
+    path: str  # relative to the v2 mount, starting with "/"
+    job: str | None = None
+    step: str | None = None
+    task: int | None = None
+    unit: str | None = None
+    container: str | None = None
+    pod: str | None = None
+
+
+def parse_cgroup_path(path: str) -> CgroupContext:
+    """The context named by one cgroup path (relative to the v2 mount)."""
+    job = step = task = pod = container = unit = None
+    slurm = _SLURM_V1.search(path) or _SLURM_V2.search(path)
+    if slurm:
+        job, step = slurm["job"], slurm["step"]
+        task = int(slurm["task"]) if slurm["task"] is not None else None
+    found = _POD.search(path)
+    if found:
+        pod = found["uid"].replace("_", "-")
+    for component in reversed(path.split("/")):
+        if container is None and (match := _CONTAINER.match(component)):
+            container = match["id"]
+        if unit is None and component.endswith(_UNIT_SUFFIXES):
+            unit = component
+    return CgroupContext(path=path or "/", job=job, step=step, task=task, unit=unit, container=container, pod=pod)
+
+
+class CgroupTable:
+    """cgroup id -> CgroupContext for the v2 hierarchy, learned by walking its mount."""
+
+    def __init__(self, mount: Path | None = None):
+        self.mount = mount if mount is not None else cgroup2_mount()
+        self.by_id: dict[int, CgroupContext] = {}
+        self._unknown_since: dict[int, float] = {}
+        self.walks = 0
+        if self.mount is not None:
+            self.walk()
+
+    def walk(self) -> None:
+        """Learn every cgroup that exists now."""
+        if self.mount is None:
+            return
+        self.walks += 1
+        root = str(self.mount)
+        todo = [root]
+        while todo:
+            directory = todo.pop()
+            try:
+                ino = os.stat(directory).st_ino
+                entries = list(os.scandir(directory))
+            except OSError:  # removed while we walked
+                continue
+            if ino not in self.by_id:
+                self.by_id[ino] = parse_cgroup_path(directory[len(root):] or "/")
+            todo += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+
+    def lookup(self, ids) -> dict[int, CgroupContext]:
+        """Context of each id known or found by a fresh walk; ids still unknown are left out."""
+        wanted = {int(i) for i in ids}
+        missing = wanted - self.by_id.keys()
+        now = time.monotonic()
+        if any(now - self._unknown_since.get(i, -RETRY_UNKNOWN_S) >= RETRY_UNKNOWN_S for i in missing):
+            self.walk()
+            for i in missing - self.by_id.keys():
+                self._unknown_since[i] = now
+        return {i: self.by_id[i] for i in wanted if i in self.by_id}
+
+    def ids_where(self, keep) -> set[int]:
+        """Ids of the cgroups whose context satisfies `keep` and whose parent's does not:
+        the tops of the matching subtrees (the kernel filter also selects what is below)."""
+        self.walk()
+        tops = set()
+        matching = {ctx.path: i for i, ctx in self.by_id.items() if keep(ctx)}
+        for path, i in matching.items():
+            parent = path.rsplit("/", 1)[0] or "/"
+            if parent == path or parent not in matching:
+                tops.add(i)
+        return tops
+
+
+def context_frame(contexts: dict[int, CgroupContext]) -> pl.DataFrame:
+    """A row per cgroup: its id and the columns of schema.CGROUP_CONTEXT_SCHEMA."""
+    rows = [(i, c.path, c.job, c.step, c.task, c.unit, c.container, c.pod) for i, c in contexts.items()]
+    return pl.DataFrame(rows, schema={s.CGROUP: pl.UInt64, **s.CGROUP_CONTEXT_SCHEMA}, orient="row")
