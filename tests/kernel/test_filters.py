@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 
 import polars as pl
 import pytest
 
 from ioobserve import schema as s
-from ioobserve.probes.capabilities import cgroup2_mount
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line
+from tests.kernel.scratch_cgroups import scratch_cgroups
 
 TREE = str(ROOT / "tests" / "workloads" / "tree_workload.py")
 
@@ -51,15 +50,8 @@ def test_pid_tree_includes_later_children_and_nothing_else(root_required, tmp_pa
 
 @pytest.fixture
 def cgroup(root_required):
-    root = cgroup2_mount()
-    if root is None:
-        pytest.fail("cgroup v2 is not mounted")
-    path = root / f"ioobserve-test-{uuid.uuid4().hex[:8]}"
-    path.mkdir()
-    yield path
-    for pid in (path / "cgroup.procs").read_text().split():  # leave nothing behind
-        (root / "cgroup.procs").write_text(pid)
-    path.rmdir()
+    with scratch_cgroups() as path:
+        yield path
 
 
 @pytest.mark.kernel

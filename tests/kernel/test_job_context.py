@@ -4,19 +4,16 @@ under the cgroup v2 mount, workloads moved into them, every event tagged with it
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from ioobserve import schema as s
-from ioobserve.probes.capabilities import cgroup2_mount
 from ioobserve.trace.reader import load
 from tests.kernel.recorder import Recorder
+from tests.kernel.scratch_cgroups import scratch_cgroups
 
 POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
 CID = "3f4b8c2a9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
@@ -47,22 +44,9 @@ print(json.dumps({"pid": os.getpid(), "writes": 7, "reads": 5}))
 
 @pytest.fixture
 def cgroups(root_required):
-    """A private tree under the v2 mount with one cgroup per layout; removed afterwards."""
-    mount = cgroup2_mount()
-    if mount is None:
-        pytest.fail("cgroup v2 is not mounted")
-    base = mount / f"ioobserve-test-{uuid.uuid4().hex[:8]}"
-    made = {name: base / relative for name, (relative, _) in LAYOUTS.items()}
-    for path in made.values():
-        path.mkdir(parents=True)
-    yield base, made
-    for directory, _, _ in sorted(os.walk(base), key=lambda entry: -len(entry[0])):
-        for pid in Path(directory, "cgroup.procs").read_text().split():
-            try:  # anything left goes back to the root cgroup
-                (mount / "cgroup.procs").write_text(pid)
-            except OSError:
-                pass
-        os.rmdir(directory)
+    """A private tree under the v2 mount with one cgroup per layout."""
+    with scratch_cgroups(*(relative for relative, _ in LAYOUTS.values())) as base:
+        yield base, {name: base / relative for name, (relative, _) in LAYOUTS.items()}
 
 
 def _run_in(cgroup, data) -> dict:
