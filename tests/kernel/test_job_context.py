@@ -18,12 +18,12 @@ from tests.kernel.scratch_cgroups import scratch_cgroups
 POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
 CID = "3f4b8c2a9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
 LAYOUTS = {
-    "slurm_v1": ("slurm/uid_0/job_4242/step_0/task_1", dict(job="4242", step="0", task=1, pod=None)),
+    "slurm_v1": ("slurm/uid_0/job_4242/step_0/task_1", {"job": "4242", "step": "0", "task": 1, "pod": None}),
     "slurm_v2": ("system.slice/node1_slurmstepd.scope/job_4343/step_batch/user/task_0",
-                 dict(job="4343", step="batch", task=0, unit="node1_slurmstepd.scope")),
+                 {"job": "4343", "step": "batch", "task": 0, "unit": "node1_slurmstepd.scope"}),
     "kubernetes": ((f"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{POD.replace('-', '_')}.slice/"
-                    f"cri-containerd-{CID}.scope"), dict(pod=POD, container=CID, job=None)),
-    "systemd": ("system.slice/ioobserve-test-app.service", dict(unit="ioobserve-test-app.service", job=None, pod=None)),
+                    f"cri-containerd-{CID}.scope"), {"pod": POD, "container": CID, "job": None}),
+    "systemd": ("system.slice/ioobserve-test-app.service", {"unit": "ioobserve-test-app.service", "job": None, "pod": None}),
 }
 # Moves itself into a cgroup, then does a known number of writes and reads, and says so.
 WORKLOAD = """

@@ -11,26 +11,26 @@ POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
 
 
 @pytest.mark.parametrize(("path", "expected"), [
-    ("/slurm/uid_1000/job_4242/step_0/task_3", dict(job="4242", step="0", task=3)),
-    ("/slurm_node7/uid_0/job_17/step_batch", dict(job="17", step="batch", task=None)),
-    ("/slurm/uid_1000/job_9", dict(job="9", step=None, task=None)),
+    ("/slurm/uid_1000/job_4242/step_0/task_3", {"job": "4242", "step": "0", "task": 3}),
+    ("/slurm_node7/uid_0/job_17/step_batch", {"job": "17", "step": "batch", "task": None}),
+    ("/slurm/uid_1000/job_9", {"job": "9", "step": None, "task": None}),
     ("/system.slice/slurmstepd.scope/job_4343/step_1/user/task_0",
-     dict(job="4343", step="1", task=0, unit="slurmstepd.scope")),
+     {"job": "4343", "step": "1", "task": 0, "unit": "slurmstepd.scope"}),
     ("/system.slice/node1_slurmstepd.scope/job_55/step_extern/slurm",
-     dict(job="55", step="extern", task=None, unit="node1_slurmstepd.scope")),
-    (f"/kubepods/burstable/pod{POD}/{CID}", dict(pod=POD, container=CID)),
-    (f"/kubepods/pod{POD}", dict(pod=POD, container=None)),
+     {"job": "55", "step": "extern", "task": None, "unit": "node1_slurmstepd.scope"}),
+    (f"/kubepods/burstable/pod{POD}/{CID}", {"pod": POD, "container": CID}),
+    (f"/kubepods/pod{POD}", {"pod": POD, "container": None}),
     (f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{POD.replace('-', '_')}.slice/cri-containerd-{CID}.scope",
-     dict(pod=POD, container=CID, unit=f"cri-containerd-{CID}.scope")),
-    (f"/kubepods.slice/kubepods-pod{POD.replace('-', '_')}.slice/crio-{CID}.scope", dict(pod=POD, container=CID)),
-    (f"/system.slice/docker-{CID}.scope", dict(container=CID, unit=f"docker-{CID}.scope", pod=None)),
-    (f"/docker/{CID}", dict(container=CID, unit=None)),
-    (f"/machine.slice/libpod-{CID}.scope/container", dict(container=CID, unit=f"libpod-{CID}.scope")),
-    ("/system.slice/nginx.service", dict(unit="nginx.service", job=None, container=None)),
-    ("/user.slice/user-1000.slice/session-3.scope", dict(unit="session-3.scope")),
-    ("/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-terminal.scope", dict(unit="app-gnome-terminal.scope")),
-    ("/", dict(job=None, unit=None, container=None, pod=None)),
-    ("/slurmish/job_12", dict(job=None)),  # not a Slurm layout
+     {"pod": POD, "container": CID, "unit": f"cri-containerd-{CID}.scope"}),
+    (f"/kubepods.slice/kubepods-pod{POD.replace('-', '_')}.slice/crio-{CID}.scope", {"pod": POD, "container": CID}),
+    (f"/system.slice/docker-{CID}.scope", {"container": CID, "unit": f"docker-{CID}.scope", "pod": None}),
+    (f"/docker/{CID}", {"container": CID, "unit": None}),
+    (f"/machine.slice/libpod-{CID}.scope/container", {"container": CID, "unit": f"libpod-{CID}.scope"}),
+    ("/system.slice/nginx.service", {"unit": "nginx.service", "job": None, "container": None}),
+    ("/user.slice/user-1000.slice/session-3.scope", {"unit": "session-3.scope"}),
+    ("/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-terminal.scope", {"unit": "app-gnome-terminal.scope"}),
+    ("/", {"job": None, "unit": None, "container": None, "pod": None}),
+    ("/slurmish/job_12", {"job": None}),  # not a Slurm layout
 ])
 def test_parse_cgroup_path(path, expected):
     context = parse_cgroup_path(path)
