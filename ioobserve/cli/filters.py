@@ -68,6 +68,8 @@ def _context_cgroups(jobs: list[str], units: list[str]) -> set[int]:
             raise UserError(f"--job {job}: no cgroup of this job under {table.mount} (is it running on this node?)")
         ids |= found
     for unit in units:
+        if not unit or "/" in unit:
+            raise UserError(f"--unit {unit!r}: a unit name such as slurmd.service or session-3.scope")
         names = {unit, f"{unit}.service"}
         found = table.ids_where(lambda ctx, names=names: ctx.path.rsplit("/", 1)[-1] in names)
         if not found:

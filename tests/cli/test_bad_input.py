@@ -34,6 +34,11 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--path-prefix", "/no/such/dir"], ["--path-prefix", "no such"]),
         (["--cgroup", "no-such-cgroup-xyz"], ["cgroup"]),
         (["--ring-pages", "3"], ["power of two"]),
+        (["--job", "abc"], ["--job 'abc'", "number"]),
+        (["--job", "987654321"], ["--job 987654321", "no cgroup"]),
+        (["--unit", ""], ["--unit ''"]),
+        (["--unit", "../x"], ["--unit '../x'"]),
+        (["--unit", "no-such-unit-xyz"], ["--unit no-such-unit-xyz", "no cgroup"]),
     ],
 )
 def test_bad_filters_are_refused_before_anything_is_attached(tmp_path, args, words, root_required):
