@@ -13,6 +13,7 @@
 #define IOO_NAME_LEN 256      /* bytes of a user-supplied path kept per name record */
 #define IOO_PATH_BYTES 4096   /* bytes of a kernel-resolved path (leaf-first components) */
 #define IOO_EXEC_BYTES 512    /* bytes of filename + argv kept per exec */
+#define IOO_ENV_BYTES 16384   /* bytes of a new program's environment kept per exec */
 #define IOO_MAX_PREFIXES 8
 #define IOO_PREFIX_LEN 128
 #define IOO_MAX_OPS 64
@@ -108,7 +109,8 @@ struct ioo_event {
 };
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */
-enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3 };
+enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4 };
+#define IOO_AUX_KINDS 8       /* loss counters kept per auxiliary record kind */
 
 struct ioo_aux_header {
 	__u32 kind;
@@ -156,6 +158,19 @@ struct ioo_proc_record {
 	__u32 len;         /* exec: bytes of data (filename NUL argv NUL-separated) */
 	char comm[IOO_COMM_LEN];
 	char data[IOO_EXEC_BYTES];
+};
+
+/* The environment a program was exec'd with (NUL-separated NAME=value strings), sent right
+ * after its exec record: user space reads the job, rank and launcher variables from it. */
+#define IOO_ENV_TRUNCATED 0x1 /* longer than IOO_ENV_BYTES - 1: the rest is missing */
+struct ioo_env_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u32 pid;
+	__u32 len;         /* bytes used in data */
+	__u32 flags;
+	__u32 pad;
+	char data[IOO_ENV_BYTES];
 };
 
 /* Keys of the in-kernel tables user space fills. */

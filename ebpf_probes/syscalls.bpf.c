@@ -86,10 +86,11 @@ BPF_PERCPU_ARRAY(prefix_key_scratch, struct prefix_key, 1);
 BPF_HASH(excluded_devs, u32, u8, 64);
 BPF_TABLE("lru_hash", struct ioo_file_key, u8, known_files, KNOWN_FILES);
 BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
-BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + 4);
+BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
 BPF_PERCPU_ARRAY(proc_scratch, struct ioo_proc_record, 1);
+BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
 BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 
@@ -628,6 +629,35 @@ static __always_inline void send_proc(struct ioo_proc_record *rec)
 		count_lost(LOST_AUX_BASE + IOO_AUX_PROC);
 }
 
+/* The environment of a program just exec'd: its strings sit on the new stack, resident,
+ * so a non-sleeping read gets them even from a process that exits a moment later. */
+static __always_inline void send_env(void *mm, u64 ts_ns, u32 pid)
+{
+	u32 zero = 0;
+	struct ioo_env_record *rec = env_scratch.lookup(&zero);
+	if (!rec || !mm)
+		return;
+	u64 start = read_u64(mm, OFF_MM_STRUCT_ENV_START);
+	u64 end = read_u64(mm, OFF_MM_STRUCT_ENV_END);
+	u64 len = end > start ? end - start : 0;
+	rec->flags = 0;
+	if (len > IOO_ENV_BYTES - 1) {
+		len = IOO_ENV_BYTES - 1;
+		rec->flags = IOO_ENV_TRUNCATED;
+	}
+	len &= IOO_ENV_BYTES - 1;
+	if (len == 0 || bpf_probe_read_user(rec->data, len, (void *)start) != 0)
+		return;
+	rec->hdr.kind = IOO_AUX_ENV;
+	rec->ts_ns = ts_ns;
+	rec->pid = pid;
+	rec->len = len;
+	u32 size = __builtin_offsetof(struct ioo_env_record, data) + len;
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0) != 0)
+		count_lost(LOST_AUX_BASE + IOO_AUX_ENV);
+}
+
 /* args: (struct task_struct *parent, struct task_struct *child) */
 int on_fork(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -688,6 +718,7 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	}
 	rec->len = off;
 	send_proc(rec);
+	send_env(mm, rec->ts_ns, rec->pid);
 	return 0;
 }
 

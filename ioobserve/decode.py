@@ -48,6 +48,15 @@ class ProcRecord(NamedTuple):
     argv: tuple[str, ...]
 
 
+class EnvRecord(NamedTuple):
+    """The environment a program was exec'd with (NUL-separated NAME=value strings)."""
+
+    pid: int
+    ts_ns: int
+    truncated: bool
+    data: bytes
+
+
 @dataclass
 class AuxBatch:
     """Auxiliary records drained together, by kind."""
@@ -55,6 +64,7 @@ class AuxBatch:
     paths: list[PathRecord] = field(default_factory=list)
     names: list[NameRecord] = field(default_factory=list)
     procs: list[ProcRecord] = field(default_factory=list)
+    envs: list[EnvRecord] = field(default_factory=list)
 
 
 def _text(raw: bytes) -> str:
@@ -99,13 +109,20 @@ def _decode_proc(raw: bytes) -> ProcRecord:
     )
 
 
-_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc}
+def _decode_env(raw: bytes) -> EnvRecord:
+    head = np.frombuffer(raw, dtype=ev.ENV_RECORD, count=1)[0]
+    start = ev.ENV_RECORD.itemsize
+    truncated = bool(int(head["flags"]) & ev.ENV_TRUNCATED)
+    return EnvRecord(int(head["pid"]), int(head["ts_ns"]), truncated, bytes(raw[start : start + int(head["len"])]))
+
+
+_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env}
 
 
 def decode_aux(records: list[bytes]) -> AuxBatch:
     """Sort auxiliary records by kind, keeping their order within each kind."""
     batch = AuxBatch()
-    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs}
+    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

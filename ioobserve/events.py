@@ -12,6 +12,7 @@ COMM_LEN = 16
 NAME_LEN = 256
 PATH_BYTES = 4096
 EXEC_BYTES = 512
+ENV_BYTES = 16384
 MAX_PREFIXES = 8
 PREFIX_LEN = 128
 MAX_OPS = 64
@@ -50,9 +51,12 @@ S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 
-AUX_PATH, AUX_NAME, AUX_PROC = 1, 2, 3
+AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV = 1, 2, 3, 4
+AUX_KINDS = 8  # loss counters per auxiliary record kind
+AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env")
 PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
 PATH_TRUNCATED = 0x1
+ENV_TRUNCATED = 0x1
 
 SYSCALL_SPEC = np.dtype(
     [
@@ -103,7 +107,12 @@ PROC_RECORD = np.dtype(
     ]
 )  # followed by `len` bytes: filename NUL argv (NUL-separated)
 
+ENV_RECORD = np.dtype(
+    [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("pid", "<u4"), ("len", "<u4"), ("flags", "<u4"), ("pad", "<u4")]
+)  # followed by `len` bytes: NUL-separated NAME=value strings
+
 FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
 
-# Per-CPU `lost` array: op codes index event losses, these index auxiliary-record losses.
+# Per-CPU `lost` array: op codes index event losses, then AUX_KINDS auxiliary-record kinds.
 LOST_AUX_BASE = MAX_OPS
+LOST_SLOTS = MAX_OPS + AUX_KINDS

@@ -29,13 +29,21 @@ FLAGS = "flags"
 COUNTED = "counted"  # False for the second record of a two-file call
 # Job context, from the event's cgroup (ioobserve.context.cgroups) and uid.
 CGROUP_PATH = "cgroup"  # relative to the cgroup v2 mount
-JOB = "job"  # Slurm job id
-STEP = "step"  # Slurm step: a number, "batch", "extern" or "interactive"
+JOB = "job"  # Slurm job id: from the cgroup, else SLURM_JOB_ID in the environment
+STEP = "step"  # Slurm step: a number, "batch", "extern" or "interactive" (cgroup, else environment)
 TASK = "task"  # Slurm task
 UNIT = "unit"  # systemd unit (.service or .scope)
 CONTAINER = "container"  # container id (Docker, containerd, CRI-O, podman)
 POD = "pod"  # Kubernetes pod UID
 USER = "user"  # the uid's name on the traced node
+# Process context, from the environment at exec (ioobserve.context.launch), the process
+# tree and the program's own tags (ioobserve.context.tags); it may change during a process's life.
+RANK = "rank"  # RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID
+LOCAL_RANK = "local_rank"
+WORLD_SIZE = "world_size"
+WORKER = "worker"  # ordinal of a rank's worker process (DataLoader, multiprocessing), in spawn order
+TAGS = "tags"  # the program's tags: a list of {key, value}; see ioobserve.tag()
+TAG_ENTRY = pl.Struct({"key": pl.String, "value": pl.String})
 
 CGROUP_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
     CGROUP_PATH: pl.String, JOB: pl.String, STEP: pl.String, TASK: pl.Int32, UNIT: pl.String,
@@ -43,12 +51,17 @@ CGROUP_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
 }
 """The columns a cgroup id determines."""
 
+PROCESS_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
+    RANK: pl.Int32, LOCAL_RANK: pl.Int32, WORLD_SIZE: pl.Int32, WORKER: pl.Int32, TAGS: pl.List(TAG_ENTRY),
+}
+"""The columns a process's context at the event's time determines."""
+
 EVENT_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, PPID: pl.UInt32, UID: pl.UInt32,
     COMM: pl.String, LAYER: pl.String, OP: pl.String, PATH: pl.String, PATH2: pl.String, FD: pl.Int32,
     RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
-    **CGROUP_CONTEXT_SCHEMA, USER: pl.String,
+    **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 
 LAYER_SYSCALL = "SYSCALL"

@@ -26,6 +26,8 @@ class Summary:
     bytes_read: int = 0
     bytes_written: int = 0
     files: dict[str, list[int]] = field(default_factory=dict)  # path -> [calls, read, written]
+    jobs: dict[str, list[int]] = field(default_factory=dict)  # Slurm job -> [calls, read, written]
+    counters: dict[str, int] = field(default_factory=dict)  # tags applied and malformed
 
     @property
     def lost_total(self) -> int:
@@ -68,11 +70,17 @@ class SummarySink:
                 pl.col(s.BYTES).filter(is_write).sum().alias("written"),
             )
         )
-        for path, calls, read, written in per_file.iter_rows():
-            totals = out.files.setdefault(path, [0, 0, 0])
-            totals[0] += calls
-            totals[1] += read
-            totals[2] += written
+        _add_totals(out.files, per_file)
+        per_job = (
+            frame.filter(pl.col(s.JOB).is_not_null())
+            .group_by(s.JOB)
+            .agg(
+                pl.col(s.COUNTED).sum().alias("calls"),
+                pl.col(s.BYTES).filter(is_read).sum().alias("read"),
+                pl.col(s.BYTES).filter(is_write).sum().alias("written"),
+            )
+        )
+        _add_totals(out.jobs, per_job)
         out.bytes_read += int(frame.select(pl.col(s.BYTES).filter(is_read).sum()).item() or 0)
         out.bytes_written += int(frame.select(pl.col(s.BYTES).filter(is_write).sum()).item() or 0)
 
@@ -84,5 +92,18 @@ class SummarySink:
     def forget(self, pids: list[int]) -> None:
         """Totals keep nothing per process beyond its pid."""
 
+    def counters(self, counts: dict[str, int]) -> None:
+        """Keep the recording-wide counters."""
+        self.summary.counters.update(counts)
+
     def close(self) -> None:
         """Nothing to flush."""
+
+
+def _add_totals(into: dict[str, list[int]], rows: pl.DataFrame) -> None:
+    """Add (key, calls, read, written) rows to running totals."""
+    for key, calls, read, written in rows.iter_rows():
+        totals = into.setdefault(key, [0, 0, 0])
+        totals[0] += calls
+        totals[1] += read
+        totals[2] += written

@@ -17,7 +17,7 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def root_required():
     """Kernel tests need root: skip on a developer's unprivileged run, fail in CI."""
     if os.geteuid() != 0:

@@ -10,6 +10,7 @@ import typer
 
 from ioobserve import events as ev
 from ioobserve.cli.errors import UserError
+from ioobserve.context.tags import TAG_DIR
 from ioobserve.probes.capabilities import cgroup2_mount
 from ioobserve.probes.filters import KernelFilters
 
@@ -94,8 +95,8 @@ def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list
         if not comm or len(comm.encode()) > ev.COMM_LEN - 1:
             raise UserError(f"--comm {comm!r}: a command name is 1 to {ev.COMM_LEN - 1} bytes (as in /proc/PID/comm)")
         filters.comms.add(comm)
-    if len(prefixes or []) > ev.MAX_PREFIXES:
-        raise UserError(f"--path-prefix: at most {ev.MAX_PREFIXES} prefixes")
+    if len(prefixes or []) > ev.MAX_PREFIXES - 1:  # one slot keeps application tags visible
+        raise UserError(f"--path-prefix: at most {ev.MAX_PREFIXES - 1} prefixes")
     for prefix in prefixes or []:
         try:
             real = prefix.resolve(strict=True)
@@ -106,4 +107,6 @@ def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list
             raise UserError(f"--path-prefix {prefix}: longer than {ev.PREFIX_LEN - 1} bytes")
         filters.prefixes.append(str(real))
         filters.prefix_dirs.add((_kernel_dev(st.st_dev), st.st_ino))
+    if filters.prefixes:
+        filters.prefixes.append(TAG_DIR)  # a tag path never exists: matched as a string only
     return filters

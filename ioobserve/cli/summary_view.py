@@ -42,6 +42,14 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("files", f"{len(summary.files):,}")
     totals.add_row("read", human_bytes(summary.bytes_read))
     totals.add_row("written", human_bytes(summary.bytes_written))
+    if summary.jobs:
+        jobs = sorted(summary.jobs.items(), key=lambda item: item[1][1] + item[1][2], reverse=True)
+        shown = ", ".join(f"{job} ({calls:,} calls, {human_bytes(read)} read, {human_bytes(written)} written)"
+                          for job, (calls, read, written) in jobs[:4])
+        totals.add_row("jobs", shown + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else ""))
+    applied, malformed = summary.counters.get("tags_applied", 0), summary.counters.get("tags_malformed", 0)
+    if applied or malformed:
+        totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else ""))
     console.print(totals)
     top = Table(title="top files", title_justify="left", show_edge=False)
     for column in ("path", "calls", "read", "written"):

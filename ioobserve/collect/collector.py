@@ -13,14 +13,16 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.collect.capture import CaptureProcess
+from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
+from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
 from ioobserve.decode import decode_aux
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
+COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 
 
@@ -39,6 +41,9 @@ class Sink(Protocol):
     def forget(self, pids: list[int]) -> None:
         """Processes that exited a while ago: drop what is kept about them."""
 
+    def counters(self, counts: dict[str, int]) -> None:
+        """Recording-wide counters (application tags applied and malformed), just before close."""
+
     def close(self) -> None:
         """No more data: flush and release."""
 
@@ -46,7 +51,7 @@ class Sink(Protocol):
 def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     """Per-op / per-record-kind loss counts with names, zeros left out."""
     names = list(ev.OP_NAMES) + [f"op{i}" for i in range(len(ev.OP_NAMES), ev.MAX_OPS)]
-    names += ["aux", "aux:path", "aux:name", "aux:proc"]
+    names += list(ev.AUX_KIND_NAMES) + [f"aux{i}" for i in range(len(ev.AUX_KIND_NAMES), ev.AUX_KINDS)]
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
@@ -74,12 +79,13 @@ class Collector:
         self.loss_interval = loss_interval
         self.files = FileTable()
         self.processes = ProcessTable()
-        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset())
+        self.timeline = ContextTimeline()
+        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline)
         self._rings = {name: probes.ring(name) for name in ("events", "aux")}
         self._backlog_bytes = backlog_bytes
         self._capture_nice = capture_nice
         self._capture: CaptureProcess | None = None
-        self._lost_seen = np.zeros(ev.MAX_OPS + 4, dtype=np.uint64)
+        self._lost_seen = np.zeros(ev.LOST_SLOTS, dtype=np.uint64)
         self.records = 0
         self._outside_prefixes = _outside_prefixes(path_prefixes or [])
         self._announced: set[int] = set()
@@ -89,6 +95,7 @@ class Collector:
     def start(self) -> None:
         """Seed processes alive now, then start draining (call after the probes attach)."""
         self.processes.seed_from_proc()
+        seed_from_proc(self.timeline, list(self.processes.by_pid))
         self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
         self.probes.exclude_helper(self._capture.pid)
         self._capture.go()
@@ -104,6 +111,8 @@ class Collector:
                     self._report_lost()
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
                     self._announced.difference_update(gone)
+                    self.timeline.forget(gone)
+                    self.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
                     for sink in self.sinks:
                         sink.forget(gone)
                     next_loss = time.monotonic() + self.loss_interval
@@ -116,6 +125,7 @@ class Collector:
         records = decode_aux(aux)
         self.files.add(records.paths)
         changed = self.processes.apply(records.procs)
+        apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)
         if batch.size:
             # Processes are announced when they first do I/O (or fork/exec under a filter).
@@ -153,6 +163,10 @@ class Collector:
         """Every loss since the start, by name."""
         return lost_by_name(self.probes.lost_counts())
 
+    def counters(self) -> dict[str, int]:
+        """Counts of what user space made of the records (beyond events and losses)."""
+        return {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed}
+
     def stop(self) -> None:
         """Drain what is left (detach the probes first), flush and close the sinks."""
         if self._capture is not None:
@@ -162,6 +176,8 @@ class Collector:
             self._capture.close()
         if self.error is None:
             self._report_lost()
+            for sink in self.sinks:
+                sink.counters(self.counters())
         for sink in self.sinks:
             sink.close()
         if self.error is not None:

@@ -1,5 +1,6 @@
-"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, and the
-job context of each event's cgroup and uid.
+"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, the
+job context of each event's cgroup and uid, and its process's context (rank, worker, tags)
+at the event's time.
 
 Runs per batch with joins and vectorized expressions; nothing here loops over events.
 """
@@ -16,6 +17,8 @@ from ioobserve import schema as s
 from ioobserve.context.cgroups import CgroupTable, context_frame
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
+from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
+from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 
@@ -42,12 +45,14 @@ class Enricher:
     """Joins each event batch with what the context tables know."""
 
     def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int,
-                 cgroups: CgroupTable | None = None, users: UserNames | None = None):
+                 cgroups: CgroupTable | None = None, users: UserNames | None = None,
+                 timeline: ContextTimeline | None = None):
         self.files = files
         self.processes = processes
         self.clock_offset_ns = clock_offset_ns
         self.cgroups = cgroups if cgroups is not None else CgroupTable()
         self.users = users if users is not None else UserNames()
+        self.timeline = timeline if timeline is not None else ContextTimeline()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, records: list[NameRecord]) -> None:
@@ -70,6 +75,7 @@ class Enricher:
             pl.when((pl.col("flags") & ev.F_FILE) != 0).then(pl.col("path")).otherwise(None).alias("path")
         )
         with_names = self._join_names(with_paths)
+        self._take_tags(with_names)
         pids = with_names.get_column("pid").unique().to_list()
         ppids = self.processes.ppids(pids)
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
@@ -104,18 +110,31 @@ class Enricher:
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
             )
         )
-        return self._with_context(events)
+        return self._with_context(events, int(batch["ts_ns"].min()))
 
-    def _with_context(self, events: pl.DataFrame) -> pl.DataFrame:
+    def _take_tags(self, frame: pl.DataFrame) -> None:
+        """Apply the tag paths among the batch's path arguments, in time order, before the
+        batch's events look up their context (ioobserve.context.tags)."""
+        tagged = frame.filter(pl.col("name_path").str.starts_with(TAG_DIR)).sort("ts_ns")
+        for pid, ts_ns, path in tagged.select("pid", "ts_ns", "name_path").iter_rows():
+            updates = parse_tags(tag_text(path))
+            if updates is None:
+                self.timeline.tags_malformed += 1
+            else:
+                self.timeline.tag(pid, ts_ns, updates)
+
+    def _with_context(self, events: pl.DataFrame, first_ns: int) -> pl.DataFrame:
         """Add the job context of each event's cgroup and the name of its uid (a join with a
-        row per distinct cgroup and uid of the batch)."""
+        row per distinct cgroup and uid of the batch), and its process's context at its time
+        (an as-of join, only for processes that have one)."""
         cgroups = context_frame(self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list()))
         users = self.users.frame(events.get_column(s.UID).unique().to_list())
-        return (
-            events.join(cgroups, on=s.CGROUP, how="left", maintain_order="left")
-            .join(users, on=s.UID, how="left", maintain_order="left")
-            .select(list(s.EVENT_SCHEMA))
+        events = events.join(cgroups, on=s.CGROUP, how="left", maintain_order="left").join(
+            users, on=s.UID, how="left", maintain_order="left"
         )
+        pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.timeline]
+        rows = self.timeline.rows(pids, first_ns, self.clock_offset_ns)
+        return join_process_context(events, rows).select(list(s.EVENT_SCHEMA))
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
         names = self._names

@@ -45,6 +45,8 @@ FIELDS: dict[str, tuple[str, str]] = {
     "FS_STRUCT_PWD_DENTRY": ("fs_struct", "pwd.dentry"),
     "MM_STRUCT_ARG_START": ("mm_struct", "arg_start"),
     "MM_STRUCT_ARG_END": ("mm_struct", "arg_end"),
+    "MM_STRUCT_ENV_START": ("mm_struct", "env_start"),
+    "MM_STRUCT_ENV_END": ("mm_struct", "env_end"),
     "LINUX_BINPRM_FILENAME": ("linux_binprm", "filename"),
 }
 

@@ -144,4 +144,4 @@ class SyscallProbes:
     def lost_counts(self) -> np.ndarray:
         """Failed reserves so far, summed over CPUs: index = op code, or LOST_AUX_BASE + kind."""
         table = self.bpf["lost"]
-        return np.array([sum(table.getvalue(ctypes.c_int(i))) for i in range(ev.MAX_OPS + 4)], dtype=np.uint64)
+        return np.array([sum(table.getvalue(ctypes.c_int(i))) for i in range(ev.LOST_SLOTS)], dtype=np.uint64)

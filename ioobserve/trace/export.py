@@ -22,7 +22,13 @@ from ioobserve.trace.output import OutputError, check_output_dir, create_private
 FORMATS = ("perfetto", "parquet")
 _CHUNK = 500_000
 _ARGS = (s.PATH, s.PATH2, s.RET, s.ERRNO, s.BYTES_REQ, s.BYTES, s.OFFSET, s.FD, s.ARG, s.DEV, s.INO, s.CGROUP, s.UID,
-         *s.CGROUP_CONTEXT_SCHEMA, s.USER)
+         *s.CGROUP_CONTEXT_SCHEMA, s.USER, s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER)
+
+
+def tags_text(column: str = s.TAGS) -> pl.Expr:
+    """A tags column as "key=value,key=value" (null without tags)."""
+    entry = pl.concat_str(pl.element().struct.field("key"), pl.lit("="), pl.element().struct.field("value"))
+    return pl.col(column).list.eval(entry).list.join(",")
 
 
 def write_atomically(target: Path, write: Callable[[BinaryIO], None], replace: bool) -> None:
@@ -65,7 +71,7 @@ def write_perfetto(frame: pl.DataFrame, handle: BinaryIO) -> int:
             ((pl.col(s.TS) - epoch).cast(pl.Float64) / 1000).alias("ts"),
             (pl.col(s.DUR).cast(pl.Float64) / 1000).alias("dur"),
             pl.col(s.PID).alias("pid"), pl.col(s.TID).alias("tid"),
-            pl.struct(*_ARGS).alias("args"),
+            pl.struct(*_ARGS, tags_text()).alias("args"),
         )
         first = _write_objects(chunk, handle, first)
     handle.write(b"\n]}\n")

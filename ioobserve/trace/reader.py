@@ -23,6 +23,7 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA, join_process_context
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
@@ -246,6 +247,15 @@ def _users(lines: pl.DataFrame) -> pl.DataFrame:
     return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
 
 
+def _contexts(lines: pl.DataFrame) -> pl.DataFrame:
+    """Process context rows (pid, since, ...) from PC records, for an as-of join."""
+    pc = parse.metadata(lines, "PC")
+    return pc.select(
+        pl.col("pid").alias(s.PID), "since", pl.col("job").alias(ENV_JOB), pl.col("step").alias(ENV_STEP),
+        *s.PROCESS_CONTEXT_SCHEMA,
+    ).cast(ROW_SCHEMA).sort("since")
+
+
 def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
     lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
@@ -285,9 +295,11 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         for prefix in selection.path_prefixes:
             wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
         frame = frame.filter(wanted.fill_null(False))
-    events = frame.cast(s.EVENT_SCHEMA).collect()
+    columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
+    events = frame.cast(columns).collect()
     # Members are written in time order, so usually only the seams between them need sorting.
-    return events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
+    events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
+    return join_process_context(events, _contexts(lines)).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:

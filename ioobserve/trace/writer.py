@@ -20,6 +20,7 @@ import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as f
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.processes import Process
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
@@ -75,6 +76,7 @@ class TraceWriter:
         self._fhashes: dict[tuple, str] = {}
         self._cgroups_described: set[int] = set()
         self._uids_described: set[int] = set()
+        self._contexts_described: dict[int, int] = {}  # pid -> hash of the context its last PC line gave
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -82,6 +84,7 @@ class TraceWriter:
         self._next_id = 1
         self.events_written = 0
         self.lost_counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
         self.error: BaseException | None = None
         self._queue: queue.Queue = queue.Queue(maxsize=256)
         self._disk_queue: queue.Queue = queue.Queue(maxsize=DISK_QUEUE)
@@ -187,21 +190,60 @@ class TraceWriter:
     def _describe_context(self, frame: pl.DataFrame, pending: _Pending) -> None:
         """A CG line for each cgroup (its path and job context) and a US line for each uid
         (its name) new to the part, so a reader elsewhere can tag the events."""
-        columns = [s.CGROUP, *s.CGROUP_CONTEXT_SCHEMA]
-        fresh = frame.select(columns).filter(~pl.col(s.CGROUP).is_in(list(self._cgroups_described)))
-        for row in fresh.unique(s.CGROUP).iter_rows(named=True):
-            if row[s.CGROUP_PATH] is None:
+        fresh = frame.select(s.CGROUP, s.CGROUP_PATH).filter(~pl.col(s.CGROUP).is_in(list(self._cgroups_described)))
+        for cgroup, path in fresh.unique(s.CGROUP).iter_rows():
+            if path is None:
                 continue  # not known yet: described when a later batch knows it
-            self._cgroups_described.add(row[s.CGROUP])
-            args = {"hhash": self._hhash, "cgroup": row[s.CGROUP], "name": row[s.CGROUP_PATH]}
-            args |= {key: row[key] for key in columns[2:] if row[key] is not None}
+            self._cgroups_described.add(cgroup)
+            # From the path itself: the frame's job and step may be the environment's.
+            context = parse_cgroup_path(path)
+            args = {"hhash": self._hhash, "cgroup": cgroup, "name": path}
+            args |= {key: getattr(context, key) for key in list(s.CGROUP_CONTEXT_SCHEMA)[1:] if getattr(context, key) is not None}
             pending.add_meta(metadata_line("CG", self._pid, self._pid, args))
         for uid, user in frame.select(s.UID, s.USER).unique(s.UID).iter_rows():
             if uid not in self._uids_described and user is not None:
                 self._uids_described.add(uid)
                 pending.add_meta(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
 
+    def _describe_processes(self, frame: pl.DataFrame, pending: _Pending) -> None:
+        """A PC line wherever a process's context (rank, worker, tags, and job and step where
+        the environment gave them) changes, from the time of its first event in the new
+        context: a reader joins each event to the latest PC line of its pid before it."""
+        candidates = pl.any_horizontal(pl.col(c).is_not_null() for c in (*s.PROCESS_CONTEXT_SCHEMA, s.JOB, s.STEP))
+        frame = frame.filter(candidates | pl.col(s.PID).is_in(list(self._contexts_described)))
+        if frame.is_empty():
+            return  # the common case on a node without launchers, jobs or tags
+        cgroups = frame.select(s.CGROUP_PATH).unique().drop_nulls()
+        from_cgroup = pl.DataFrame(
+            {s.CGROUP_PATH: cgroups.get_column(s.CGROUP_PATH),
+             "_cg_job": [parse_cgroup_path(p).job for p in cgroups.get_column(s.CGROUP_PATH)],
+             "_cg_step": [parse_cgroup_path(p).step for p in cgroups.get_column(s.CGROUP_PATH)]},
+            schema={s.CGROUP_PATH: pl.String, "_cg_job": pl.String, "_cg_step": pl.String},
+        )
+        context = [*s.PROCESS_CONTEXT_SCHEMA, "_env_job", "_env_step"]
+        rows = (
+            frame.select(s.PID, s.TS, s.JOB, s.STEP, s.CGROUP_PATH, *s.PROCESS_CONTEXT_SCHEMA)
+            .join(from_cgroup, on=s.CGROUP_PATH, how="left")
+            .with_columns(
+                pl.when(pl.col("_cg_job").is_null()).then(pl.col(s.JOB)).alias("_env_job"),
+                pl.when(pl.col("_cg_step").is_null()).then(pl.col(s.STEP)).alias("_env_step"),
+            )
+            .sort(s.PID, s.TS)
+            .with_columns(pl.struct(context).hash(_SEED).alias("_h"))
+        )
+        starts = rows.filter((pl.col("_h") != pl.col("_h").shift(1).over(s.PID)).fill_null(True))
+        empty = pl.DataFrame([pl.Series(c, [None], dtype=rows.schema[c]) for c in context]).select(pl.struct(context).hash(_SEED)).item()
+        for row in starts.iter_rows(named=True):
+            pid = row[s.PID]
+            if row["_h"] == self._contexts_described.get(pid, empty):
+                continue
+            self._contexts_described[pid] = row["_h"]
+            args = {"hhash": self._hhash, "since": row[s.TS], "job": row["_env_job"], "step": row["_env_step"]}
+            args |= {key: row[key] for key in (s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER, s.TAGS)}
+            pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
+
     def _forget_described(self) -> None:
+        self._contexts_described.clear()
         self._fhashes.clear()
         self._cgroups_described.clear()
         self._uids_described.clear()
@@ -224,11 +266,15 @@ class TraceWriter:
             self.lost_counts[name] = self.lost_counts.get(name, 0) + count
         self._put(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000, {"hhash": self._hhash, "lost": counts}))
 
+    def counters(self, counts: dict[str, int]) -> None:
+        """Recording-wide counters, for the end record."""
+        self.counts.update(counts)
+
     def close(self) -> None:
         """Write the end record, flush, fsync and close."""
         args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
                 "recording_events": self.events_written, "lost": self.lost_counts,
-                "lost_total": sum(self.lost_counts.values())}
+                "lost_total": sum(self.lost_counts.values()), "counters": self.counts}
         self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args)))
         self._queue.put(_STOP)
         self._thread.join()
@@ -263,6 +309,7 @@ class TraceWriter:
                     pending.add_meta(item)
                 elif item is not None:
                     self._describe_context(item, pending)
+                    self._describe_processes(item, pending)
                     hashed = self._hash_files(item, pending)
                     pending.add_events(hashed, event_lines(hashed))
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS

@@ -53,6 +53,7 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit("/system.slice/w.service").alias(s.CGROUP_PATH), pl.lit(None, pl.String).alias(s.JOB),
         pl.lit(None, pl.String).alias(s.STEP), pl.lit(None, pl.Int32).alias(s.TASK), pl.lit("w.service").alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+        *(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items()),
     ).select(list(s.EVENT_SCHEMA))
 
 

@@ -15,7 +15,8 @@ STRUCTS = {
     "ioo_config": ev.CONFIG,
     "ioo_file_key": ev.FILE_KEY,
 }
-HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD}
+HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
+           "ioo_env_record": ev.ENV_RECORD}
 
 
 def _c_layout(tmp_path) -> dict[str, int]:
@@ -30,6 +31,9 @@ def _c_layout(tmp_path) -> dict[str, int]:
     for name in ev.OP_NAMES[1:]:
         lines.append(f'printf("op.{name} %d\\n", IOO_OP_{name.upper()});')
     lines.append('printf("op.COUNT %d\\n", IOO_OP_COUNT);')
+    lines.append('printf("const.ENV_BYTES %d\\n", IOO_ENV_BYTES);')
+    lines.append('printf("const.AUX_KINDS %d\\n", IOO_AUX_KINDS);')
+    lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))
@@ -73,3 +77,9 @@ def test_event_fields_are_naturally_aligned():
     for name in ev.EVENT.names:
         field, offset = ev.EVENT.fields[name][:2]
         assert offset % min(field.alignment, 8) == 0, name
+
+
+def test_constants_match(layout):
+    assert layout["const.ENV_BYTES"] == ev.ENV_BYTES
+    assert layout["const.AUX_KINDS"] == ev.AUX_KINDS
+    assert layout["const.AUX_ENV"] == ev.AUX_ENV

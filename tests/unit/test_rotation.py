@@ -36,4 +36,6 @@ def test_each_part_is_self_contained(tmp_path):
         assert 10 not in events_pids or 10 in described
         assert read_index(path) is not None
     everything = load(writer.paths)
-    assert everything.height == 9 and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
+    assert everything.height == 3 * _frame().height and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
+    for path in writer.paths[1:]:  # each part describes its own job and process context
+        assert load(path).drop(s.PPID, s.COMM).equals(_frame().drop(s.PPID, s.COMM))  # only pid 10 has a PR record

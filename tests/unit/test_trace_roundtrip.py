@@ -22,6 +22,8 @@ def _frame() -> pl.DataFrame:
         (1_700_000_000_000_001_234, 2_500, 10, 11, "read", "/data/a", None, 3, 4096, 4096, 4096, 0, ev.F_FILE | ev.F_POS),
         (1_700_000_000_000_002_000, 900, 10, 10, "rename", "/data/a", "/data/b", -1, 0, 0, 0, -1, ev.F_NAME | ev.F_NAME2),
         (1_700_000_000_000_003_000, 100, 12, 12, "read", None, None, 99, -9, 10, 0, -1, 0),
+        (1_700_000_000_000_004_000, 100, 10, 10, "read", None, None, 99, -9, 10, 0, -1, 0),
+        (1_700_000_000_000_005_000, 100, 13, 13, "read", None, None, 99, -9, 10, 0, -1, 0),
     ]
     frame = pl.DataFrame(
         rows,
@@ -39,13 +41,27 @@ def _frame() -> pl.DataFrame:
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+    ).with_columns(
+        # pid 13 runs outside Slurm's cgroups: its job and step come from its environment.
+        pl.when(pl.col(s.PID) == 13).then(pl.lit("/user.slice")).otherwise(pl.col(s.CGROUP_PATH)).alias(s.CGROUP_PATH),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit(2, pl.UInt64)).otherwise(pl.col(s.CGROUP)).alias(s.CGROUP),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit("99")).otherwise(pl.col(s.JOB)).alias(s.JOB),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit(None, pl.String)).otherwise(pl.col(s.STEP)).alias(s.STEP),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit(None, pl.Int32)).otherwise(pl.col(s.TASK)).alias(s.TASK),
+        # pid 10 is rank 3's worker 1; its epoch tag changes between its events; pid 12 has no context.
+        pl.when(pl.col(s.PID).is_in([10, 13])).then(pl.lit(3, pl.Int32)).alias(s.RANK),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(0, pl.Int32)).alias(s.LOCAL_RANK),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(4, pl.Int32)).alias(s.WORLD_SIZE),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(1, pl.Int32)).alias(s.WORKER),
+        pl.Series(s.TAGS, [[{"key": "epoch", "value": "1"}], [{"key": "epoch", "value": "1"}, {"key": "phase", "value": "io"}],
+                           None, [{"key": "epoch", "value": "2"}], None], dtype=pl.List(s.TAG_ENTRY)),
     ).select(list(s.EVENT_SCHEMA))
 
 
 @pytest.fixture
 def trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
-    writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12)])
+    writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
     writer.events(_frame())
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.close()
@@ -54,7 +70,7 @@ def trace(tmp_path):
 
 def test_events_round_trip_with_ns_precision_and_paths(trace):
     loaded = load(trace)
-    assert loaded.height == 3
+    assert loaded.height == 5
     first = loaded.row(0, named=True)
     assert first[s.TS] == 1_700_000_000_000_001_234 and first[s.DUR] == 2_500
     assert first[s.PATH] == "/data/a" and first[s.BYTES] == 4096 and first[s.OFFSET] == 0
@@ -67,11 +83,25 @@ def test_events_round_trip_with_ns_precision_and_paths(trace):
 
 
 def test_job_context_is_described_once_per_cgroup_and_uid(trace):
-    cg, us = records(trace, "CG"), records(trace, "US")
-    assert cg.height == 1 and us.height == 1
+    cg, us = records(trace, "CG").sort(pl.col("args").struct.field("cgroup")), records(trace, "US")
+    assert cg.height == 2 and us.height == 1
     args = cg.row(0, named=True)["args"]
     assert (args["cgroup"], args["name"], args["job"], args["step"], args["task"]) == (1, "/slurm/uid_0/job_7/step_0/task_1", "7", "0", 1)
+    args = cg.row(1, named=True)["args"]  # the job pid 13's environment names is not its cgroup's
+    assert (args["cgroup"], args["name"], args["job"]) == (2, "/user.slice", None)
     assert us.row(0, named=True)["args"]["name"] == "root"
+
+
+def test_process_context_changes_are_described_where_they_happen(trace):
+    pc = records(trace, "PC").sort("pid", pl.col("args").struct.field("since"))
+    described = [(row["pid"], row["args"]["since"], row["args"]["job"], [t["value"] for t in row["args"]["tags"] or []])
+                 for row in pc.iter_rows(named=True)]
+    # pid 10: three contexts (epoch 1; epoch 1 + phase; epoch 2); pid 13: its environment's
+    # job (its cgroup names none); pid 12 has no context, so no PC record.
+    assert described == [
+        (10, 1_700_000_000_000_001_234, None, ["1"]), (10, 1_700_000_000_000_002_000, None, ["1", "io"]),
+        (10, 1_700_000_000_000_004_000, None, ["2"]), (13, 1_700_000_000_000_005_000, "99", []),
+    ]
 
 
 def test_dftracer_layout_and_fh_before_use(trace):
@@ -90,7 +120,7 @@ def test_dftracer_layout_and_fh_before_use(trace):
     assert first["ts"] == 1_700_000_000_000_001 and first["dur"] == 2
     assert (first["args"]["tns"], first["args"]["dns"]) == (234, 500)
     assert [line["name"] for line in lines if line["ph"] == 1][0] == "start"
-    assert lines[-1]["name"] == "end" and lines[-1]["args"]["num_events"] == 3 and lines[-1]["args"]["lost_total"] == 2
+    assert lines[-1]["name"] == "end" and lines[-1]["args"]["num_events"] == 5 and lines[-1]["args"]["lost_total"] == 2
 
 
 def test_each_flush_is_a_complete_gzip_member(trace):
@@ -107,6 +137,6 @@ def test_each_flush_is_a_complete_gzip_member(trace):
 
 def test_process_records(trace):
     pr = records(trace, "PR")
-    assert sorted(pr.get_column("pid").to_list()) == [10, 12]
+    assert sorted(pr.get_column("pid").to_list()) == [10, 12, 13]
     args = pr.filter(pl.col("pid") == 10).row(0, named=True)["args"]
     assert (args["ppid"], args["comm"], args["exe"], args["cmdline"]) == (1, "x", "/bin/x", ["x", "-y"])

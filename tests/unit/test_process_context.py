@@ -1,0 +1,137 @@
+"""Process context logic: launch variables, tag lines, the timeline's ordinals and inheritance,
+and the as-of join that gives each event the context in force at its time."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.context.launch import HELPER, PROGRAM, SPAWN_CHILD, Launch, child_kind, launch_from_environ
+from ioobserve.context.tags import MAX_TAGS, apply_tags, parse_tags, tag_text
+from ioobserve.context.timeline import ContextTimeline, join_process_context
+
+SPAWN = ("python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+         "--multiprocessing-fork")
+TRACKER = ("python3", "-c", "from multiprocessing.resource_tracker import main;main(4)")
+
+
+def _environ(**variables: str) -> bytes:
+    return b"\0".join(f"{k}={v}".encode() for k, v in {"PATH": "/bin", **variables}.items()) + b"\0"
+
+
+def test_launch_variables_most_specific_launcher_first():
+    srun_torchrun = _environ(SLURM_JOB_ID="42", SLURM_STEP_ID="3", SLURM_PROCID="0", SLURM_LOCALID="0",
+                             RANK="5", LOCAL_RANK="1", WORLD_SIZE="8", SLURM_NTASKS="2")
+    assert launch_from_environ(srun_torchrun) == Launch("42", "3", 5, 1, 8)
+    assert launch_from_environ(_environ(PMI_RANK="3", OMPI_COMM_WORLD_RANK="7")).rank == 7
+    assert launch_from_environ(_environ(SLURM_PROCID="2", SLURM_LOCALID="1")) == Launch(rank=2, local_rank=1)
+    # Not numbers where numbers are due, a variable named inside another's value: ignored.
+    assert launch_from_environ(_environ(RANK="x", SLURM_JOB_ID="abc", NOTE="RANK=9")) == Launch()
+    assert launch_from_environ(b"") == Launch()
+
+
+def test_multiprocessing_children_by_their_command_line():
+    assert child_kind(SPAWN) == SPAWN_CHILD
+    assert child_kind(TRACKER) == HELPER
+    assert child_kind(("python3", "-c", "from multiprocessing.forkserver import main; main(3, 4)")) == HELPER
+    assert child_kind(("cat", "/data/x")) == PROGRAM
+
+
+def test_tag_lines():
+    assert tag_text("/run/ioobserve/tag/epoch=3") == "epoch=3"
+    assert tag_text("/run/ioobserve/other") is None and tag_text(None) is None
+    assert parse_tags("epoch=3, phase=train") == {"epoch": "3", "phase": "train"}
+    assert parse_tags("phase=") == {"phase": None}  # removes the key
+    for bad in ("epoch", "=3", "two words=1", "a=b c", "", "epoch=3,"):
+        assert parse_tags(bad) is None, bad
+    assert apply_tags((("epoch", "1"), ("phase", "io")), {"epoch": "2", "phase": None}) == (("epoch", "2"),)
+    full = tuple((f"k{i:02}", "v") for i in range(MAX_TAGS))
+    assert apply_tags(full, {"one_more": "v"}) is None and apply_tags(full, {"k00": "w"}) is not None
+
+
+def _rank_with_pool(timeline: ContextTimeline) -> None:
+    """Rank 5 (pid 10) spawns a resource tracker (11) and four workers (12-15); the tracker's
+    exec is learned only after the first worker's fork, as happens for real."""
+    timeline.exec(10, 1, 100, ("python3", "train.py"), Launch(job="42", rank=5))
+    timeline.fork(11, 10, 200)
+    timeline.fork(12, 10, 300)
+    timeline.exec(11, 10, 310, TRACKER, Launch(job="42", rank=5))
+    timeline.exec(12, 10, 320, SPAWN, Launch(job="42", rank=5))
+    for pid, at in ((13, 400), (14, 500), (15, 600)):
+        timeline.fork(pid, 10, at)
+        timeline.exec(pid, 10, at + 10, SPAWN, Launch(job="42", rank=5))
+
+
+def test_spawn_pool_ordinals_skip_the_helper_even_when_it_execs_late():
+    timeline = ContextTimeline()
+    _rank_with_pool(timeline)
+    assert [timeline.at(pid, 1000).worker for pid in (12, 13, 14, 15)] == [0, 1, 2, 3]
+    assert timeline.at(11, 250).worker is None  # not a worker, not even before its exec
+    assert timeline.at(10, 1000).worker is None and timeline.at(13, 1000).rank == 5
+    timeline.fork(16, 13, 2000)  # a worker's own child works for it
+    assert timeline.at(16, 2000).worker == 1
+
+
+def test_program_children_are_not_workers_but_become_ranks_of_their_own():
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("bash", "job.sh"), Launch(rank=2))
+    timeline.fork(11, 10, 200)
+    timeline.exec(11, 10, 210, ("python3", "train.py"), Launch(rank=2))
+    timeline.fork(12, 11, 300)  # a fork-started DataLoader worker of the python rank
+    assert timeline.at(11, 1000).worker is None and timeline.at(12, 1000).worker == 0
+
+
+def test_spawn_children_without_a_rank_are_numbered_at_exec():
+    timeline = ContextTimeline()
+    for pid, at in ((20, 100), (21, 200)):
+        timeline.fork(pid, 5, at)
+        timeline.exec(pid, 5, at + 10, SPAWN, Launch())
+    timeline.fork(22, 5, 300)  # a plain fork of a process without a rank: not a worker
+    assert [timeline.at(pid, 1000).worker for pid in (20, 21, 22)] == [0, 1, None]
+
+
+def test_tags_take_effect_from_their_time_and_reach_children_forked_later():
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("python3",), Launch(rank=0))
+    timeline.fork(11, 10, 500)  # learned before the parent's earlier tag arrives
+    assert timeline.tag(10, 400, {"epoch": "1"})
+    timeline.fork(12, 10, 300)  # forked before the tag: does not inherit it
+    assert timeline.tag(11, 600, {"phase": "io"})
+    assert timeline.at(10, 399).tags == () and timeline.at(10, 400).tags == (("epoch", "1"),)
+    assert timeline.at(11, 550).tags == (("epoch", "1"),)
+    assert timeline.at(11, 600).tags == (("epoch", "1"), ("phase", "io"))
+    assert timeline.at(12, 1000).tags == ()
+    too_many = {f"k{i}": "v" for i in range(MAX_TAGS + 1)}
+    assert not timeline.tag(10, 700, too_many) and timeline.tags_malformed == 1
+
+
+def test_a_reused_pid_starts_without_the_old_context():
+    timeline = ContextTimeline()
+    timeline.exec(30, 1, 100, ("python3",), Launch(job="9", rank=1))
+    timeline.fork(30, 2, 5000)  # pid 30 again, child of a process without context
+    assert timeline.at(30, 6000) == timeline.at(99, 0)  # empty
+    assert 30 not in timeline
+
+
+def test_compaction_keeps_what_later_events_see():
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("python3",), Launch(rank=0))
+    for step in range(100):
+        timeline.tag(10, 1000 + step, {"step": str(step)})
+    before = timeline.at(10, 5000)
+    timeline.compact(1050)
+    assert timeline.at(10, 5000) == before and timeline.at(10, 1049).tags == (("step", "49"),)
+    assert timeline.rows([10], from_ns=1098, clock_offset_ns=0).height == 2  # steps 98 and 99
+
+
+def test_as_of_join_gives_each_event_the_context_in_force():
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("python3",), Launch(job="42", rank=3))
+    timeline.tag(10, 200, {"epoch": "1"})
+    events = pl.DataFrame({s.TS: [1050, 1150, 1250, 1300], s.PID: [10, 10, 10, 11],
+                           s.JOB: [None, None, "7", None], s.STEP: [None] * 4},
+                          schema={s.TS: pl.UInt64, s.PID: pl.UInt32, s.JOB: pl.String, s.STEP: pl.String})
+    joined = join_process_context(events, timeline.rows([10], from_ns=0, clock_offset_ns=1000))
+    assert joined.get_column(s.RANK).to_list() == [None, 3, 3, None]  # before its exec, and another pid
+    assert joined.get_column(s.JOB).to_list() == [None, "42", "7", None]  # the cgroup's job wins
+    assert joined.get_column(s.TAGS).to_list() == [None, None, [{"key": "epoch", "value": "1"}], None]
