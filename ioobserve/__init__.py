@@ -1,11 +1,23 @@
 """ioobserve: a system-wide file I/O observer for HPC and AI nodes (eBPF).
 
 `ioobserve.load(paths)` reads traces into a Polars DataFrame and `ioobserve.scan(paths)`
-into a LazyFrame, with the columns of ioobserve.schema.
+into a LazyFrame, with the columns of ioobserve.schema; `ioobserve.tag("epoch")` is the
+expression for one application tag's value.
 """
 
 __version__ = "0.1.0"
-__all__ = ["load", "scan"]
+__all__ = ["load", "scan", "tag"]
+
+
+def tag(key: str):
+    """A Polars expression: the value of application tag `key` on each event (null if unset)."""
+    import polars as pl
+
+    from ioobserve import schema as s
+
+    entry = pl.element()
+    found = pl.col(s.TAGS).list.eval(entry.filter(entry.struct.field("key") == key).struct.field("value"))
+    return found.list.first().alias(key)
 
 
 def __getattr__(name: str):

@@ -115,8 +115,17 @@ class Enricher:
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the
         batch's events look up their context (ioobserve.context.tags)."""
-        tagged = frame.filter(pl.col("name_path").str.starts_with(TAG_DIR)).sort("ts_ns")
-        for pid, ts_ns, path in tagged.select("pid", "ts_ns", "name_path").iter_rows():
+        tagged = frame.filter(pl.col("name_path").str.starts_with(TAG_DIR)).select("pid", "ts_ns", "name_path").sort("ts_ns")
+        if tagged.is_empty():
+            return
+        # A process repeating its last tag (every step of a loop, say) changes nothing.
+        repeated = (pl.col("name_path") == pl.col("name_path").shift(1).over("pid")).fill_null(False)
+        for path, count in tagged.filter(repeated).group_by("name_path").len().iter_rows():
+            if parse_tags(tag_text(path)) is None:
+                self.timeline.tags_malformed += count
+            else:
+                self.timeline.tags_applied += count
+        for pid, ts_ns, path in tagged.filter(~repeated).iter_rows():
             updates = parse_tags(tag_text(path))
             if updates is None:
                 self.timeline.tags_malformed += 1

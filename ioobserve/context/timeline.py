@@ -27,6 +27,7 @@ from ioobserve.context.tags import apply_tags
 from ioobserve.decode import EnvRecord, ProcRecord
 
 _LAUNCH_FIELDS = ("job", "step", "rank", "local_rank", "world_size")
+MAX_CHANGES = 1024  # per process: older changes are folded into one beyond this
 ENV_JOB, ENV_STEP = "env_job", "env_step"  # rows' job and step, from the environment
 ROW_SCHEMA: dict[str, pl.DataType] = {
     s.PID: pl.UInt32, "since": pl.UInt64, ENV_JOB: pl.String, ENV_STEP: pl.String, **s.PROCESS_CONTEXT_SCHEMA,
@@ -79,11 +80,51 @@ def join_process_context(events: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFra
     ).drop("since", ENV_JOB, ENV_STEP)
 
 
+class _History:
+    """One process's changes in time order, with the context after each (so that a lookup is
+    a bisection, not a fold)."""
+
+    def __init__(self) -> None:
+        self.since: list[int] = []
+        self.changes: list[_Change] = []
+        self.states: list[ProcessContext] = []
+
+    def add(self, change: _Change) -> None:
+        index = bisect.bisect_right(self.since, change.since_ns)
+        self.since.insert(index, change.since_ns)
+        self.changes.insert(index, change)
+        self.states.insert(index, EMPTY)
+        self.refold(index)
+        if len(self.changes) > MAX_CHANGES:
+            self.fold_before(self.since[len(self.changes) // 2])
+
+    def refold(self, start: int = 0) -> None:
+        """Recompute the states from change `start` on."""
+        ctx = self.states[start - 1] if start > 0 else EMPTY
+        for index in range(start, len(self.changes)):
+            ctx = self.states[index] = self.changes[index].applied_to(ctx)
+
+    def at(self, ts_ns: int) -> ProcessContext:
+        index = bisect.bisect_right(self.since, ts_ns)
+        return self.states[index - 1] if index else EMPTY
+
+    def fold_before(self, before_ns: int) -> None:
+        """Replace the changes older than `before_ns` by one snapshot of their result."""
+        count = bisect.bisect_left(self.since, before_ns)
+        if count > 1:
+            ctx = self.states[count - 1]
+            fields = {name: getattr(ctx, name) for name in (*_LAUNCH_FIELDS, "worker")}
+            folded = _Change(self.since[count - 1], fields, dict(ctx.tags), snapshot=True)
+            self.since[:count] = [folded.since_ns]
+            self.changes[:count] = [folded]
+            self.states[:count] = [ctx]
+
+
 class ContextTimeline:
     """Per-process context changes, learned from fork/exec records, environments and tags."""
 
     def __init__(self) -> None:
-        self._changes: dict[int, list[_Change]] = {}
+        self._histories: dict[int, _History] = {}
         self._born: dict[int, tuple[int, int]] = {}  # pid -> (ppid, fork time)
         self._children: dict[int, list[int]] = {}
         self._next_worker: dict[int, int] = {}
@@ -94,26 +135,24 @@ class ContextTimeline:
 
     def at(self, pid: int, ts_ns: int) -> ProcessContext:
         """The context of `pid` at monotonic time `ts_ns`."""
-        ctx = EMPTY
-        for change in self._changes.get(pid, ()):
-            if change.since_ns > ts_ns:
-                break
-            ctx = change.applied_to(ctx)
-        return ctx
+        history = self._histories.get(pid)
+        return history.at(ts_ns) if history is not None else EMPTY
 
     def _add(self, pid: int, change: _Change) -> None:
-        changes = self._changes.setdefault(pid, [])
-        changes.insert(bisect.bisect_right([c.since_ns for c in changes], change.since_ns), change)
+        history = self._histories.get(pid)
+        if history is None:
+            history = self._histories[pid] = _History()
+        history.add(change)
 
     def seed(self, pid: int, launch: Launch) -> None:
         """A process alive when recording began, with the launch context of its environment."""
         fields = {name: getattr(launch, name) for name in _LAUNCH_FIELDS}
-        if any(value is not None for value in fields.values()) and pid not in self._changes:
+        if any(value is not None for value in fields.values()) and pid not in self._histories:
             self._add(pid, _Change(0, fields, snapshot=True))
 
     def fork(self, pid: int, ppid: int, ts_ns: int) -> None:
         """A new process: its parent's context at the fork, and maybe a worker ordinal."""
-        self._changes.pop(pid, None)  # a reused pid starts afresh
+        self._histories.pop(pid, None)  # a reused pid starts afresh
         self._ordinals.pop(pid, None)
         self._provisional.discard(pid)
         parent = self.at(ppid, ts_ns)
@@ -139,17 +178,21 @@ class ContextTimeline:
         forking the first worker, so the tracker's exec can come after a worker's fork.)"""
         ppid, ordinal = self._ordinals.pop(pid)
         self._next_worker[ppid] -= 1
-        for change in self._changes.get(pid, ()):  # not even between its fork and exec
-            if change.fields.get("worker") == ordinal:
-                change.fields["worker"] = None
+        self._renumber(pid, ordinal, None)  # not even between its fork and exec
         for sibling in self._children.get(ppid, ()):
             numbered = self._ordinals.get(sibling)
             if numbered is None or numbered[0] != ppid or numbered[1] < ordinal:
                 continue
             self._ordinals[sibling] = (ppid, numbered[1] - 1)
-            for change in self._changes.get(sibling, ()):
-                if change.fields.get("worker") == numbered[1]:
-                    change.fields["worker"] = numbered[1] - 1
+            self._renumber(sibling, numbered[1], numbered[1] - 1)
+
+    def _renumber(self, pid: int, old: int, new: int | None) -> None:
+        history = self._histories.get(pid)
+        if history is not None:
+            for change in history.changes:
+                if change.fields.get("worker") == old:
+                    change.fields["worker"] = new
+            history.refold()
 
     def exec(self, pid: int, ppid: int, ts_ns: int, argv: tuple[str, ...], launch: Launch | None) -> None:
         """A new program in `pid`: the launch context of its environment (None: unread, keep the
@@ -162,18 +205,25 @@ class ContextTimeline:
             self._give_back_ordinal(pid)
         elif not provisional and kind == SPAWN_CHILD and self.at(pid, ts_ns).worker is None:
             fields["worker"] = self._take_ordinal(pid, ppid)
-        if fields and (pid in self._changes or any(value is not None for value in fields.values())):
+        if fields and (pid in self._histories or any(value is not None for value in fields.values())):
             self._add(pid, _Change(ts_ns, fields))
 
     def tag(self, pid: int, ts_ns: int, updates: dict[str, str | None]) -> bool:
         """Apply tag updates to `pid` from `ts_ns` on, and to its children forked after that;
         False (and nothing changes) if the process would hold too many tags."""
-        if apply_tags(self.at(pid, ts_ns).tags, updates) is None:
+        current = self.at(pid, ts_ns).tags
+        after = apply_tags(current, updates)
+        if after is None:
             self.tags_malformed += 1
             return False
         self.tags_applied += 1
-        self._tag_from(pid, ts_ns, ts_ns, updates)
+        if after != current or self._tags_change_later(pid, ts_ns):  # a repeated tag changes nothing
+            self._tag_from(pid, ts_ns, ts_ns, updates)
         return True
+
+    def _tags_change_later(self, pid: int, ts_ns: int) -> bool:
+        history = self._histories.get(pid)
+        return history is not None and history.since[-1] > ts_ns
 
     def _tag_from(self, pid: int, since_ns: int, tagged_ns: int, updates: dict) -> None:
         self._add(pid, _Change(since_ns, tags=dict(updates)))
@@ -188,16 +238,11 @@ class ContextTimeline:
         and the context columns, sorted by since, for an as-of join."""
         out: dict[str, list] = {name: [] for name in ROW_SCHEMA}
         for pid in pids:
-            changes = self._changes.get(pid)
-            if not changes:
+            history = self._histories.get(pid)
+            if history is None:
                 continue
-            ctx, kept = EMPTY, []
-            for change in changes:
-                ctx = change.applied_to(ctx)
-                if change.since_ns <= from_ns and kept:
-                    kept.clear()  # an earlier row is superseded before the batch starts
-                kept.append((change.since_ns, ctx))
-            for since, ctx in kept:
+            first = max(bisect.bisect_right(history.since, from_ns) - 1, 0)  # in force when the batch starts
+            for since, ctx in zip(history.since[first:], history.states[first:], strict=True):
                 out[s.PID].append(pid)
                 out["since"].append(since + clock_offset_ns)
                 for column, name in _ROW_FIELDS.items():
@@ -208,20 +253,13 @@ class ContextTimeline:
     def compact(self, before_ns: int) -> None:
         """Fold each process's changes older than `before_ns` into one, so a process that
         tags every step does not grow without bound (children already took their snapshot)."""
-        for pid, changes in self._changes.items():
-            old = [c for c in changes if c.since_ns < before_ns]
-            if len(old) > 1:
-                ctx = EMPTY
-                for change in old:
-                    ctx = change.applied_to(ctx)
-                fields = {name: getattr(ctx, name) for name in (*_LAUNCH_FIELDS, "worker")}
-                folded = _Change(old[-1].since_ns, fields, dict(ctx.tags), snapshot=True)
-                self._changes[pid] = [folded, *changes[len(old):]]
+        for history in self._histories.values():
+            history.fold_before(before_ns)
 
     def forget(self, pids) -> None:
         """Processes long gone."""
         for pid in pids:
-            self._changes.pop(pid, None)
+            self._histories.pop(pid, None)
             self._born.pop(pid, None)
             self._children.pop(pid, None)
             self._next_worker.pop(pid, None)
@@ -229,7 +267,7 @@ class ContextTimeline:
             self._provisional.discard(pid)
 
     def __contains__(self, pid: int) -> bool:
-        return pid in self._changes
+        return pid in self._histories
 
 
 def apply_lifecycle(timeline: ContextTimeline, procs: list[ProcRecord], envs: list[EnvRecord]) -> None:

@@ -135,3 +135,11 @@ def test_as_of_join_gives_each_event_the_context_in_force():
     assert joined.get_column(s.RANK).to_list() == [None, 3, 3, None]  # before its exec, and another pid
     assert joined.get_column(s.JOB).to_list() == [None, "42", "7", None]  # the cgroup's job wins
     assert joined.get_column(s.TAGS).to_list() == [None, None, [{"key": "epoch", "value": "1"}], None]
+
+
+def test_tag_expression_reads_one_key():
+    import ioobserve
+
+    frame = pl.DataFrame({s.TAGS: [[{"key": "epoch", "value": "3"}, {"key": "phase", "value": "io"}], None, []]},
+                         schema={s.TAGS: pl.List(s.TAG_ENTRY)})
+    assert frame.select(ioobserve.tag("phase")).to_series().to_list() == ["io", None, None]
