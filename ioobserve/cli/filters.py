@@ -30,7 +30,7 @@ UnitOption = Annotated[
 CommOption = Annotated[Optional[list[str]], typer.Option("--comm", help="Trace processes with this exact command name (repeatable).")]
 PrefixOption = Annotated[
     Optional[list[Path]],
-    typer.Option("--path-prefix", help="Trace only files under this existing directory or file (repeatable, at most 8)."),
+    typer.Option("--path-prefix", help="Trace only files under this existing directory or file (repeatable, at most 7)."),
 ]
 
 
