@@ -2,11 +2,12 @@
 
 `ioobserve.load(paths)` reads traces into a Polars DataFrame and `ioobserve.scan(paths)`
 into a LazyFrame, with the columns of ioobserve.schema; `ioobserve.tag("epoch")` is the
-expression for one application tag's value.
+expression for one application tag's value; `ioobserve.accounting(paths)` sets each exited
+process's traced calls and bytes beside the kernel's own accounting.
 """
 
 __version__ = "0.1.0"
-__all__ = ["load", "scan", "tag"]
+__all__ = ["accounting", "load", "scan", "tag"]
 
 
 def tag(key: str):
@@ -22,7 +23,7 @@ def tag(key: str):
 
 def __getattr__(name: str):
     # Imported on first use: the command line should not pay for Polars to print --help.
-    if name in ("load", "scan"):
+    if name in ("load", "scan", "accounting"):
         from ioobserve.trace import reader
 
         return getattr(reader, name)

@@ -10,6 +10,7 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
 
+MAX_DISAGREEING = 20
 _READS = sorted(ev.READ_OPS)
 _WRITES = sorted(ev.WRITE_OPS)
 
@@ -28,6 +29,10 @@ class Summary:
     files: dict[str, list[int]] = field(default_factory=dict)  # path -> [calls, read, written]
     jobs: dict[str, list[int]] = field(default_factory=dict)  # Slurm job -> [calls, read, written]
     counters: dict[str, int] = field(default_factory=dict)  # tags applied and malformed
+    accounting: dict[str, int] = field(default_factory=dict)  # exited processes' totals, traced and kernel's
+    accounted: int = 0  # exited processes set beside the kernel's accounting
+    differing: int = 0  # of which do not agree with it
+    disagreeing: pl.DataFrame | None = None  # the worst of those whose counts differ
 
     @property
     def lost_total(self) -> int:
@@ -95,6 +100,20 @@ class SummarySink:
     def counters(self, counts: dict[str, int]) -> None:
         """Keep the recording-wide counters."""
         self.summary.counters.update(counts)
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Add exited processes' accounting; keep the few that differ most."""
+        out = self.summary
+        out.accounted += rows.height
+        for name, total in rows.drop("pid", "agrees").sum().row(0, named=True).items():
+            out.accounting[name] = out.accounting.get(name, 0) + int(total or 0)
+        differ = rows.filter(~pl.col("agrees"))
+        out.differing += differ.height
+        if differ.height:
+            kept = differ if out.disagreeing is None else pl.concat([out.disagreeing, differ])
+            gap = (pl.col("traced_reads").cast(pl.Int64) - pl.col("read_syscalls").cast(pl.Int64)).abs() + \
+                (pl.col("traced_writes").cast(pl.Int64) - pl.col("write_syscalls").cast(pl.Int64)).abs()
+            out.disagreeing = kept.sort(gap, descending=True).head(MAX_DISAGREEING)
 
     def close(self) -> None:
         """Nothing to flush."""

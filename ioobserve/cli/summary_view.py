@@ -50,10 +50,42 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     applied, malformed = summary.counters.get("tags_applied", 0), summary.counters.get("tags_malformed", 0)
     if applied or malformed:
         totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else ""))
+    _accounting_rows(totals, summary, result)
     console.print(totals)
+    if summary.disagreeing is not None:
+        differ = Table(title="differ from kernel accounting", title_justify="left", show_edge=False)
+        for column in ("pid", "read calls traced/kernel", "write calls traced/kernel"):
+            differ.add_column(column, justify="right", no_wrap=True)
+        for row in summary.disagreeing.head(5).iter_rows(named=True):
+            differ.add_row(str(row["pid"]), f"{row['traced_reads']:,}/{row['read_syscalls']:,}",
+                           f"{row['traced_writes']:,}/{row['write_syscalls']:,}")
+        console.print(differ)
     top = Table(title="top files", title_justify="left", show_edge=False)
     for column in ("path", "calls", "read", "written"):
         top.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
     for path, calls, read, written in summary.top_files(8):
         top.add_row(short_path(path), f"{calls:,}", human_bytes(read), human_bytes(written))
     console.print(top)
+
+
+def _accounting_rows(totals: Table, summary: Summary, result) -> None:
+    """Traced calls and bytes of exited processes beside the kernel's own accounting."""
+    from ioobserve.collect.accounting import delay_accounting_enabled
+
+    if getattr(result, "accounting_note", None):
+        totals.add_row("accounting", f"not compared: {result.accounting_note}")
+        return
+    if not summary.accounted:
+        totals.add_row("accounting", "no process traced from its start has exited")
+        return
+    acc = summary.accounting
+    agreeing = f"{summary.differing:,} differ" if summary.differing else "all agree"
+    totals.add_row("accounting", f"{summary.accounted:,} exited processes vs the kernel's taskstats "
+                                 f"(which rounds to multiples of 1024): {agreeing}")
+    totals.add_row("", f"read calls {acc['traced_reads']:,} traced, {acc['read_syscalls']:,} kernel; "
+                       f"write calls {acc['traced_writes']:,} traced, {acc['write_syscalls']:,} kernel")
+    totals.add_row("", f"read {human_bytes(acc['traced_read_bytes'])} traced, {human_bytes(acc['read_char'])} kernel; "
+                       f"written {human_bytes(acc['traced_write_bytes'])} traced, {human_bytes(acc['write_char'])} kernel")
+    wait = (f"block-I/O wait {acc['blkio_delay_total'] / 1e6:,.1f} ms over {acc['blkio_count']:,} waits"
+            if delay_accounting_enabled() else "block-I/O wait not measured (sysctl kernel.task_delayacct=1 turns it on)")
+    totals.add_row("", f"storage read {human_bytes(acc['read_bytes'])}, written {human_bytes(acc['write_bytes'])}; {wait}")

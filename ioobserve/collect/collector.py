@@ -14,6 +14,7 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.capture import CaptureProcess
+from ioobserve.collect.accounting import AccountingCheck, ExitAccounting
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
@@ -23,6 +24,7 @@ from ioobserve.decode import decode_aux
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
+ACCOUNTING_DELAY_S = 2.0  # a process's last events are drained well within this of its exit
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 
 
@@ -43,6 +45,10 @@ class Sink(Protocol):
 
     def counters(self, counts: dict[str, int]) -> None:
         """Recording-wide counters (application tags applied and malformed), just before close."""
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Exited processes' traced calls and bytes beside the kernel's accounting
+        (ioobserve.collect.accounting.ROW_SCHEMA)."""
 
     def close(self) -> None:
         """No more data: flush and release."""
@@ -72,7 +78,7 @@ class Collector:
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
                  path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
-                 capture_nice: int | None = None):
+                 capture_nice: int | None = None, accounting: ExitAccounting | None = None):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -89,8 +95,16 @@ class Collector:
         self.records = 0
         self._outside_prefixes = _outside_prefixes(path_prefixes or [])
         self._announced: set[int] = set()
+        self._accounting = accounting
+        self._accounting_check = AccountingCheck()
+        self._accounted_roots: set[int] = set()
         self.error: BaseException | None = None
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
+
+    def account_from_start(self, pid: int) -> None:
+        """`pid` was traced from its start though born before the probes attached (the
+        recorded command): set its accounting beside what was traced too."""
+        self._accounted_roots.add(pid)
 
     def start(self) -> None:
         """Seed processes alive now, then start draining (call after the probes attach)."""
@@ -112,6 +126,8 @@ class Collector:
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
                     self._announced.difference_update(gone)
                     self.timeline.forget(gone)
+                    self._accounting_check.forget(gone)
+                    self._check_accounting(time.monotonic() - ACCOUNTING_DELAY_S)
                     self.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
                     for sink in self.sinks:
                         sink.forget(gone)
@@ -142,6 +158,8 @@ class Collector:
                 frame = frame.filter(~self._outside_prefixes)
             for sink in self.sinks:
                 sink.events(frame)
+            if self._accounting is not None:
+                self._accounting_check.add_events(frame)
             self._follow_renames(frame)
 
     def _follow_renames(self, frame: pl.DataFrame) -> None:
@@ -149,6 +167,22 @@ class Collector:
         for old, new in renames.select(s.PATH, s.PATH2).iter_rows():
             if old:
                 self.files.rename(old, new)
+
+    def _check_accounting(self, before: float) -> None:
+        """Hand the sinks the accounting of processes that exited before `before` (monotonic s)
+        and were traced from their start (seen forking, or the recorded command)."""
+        if self._accounting is None:
+            return
+        self._accounting_check.add_exits(self._accounting.take(), time.monotonic())
+
+        def from_start(pid: int) -> bool:
+            process = self.processes.by_pid.get(pid)
+            return pid in self._accounted_roots or (process is not None and process.start_ns is not None)
+
+        rows = self._accounting_check.ready(before, from_start)
+        if rows.height:
+            for sink in self.sinks:
+                sink.accounting(rows)
 
     def _report_lost(self) -> None:
         counts = self.probes.lost_counts()
@@ -174,8 +208,11 @@ class Collector:
             if self._worker.ident is not None:
                 self._worker.join()
             self._capture.close()
+        if self._accounting is not None:
+            self._accounting.stop()
         if self.error is None:
             self._report_lost()
+            self._check_accounting(float("inf"))
             for sink in self.sinks:
                 sink.counters(self.counters())
         for sink in self.sinks:

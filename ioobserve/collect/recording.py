@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
 from ioobserve.collect.collector import Collector, Sink
 from ioobserve.collect.priority import restore_priority
 from ioobserve.probes.btf import Btf
@@ -27,6 +28,7 @@ class RecordingResult:
     command_status: int | None = None  # exit code (or -signal) of `-- CMD`, if one ran
     stopped_by: str = "end"
     lost: dict[str, int] = field(default_factory=dict)
+    accounting_note: str | None = None  # why the kernel's accounting could not be set beside the trace
 
 
 class GatedCommand:
@@ -69,10 +71,18 @@ class GatedCommand:
         return os.waitstatus_to_exitcode(status)
 
 
-def load_probes(sizes: ProbeSizes = ProbeSizes()) -> SyscallProbes:
+def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None) -> SyscallProbes:
     """Compile the syscall probes for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    return SyscallProbes(layout_from_btf(Btf.load()), find_headers(), sizes)
+    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes)
+
+
+def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:
+    """A taskstats listener for the kernel's accounting of exiting tasks, or None and why not."""
+    try:
+        return ExitAccounting(TaskstatsLayout.from_btf(btf)), None
+    except AccountingError as exc:
+        return None, str(exc)
 
 
 class Recording:
@@ -83,7 +93,9 @@ class Recording:
         self.filters = filters
         self.original_nice = original_nice
         self.sinks = sinks
-        self.probes = load_probes(sizes)
+        btf = Btf.load()
+        self.probes = load_probes(sizes, btf)
+        self.accounting, self.accounting_note = exit_accounting(btf)
         self._stop = threading.Event()
         self._stopped_by = "end"
 
@@ -102,12 +114,17 @@ class Recording:
             self.filters.filter_pid = True
         try:
             self.probes.configure(self.filters)
+            self._start_accounting()
             collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
-                                  capture_nice=self.original_nice)
+                                  capture_nice=self.original_nice, accounting=self.accounting)
+            if child:
+                collector.account_from_start(child.pid)
             self.probes.attach()
         except BaseException:
             if child:
                 child.abort()
+            if self.accounting is not None:
+                self.accounting.stop()
             self.probes.close()
             raise
         started = time.monotonic()
@@ -136,7 +153,15 @@ class Recording:
                 self.probes.close()
                 if child and status is None:
                     status = _reap(child)
-        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost)
+        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note)
+
+    def _start_accounting(self) -> None:
+        if self.accounting is None:
+            return
+        try:
+            self.accounting.start()
+        except AccountingError as exc:
+            self.accounting, self.accounting_note = None, str(exc)
 
 
 def _reap(child: GatedCommand) -> int | None:

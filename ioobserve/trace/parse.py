@@ -27,6 +27,11 @@ _ARGS = pl.Struct({
     "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
     "since": pl.UInt64, "rank": pl.Int32, "local_rank": pl.Int32, "world_size": pl.Int32, "worker": pl.Int32,
     "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
+    # TS records: an exited process's traced calls and bytes beside the kernel's accounting
+    **dict.fromkeys(("read_syscalls", "write_syscalls", "read_char", "write_char", "read_bytes", "write_bytes",
+                     "blkio_count", "blkio_delay_total", "traced_reads", "traced_writes", "traced_read_bytes",
+                     "traced_write_bytes"), pl.UInt64),
+    "agrees": pl.Boolean,
     "flags": pl.Int64, "mode": pl.Int64,  # DFTracer's open/mkdir arguments
 })
 LINE_SCHEMA: dict[str, pl.DataType] = {

@@ -353,6 +353,15 @@ def records(paths, name: str) -> pl.DataFrame:
     return pl.concat(lines).filter(pl.col("name") == name)
 
 
+def accounting(paths) -> pl.DataFrame:
+    """Per exited process (TS records): traced read/write calls and bytes beside the kernel's
+    taskstats counters, and whether they agree (ioobserve.collect.accounting)."""
+    from ioobserve.collect.accounting import ROW_SCHEMA
+
+    ts = records(paths, "TS")
+    return ts.select("pid", *(pl.col("args").struct.field(key) for key in list(ROW_SCHEMA)[1:])).cast(ROW_SCHEMA)
+
+
 def own_records(path: Path, name: str) -> list[dict]:
     """Our own ph=1 records named `name` ("start", "end", "lost") as parsed JSON, in file order."""
     import json

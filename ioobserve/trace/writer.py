@@ -270,6 +270,12 @@ class TraceWriter:
         """Recording-wide counters, for the end record."""
         self.counts.update(counts)
 
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """A TS metadata line per exited process: what was traced beside the kernel's accounting."""
+        for row in rows.iter_rows(named=True):
+            pid = row.pop("pid")
+            self._put(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row}))
+
     def close(self) -> None:
         """Write the end record, flush, fsync and close."""
         args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
