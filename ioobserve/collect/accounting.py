@@ -9,6 +9,7 @@ layout grows with kernel versions, so it is decoded with offsets from BTF, not a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import struct
@@ -126,10 +127,8 @@ class ExitAccounting:
                 elif self._stop.is_set():
                     break
         finally:
-            try:
+            with contextlib.suppress(Exception):  # the kernel drops the registration with the socket anyway
                 sock.deregister_mask(self._cpus)
-            except Exception:  # the kernel drops the registration with the socket anyway
-                pass
             sock.close()
 
     def _add(self, message) -> None:

@@ -13,8 +13,8 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.accounting import AccountingCheck, ExitAccounting
+from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from ioobserve.collect.accounting import CALL_SLACK, ROUNDING
 from ioobserve import accounting
+from ioobserve.collect.accounting import CALL_SLACK, ROUNDING
 from tests.conftest import ROOT
 from tests.kernel.recorder import record_command
 
