@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml ci/setup.sh
 # writes a dataset, then 4 spawned DataLoader-like workers per epoch reading it and writing
 # outputs), then prints what it saw. Needs root.
 demo: $(STAMP)
-	$(VENV)/bin/ioobserve record --all -o demo-traces -- \
+	RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 $(VENV)/bin/ioobserve record --all -o demo-traces -- \
 		$(VENV)/bin/python bench/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
 
 # The compatibility tests run dftracer-utils and DFTracer from their own venv (.venv-peers).

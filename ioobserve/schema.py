@@ -41,7 +41,7 @@ USER = "user"  # the uid's name on the traced node
 RANK = "rank"  # RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID
 LOCAL_RANK = "local_rank"
 WORLD_SIZE = "world_size"
-WORKER = "worker"  # ordinal of a rank's worker process (DataLoader, multiprocessing), in spawn order
+WORKER = "worker"  # a rank's worker process (DataLoader, multiprocessing): 0..n-1 in spawn order, per epoch
 TAGS = "tags"  # the program's tags: a list of {key, value}; see ioobserve.tag()
 TAG_ENTRY = pl.Struct({"key": pl.String, "value": pl.String})
 

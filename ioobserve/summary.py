@@ -11,6 +11,7 @@ from ioobserve import schema as s
 from ioobserve.context.processes import Process
 
 MAX_DISAGREEING = 20
+MAX_TAG_VALUES = 8  # per tag key, for the summary line
 _READS = sorted(ev.READ_OPS)
 _WRITES = sorted(ev.WRITE_OPS)
 
@@ -29,6 +30,8 @@ class Summary:
     files: dict[str, list[int]] = field(default_factory=dict)  # path -> [calls, read, written]
     jobs: dict[str, list[int]] = field(default_factory=dict)  # Slurm job -> [calls, read, written]
     counters: dict[str, int] = field(default_factory=dict)  # tags applied and malformed
+    ranks: dict[int, set[int]] = field(default_factory=dict)  # rank -> worker ordinals seen
+    tag_values: dict[str, set[str]] = field(default_factory=dict)  # tag key -> values seen (a few)
     accounting: dict[str, int] = field(default_factory=dict)  # exited processes' totals, traced and kernel's
     accounted: int = 0  # exited processes set beside the kernel's accounting
     differing: int = 0  # of which do not agree with it
@@ -86,8 +89,24 @@ class SummarySink:
             )
         )
         _add_totals(out.jobs, per_job)
+        self._add_context(frame)
         out.bytes_read += int(frame.select(pl.col(s.BYTES).filter(is_read).sum()).item() or 0)
         out.bytes_written += int(frame.select(pl.col(s.BYTES).filter(is_write).sum()).item() or 0)
+
+    def _add_context(self, frame: pl.DataFrame) -> None:
+        """Note the ranks, workers and tags a batch shows (distinct values only)."""
+        out = self.summary
+        if frame.get_column(s.RANK).null_count() < frame.height:
+            for rank, worker in frame.select(s.RANK, s.WORKER).drop_nulls(s.RANK).unique().iter_rows():
+                workers = out.ranks.setdefault(rank, set())
+                if worker is not None:
+                    workers.add(worker)
+        if frame.get_column(s.TAGS).null_count() < frame.height:
+            entries = frame.select(pl.col(s.TAGS).explode().struct.unnest()).drop_nulls().unique()
+            for key, value in entries.iter_rows():
+                values = out.tag_values.setdefault(key, set())
+                if len(values) < MAX_TAG_VALUES:
+                    values.add(value)
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Add a loss report."""

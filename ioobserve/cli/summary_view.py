@@ -47,9 +47,15 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
         shown = ", ".join(f"{job} ({calls:,} calls, {human_bytes(read)} read, {human_bytes(written)} written)"
                           for job, (calls, read, written) in jobs[:4])
         totals.add_row("jobs", shown + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else ""))
+    if summary.ranks:
+        ranks = sorted(summary.ranks.items())
+        shown = ", ".join(f"{rank}" + (f" ({len(workers)} workers)" if workers else "") for rank, workers in ranks[:8])
+        totals.add_row("ranks", shown + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else ""))
     applied, malformed = summary.counters.get("tags_applied", 0), summary.counters.get("tags_malformed", 0)
     if applied or malformed:
-        totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else ""))
+        seen = "; ".join(f"{key}={','.join(sorted(values))}" for key, values in sorted(summary.tag_values.items()))
+        totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else "")
+                       + (f": {seen}" if seen else ""))
     _accounting_rows(totals, summary, result)
     console.print(totals)
     if summary.disagreeing is not None:

@@ -7,9 +7,10 @@ from its time on, and those of children forked after it. Events find their conte
 as-of join on (pid, time) with `rows()`, so a change affects later events only.
 
 Worker ordinals: a child of a process that has a rank (and is not itself a worker) is that
-process's next worker, numbered from 0 in spawn order, unless it execs a program other than
-a multiprocessing spawn child (a helper such as the resource tracker, or any other program:
-those are not workers). Without a rank, only multiprocessing spawn children are numbered.
+process's next worker and takes the lowest ordinal none of its live workers holds (workers
+are 0..n-1 in spawn order, and each epoch's fresh workers are 0..n-1 again), unless it execs
+a program other than a multiprocessing spawn child (a helper such as the resource tracker,
+or any other program: those are not workers). Without a rank, only multiprocessing spawn children are numbered.
 Grandchildren keep their parent's ordinal: a worker's own children work for it.
 """
 
@@ -127,7 +128,7 @@ class ContextTimeline:
         self._histories: dict[int, _History] = {}
         self._born: dict[int, tuple[int, int]] = {}  # pid -> (ppid, fork time)
         self._children: dict[int, list[int]] = {}
-        self._next_worker: dict[int, int] = {}
+        self._in_use: dict[int, set[int]] = {}  # ppid -> ordinals its live workers hold
         self._ordinals: dict[int, tuple[int, int]] = {}  # pid -> (ppid, ordinal) of workers numbered by their parent
         self._provisional: set[int] = set()  # numbered at fork, not yet exec'd
         self.tags_applied = 0
@@ -153,7 +154,7 @@ class ContextTimeline:
     def fork(self, pid: int, ppid: int, ts_ns: int) -> None:
         """A new process: its parent's context at the fork, and maybe a worker ordinal."""
         self._histories.pop(pid, None)  # a reused pid starts afresh
-        self._ordinals.pop(pid, None)
+        self._release_ordinal(pid)
         self._provisional.discard(pid)
         parent = self.at(ppid, ts_ns)
         ctx = parent
@@ -167,24 +168,41 @@ class ContextTimeline:
             self._add(pid, _Change(ts_ns, fields, dict(ctx.tags), snapshot=True))
 
     def _take_ordinal(self, pid: int, ppid: int) -> int:
-        ordinal = self._next_worker.get(ppid, 0)
-        self._next_worker[ppid] = ordinal + 1
+        """The lowest ordinal no live worker of `ppid` holds (so each epoch's fresh workers
+        are 0..n-1 again, as DataLoader numbers them)."""
+        used = self._in_use.setdefault(ppid, set())
+        ordinal = next(n for n in range(len(used) + 1) if n not in used)
+        used.add(ordinal)
         self._ordinals[pid] = (ppid, ordinal)
         return ordinal
 
+    def _release_ordinal(self, pid: int) -> tuple[int, int] | None:
+        numbered = self._ordinals.pop(pid, None)
+        if numbered is not None:
+            self._in_use.get(numbered[0], set()).discard(numbered[1])
+        return numbered
+
     def _give_back_ordinal(self, pid: int) -> None:
-        """`pid` is not a worker after all: it and its younger siblings' ordinals move down
-        one. (Python's multiprocessing does not wait for its resource tracker to exec before
+        """`pid` is not a worker after all; siblings forked after it move down into the freed
+        ordinal. (Python's multiprocessing does not wait for its resource tracker to exec before
         forking the first worker, so the tracker's exec can come after a worker's fork.)"""
-        ppid, ordinal = self._ordinals.pop(pid)
-        self._next_worker[ppid] -= 1
+        ppid, ordinal = self._release_ordinal(pid)
         self._renumber(pid, ordinal, None)  # not even between its fork and exec
-        for sibling in self._children.get(ppid, ()):
+        born = self._born.get(pid, (ppid, 0))[1]
+        younger = [c for c in self._children.get(ppid, ()) if c in self._born and self._born[c][0] == ppid
+                   and self._born[c][1] > born]
+        for sibling in sorted(younger, key=lambda c: self._born[c][1]):
             numbered = self._ordinals.get(sibling)
-            if numbered is None or numbered[0] != ppid or numbered[1] < ordinal:
+            if numbered is None or numbered[0] != ppid:
                 continue
-            self._ordinals[sibling] = (ppid, numbered[1] - 1)
-            self._renumber(sibling, numbered[1], numbered[1] - 1)
+            self._release_ordinal(sibling)
+            moved = self._take_ordinal(sibling, ppid)
+            if moved != numbered[1]:
+                self._renumber(sibling, numbered[1], moved)
+
+    def exit(self, pid: int) -> None:
+        """A process ended: its worker ordinal is free for the next worker of its parent."""
+        self._release_ordinal(pid)
 
     def _renumber(self, pid: int, old: int, new: int | None) -> None:
         history = self._histories.get(pid)
@@ -262,8 +280,8 @@ class ContextTimeline:
             self._histories.pop(pid, None)
             self._born.pop(pid, None)
             self._children.pop(pid, None)
-            self._next_worker.pop(pid, None)
-            self._ordinals.pop(pid, None)
+            self._in_use.pop(pid, None)
+            self._release_ordinal(pid)
             self._provisional.discard(pid)
 
     def __contains__(self, pid: int) -> bool:
@@ -278,6 +296,8 @@ def apply_lifecycle(timeline: ContextTimeline, procs: list[ProcRecord], envs: li
             timeline.fork(rec.pid, rec.ppid, rec.ts_ns)
         elif rec.kind == ev.PROC_EXEC:
             timeline.exec(rec.pid, rec.ppid, rec.ts_ns, rec.argv, _launch(environ.get((rec.pid, rec.ts_ns)), rec.pid))
+        elif rec.kind == ev.PROC_EXIT:
+            timeline.exit(rec.pid)
 
 
 def _launch(env: EnvRecord | None, pid: int) -> Launch | None:

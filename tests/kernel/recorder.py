@@ -60,9 +60,9 @@ def json_line(stdout: str, key: str) -> dict:
 class Workload:
     """A workload that prints READY, waits for a line on stdin, then works."""
 
-    def __init__(self, command: list[str], cwd: Path | None = None):
+    def __init__(self, command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, cwd=cwd)
+                                     text=True, cwd=cwd, env=env)
         line = self.proc.stdout.readline()
         assert line.strip() == "READY", line + self.proc.stderr.read()
 

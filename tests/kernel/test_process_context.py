@@ -4,6 +4,7 @@ ordinals of a spawn pool, tags written mid-run, and a process that lives under 5
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import polars as pl
@@ -13,7 +14,7 @@ from ioobserve import schema as s
 from ioobserve.trace.export import tags_text
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
-from tests.kernel.recorder import record_command
+from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 
 WORKLOAD = ROOT / "tests" / "workloads" / "launch_workload.py"
 
@@ -59,7 +60,8 @@ def test_a_spawn_pool_gets_ordinals_in_spawn_order(launched):
             assert _opens(on_data, pid).height == ordinal + 1  # worker k read the file k+1 times
             numbered.add(pid)
         child = frame.filter(pl.col(s.PID) == report["fork_child"])
-        assert child.select(s.RANK, s.WORKER).unique().rows() == [(report["rank"], 4)]  # the next child forked
+        # Forked after the pool's workers exited: the next epoch's first worker.
+        assert child.select(s.RANK, s.WORKER).unique().rows() == [(report["rank"], 0)]
         numbered.add(report["fork_child"])
     # The resource tracker and `cat` are children too, but not workers.
     assert set(frame.filter(pl.col(s.WORKER).is_not_null()).get_column(s.PID).unique().to_list()) == numbered
@@ -85,3 +87,19 @@ def test_a_process_living_under_5_ms_still_gets_its_job(launched):
         mine = on_data.filter(pl.col(s.PID) == report["cat"])
         assert mine.height and mine.get_column(s.COMM).unique().to_list() == ["cat"]
         assert mine.select(s.JOB, s.RANK, s.WORKER).unique().rows() == [("777", report["rank"], None)]
+
+
+@pytest.mark.kernel
+def test_a_rank_already_running_when_recording_starts(root_required, tmp_path):
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * 4096)
+    tree = ROOT / "tests" / "workloads" / "tree_workload.py"
+    workload = Workload([sys.executable, str(tree), str(data)], env={**os.environ, "RANK": "7", "LOCAL_RANK": "1"})
+    recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
+    pids = json_line(workload.go(), "pids")["pids"]  # itself, a forked child, the child's child
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    on_data = load(recorder.traces()).filter(pl.col(s.PATH) == str(data))
+    found = {pid: on_data.filter(pl.col(s.PID) == pid).select(s.RANK, s.LOCAL_RANK, s.WORKER).unique().rows() for pid in pids}
+    # Read from /proc at the start; its fork is its first worker, whose own child works for it.
+    assert found == {pids[0]: [(7, 1, None)], pids[1]: [(7, 1, 0)], pids[2]: [(7, 1, 0)]}

@@ -143,3 +143,17 @@ def test_tag_expression_reads_one_key():
     frame = pl.DataFrame({s.TAGS: [[{"key": "epoch", "value": "3"}, {"key": "phase", "value": "io"}], None, []]},
                          schema={s.TAGS: pl.List(s.TAG_ENTRY)})
     assert frame.select(ioobserve.tag("phase")).to_series().to_list() == ["io", None, None]
+
+
+def test_each_epochs_fresh_workers_are_numbered_from_0_again():
+    timeline = ContextTimeline()
+    _rank_with_pool(timeline)
+    for pid in (12, 13, 14, 15):
+        timeline.exit(pid)
+    for pid, at in ((22, 2000), (23, 2100)):  # the next epoch's workers (fork start method)
+        timeline.fork(pid, 10, at)
+    timeline.fork(24, 10, 2200)
+    timeline.exec(24, 10, 2210, ("nvidia-smi",), Launch(rank=5))  # a program, not a worker
+    timeline.fork(25, 10, 2300)
+    assert [timeline.at(pid, 3000).worker for pid in (22, 23, 24, 25)] == [0, 1, None, 2]
+    assert [timeline.at(pid, 1000).worker for pid in (12, 13, 14, 15)] == [0, 1, 2, 3]  # history stays
