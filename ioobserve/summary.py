@@ -69,26 +69,13 @@ class SummarySink:
             out.ops[op] = out.ops.get(op, 0) + n
         is_read = pl.col(s.OP).is_in(_READS) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) == 0))
         is_write = pl.col(s.OP).is_in(_WRITES) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0))
-        per_file = (
-            frame.filter(pl.col(s.PATH).is_not_null())
-            .group_by(s.PATH)
-            .agg(
-                pl.col(s.COUNTED).sum().alias("calls"),
-                pl.col(s.BYTES).filter(is_read).sum().alias("read"),
-                pl.col(s.BYTES).filter(is_write).sum().alias("written"),
-            )
-        )
-        _add_totals(out.files, per_file)
-        per_job = (
-            frame.filter(pl.col(s.JOB).is_not_null())
-            .group_by(s.JOB)
-            .agg(
-                pl.col(s.COUNTED).sum().alias("calls"),
-                pl.col(s.BYTES).filter(is_read).sum().alias("read"),
-                pl.col(s.BYTES).filter(is_write).sum().alias("written"),
-            )
-        )
-        _add_totals(out.jobs, per_job)
+        totals = [
+            pl.col(s.COUNTED).sum().alias("calls"),
+            pl.col(s.BYTES).filter(is_read).sum().alias("read"),
+            pl.col(s.BYTES).filter(is_write).sum().alias("written"),
+        ]
+        _add_totals(out.files, frame.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(totals))
+        _add_totals(out.jobs, frame.filter(pl.col(s.JOB).is_not_null()).group_by(s.JOB).agg(totals))
         self._add_context(frame)
         out.bytes_read += int(frame.select(pl.col(s.BYTES).filter(is_read).sum()).item() or 0)
         out.bytes_written += int(frame.select(pl.col(s.BYTES).filter(is_write).sum()).item() or 0)
