@@ -10,8 +10,10 @@ layout grows with kernel versions, so it is decoded with offsets from BTF, not a
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
+import socket
 import struct
 import threading
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ COUNTERS = ("read_syscalls", "write_syscalls", "read_char", "write_char", "read_
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
 _POLL_S = 0.2
 _DATAGRAM = 1 << 16
+RECEIVE_BUFFER = 16 << 20
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
 class AccountingError(Exception):
@@ -71,6 +75,17 @@ def delay_accounting_enabled() -> bool:
         return False
 
 
+def _enlarge_receive_buffer(fd: int) -> None:
+    """Room for a burst of exits (each record ~600 bytes) while the thread waits for the GIL."""
+    probe = socket.socket(fileno=os.dup(fd))
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+    except OSError:  # without CAP_NET_ADMIN: the limit rmem_max allows
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
+    finally:
+        probe.close()
+
+
 class ExitAccounting:
     """Receives every exiting task's taskstats on a thread of its own; `take()` hands over
     the totals per process received so far."""
@@ -85,6 +100,7 @@ class ExitAccounting:
         self._error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="ioobserve-taskstats", daemon=True)
         self.records = 0
+        self.overruns = 0  # times the socket overflowed: some exits were never received
 
     def start(self) -> None:
         """Register for every CPU's exiting tasks; raises AccountingError if the kernel refuses."""
@@ -112,10 +128,17 @@ class ExitAccounting:
             return
         self._ready.set()
         fd = sock.fileno()
+        _enlarge_receive_buffer(fd)
         try:
             while True:  # until asked to stop and nothing is left to read
                 if select.select([fd], [], [], _POLL_S)[0]:
-                    data = os.read(fd, _DATAGRAM)
+                    try:
+                        data = os.read(fd, _DATAGRAM)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOBUFS:
+                            raise
+                        self.overruns += 1  # the kernel dropped exits while we were behind
+                        continue
                     while len(data) >= 16:
                         length = struct.unpack_from("<I", data)[0]
                         if length < 16:

@@ -199,7 +199,10 @@ class Collector:
 
     def counters(self) -> dict[str, int]:
         """Counts of what user space made of the records (beyond events and losses)."""
-        return {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed}
+        counts = {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed}
+        if self._accounting is not None:
+            counts["accounting_overruns"] = self._accounting.overruns
+        return counts
 
     def stop(self) -> None:
         """Drain what is left (detach the probes first), flush and close the sinks."""
