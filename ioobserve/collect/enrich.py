@@ -26,6 +26,8 @@ _OPS = pl.Series("op_names", ev.OP_NAMES + ("unknown",) * (ev.MAX_OPS - len(ev.O
 _DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 _NAME_KEYS = ["tid", "ts_ns"]
 NAME_WAIT_NS = 10_000_000_000
+# What a child does between fork and exec: not yet a worker's own I/O.
+_HOUSEKEEPING = [ev.OP_CODES[op] for op in ("close", "close_range", "dup", "dup2", "dup3", "fcntl")]
 
 
 def monotonic_to_epoch_offset(samples: int = 5) -> int:
@@ -76,6 +78,7 @@ class Enricher:
         )
         with_names = self._join_names(with_paths)
         self._take_tags(with_names)
+        self._confirm_workers(with_names)
         pids = with_names.get_column("pid").unique().to_list()
         ppids = self.processes.ppids(pids)
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
@@ -131,6 +134,16 @@ class Enricher:
                 self.timeline.tags_malformed += 1
             else:
                 self.timeline.tag(pid, ts_ns, updates)
+
+    def _confirm_workers(self, frame: pl.DataFrame) -> None:
+        """Rank children still pending (ioobserve.context.timeline) whose first own I/O is in
+        this batch become workers from its time."""
+        pending = self.timeline.pending_workers()
+        if not pending:
+            return
+        own_io = frame.filter(pl.col("pid").is_in(sorted(pending)) & ~pl.col("op").is_in(_HOUSEKEEPING))
+        first = own_io.group_by("pid").agg(pl.col("ts_ns").min())
+        self.timeline.confirm_workers(dict(first.iter_rows()))
 
     def _with_context(self, events: pl.DataFrame, first_ns: int) -> pl.DataFrame:
         """Add the job context of each event's cgroup and the name of its uid (a join with a

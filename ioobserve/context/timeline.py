@@ -6,11 +6,13 @@ the launch context with the new program's environment; a tag changes the process
 from its time on, and those of children forked after it. Events find their context by an
 as-of join on (pid, time) with `rows()`, so a change affects later events only.
 
-Worker ordinals: a child of a process that has a rank (and is not itself a worker) is that
-process's next worker and takes the lowest ordinal none of its live workers holds (workers
-are 0..n-1 in spawn order, and each epoch's fresh workers are 0..n-1 again), unless it execs
-a program other than a multiprocessing spawn child (a helper such as the resource tracker,
-or any other program: those are not workers). Without a rank, only multiprocessing spawn children are numbered.
+Worker ordinals: a child of a process that has a rank (and is not itself a worker) reserves
+at its fork the lowest ordinal none of its parent's live workers holds (workers are 0..n-1
+in spawn order, and each epoch's fresh workers are 0..n-1 again). It shows it from its exec
+as a multiprocessing spawn child, or (forked workers) from its first I/O other than closing
+or duplicating descriptors, which is all a child does between fork and exec. A child that
+execs anything else (the resource tracker, any program) is not a worker and gives the
+ordinal back. Without a rank, only multiprocessing spawn children are numbered.
 Grandchildren keep their parent's ordinal: a worker's own children work for it.
 """
 
@@ -130,7 +132,8 @@ class ContextTimeline:
         self._children: dict[int, list[int]] = {}
         self._in_use: dict[int, set[int]] = {}  # ppid -> ordinals its live workers hold
         self._ordinals: dict[int, tuple[int, int]] = {}  # pid -> (ppid, ordinal) of workers numbered by their parent
-        self._provisional: set[int] = set()  # numbered at fork, not yet exec'd
+        self._pending: set[int] = set()  # ordinal reserved at fork, not shown until it is a worker
+        self._exited: set[int] = set()  # numbered processes gone: their ordinal is free for others
         self.tags_applied = 0
         self.tags_malformed = 0
 
@@ -155,12 +158,12 @@ class ContextTimeline:
         """A new process: its parent's context at the fork, and maybe a worker ordinal."""
         self._histories.pop(pid, None)  # a reused pid starts afresh
         self._release_ordinal(pid)
-        self._provisional.discard(pid)
+        self._pending.discard(pid)
         parent = self.at(ppid, ts_ns)
         ctx = parent
         if parent.rank is not None and parent.worker is None:
-            ctx = replace(parent, worker=self._take_ordinal(pid, ppid))
-            self._provisional.add(pid)
+            self._take_ordinal(pid, ppid)  # reserved in spawn order, shown once it is a worker
+            self._pending.add(pid)
         self._born[pid] = (ppid, ts_ns)
         self._children.setdefault(ppid, []).append(pid)
         if ctx != EMPTY:
@@ -178,8 +181,9 @@ class ContextTimeline:
 
     def _release_ordinal(self, pid: int) -> tuple[int, int] | None:
         numbered = self._ordinals.pop(pid, None)
-        if numbered is not None:
+        if numbered is not None and pid not in self._exited:
             self._in_use.get(numbered[0], set()).discard(numbered[1])
+        self._exited.discard(pid)
         return numbered
 
     def _give_back_ordinal(self, pid: int) -> None:
@@ -193,16 +197,45 @@ class ContextTimeline:
                    and self._born[c][1] > born]
         for sibling in sorted(younger, key=lambda c: self._born[c][1]):
             numbered = self._ordinals.get(sibling)
-            if numbered is None or numbered[0] != ppid:
+            if numbered is None or numbered[0] != ppid or sibling in self._exited:
                 continue
             self._release_ordinal(sibling)
             moved = self._take_ordinal(sibling, ppid)
             if moved != numbered[1]:
                 self._renumber(sibling, numbered[1], moved)
 
+    def pending_workers(self) -> set[int]:
+        """Children of a rank that hold an ordinal but have not yet shown they are workers."""
+        return self._pending
+
+    def confirm_workers(self, first_io_ns: dict[int, int]) -> None:
+        """Pending children that did I/O of their own (not just closing or duplicating
+        descriptors, as a child does between fork and exec) are workers from that time."""
+        for pid, ts_ns in first_io_ns.items():
+            numbered = self._ordinals.get(pid)
+            if pid in self._pending and numbered is not None:
+                self._pending.discard(pid)
+                self._show_worker(pid, ts_ns, ts_ns, numbered[1])
+
+    def _show_worker(self, pid: int, since_ns: int, shown_ns: int, ordinal: int) -> None:
+        self._add(pid, _Change(since_ns, {"worker": ordinal}))
+        # Its children forked since then work for it, even if their fork was learned first.
+        for child in self._children.get(pid, ()):
+            born = self._born.get(child)
+            if born is None or born[0] != pid or born[1] <= shown_ns:
+                continue
+            if self._ordinals.get(child, (pid,))[0] == pid:  # not a worker of its own, then
+                self._release_ordinal(child)
+                self._pending.discard(child)
+                self._show_worker(child, born[1], shown_ns, ordinal)
+
     def exit(self, pid: int) -> None:
-        """A process ended: its worker ordinal is free for the next worker of its parent."""
-        self._release_ordinal(pid)
+        """A process ended: its worker ordinal is free for the next worker of its parent (and
+        stays its own for events of its still to be drained)."""
+        numbered = self._ordinals.get(pid)
+        if numbered is not None and pid not in self._exited:
+            self._exited.add(pid)
+            self._in_use.get(numbered[0], set()).discard(numbered[1])
 
     def _renumber(self, pid: int, old: int, new: int | None) -> None:
         history = self._histories.get(pid)
@@ -217,11 +250,13 @@ class ContextTimeline:
         inherited one) and whether it still counts as a worker."""
         fields: dict = {name: getattr(launch, name) for name in _LAUNCH_FIELDS} if launch is not None else {}
         kind = child_kind(argv)
-        provisional = pid in self._provisional
-        self._provisional.discard(pid)
-        if provisional and kind != SPAWN_CHILD:
+        pending = pid in self._pending
+        self._pending.discard(pid)
+        if pending and kind == SPAWN_CHILD and pid in self._ordinals:
+            fields["worker"] = self._ordinals[pid][1]
+        elif pending and pid in self._ordinals:
             self._give_back_ordinal(pid)
-        elif not provisional and kind == SPAWN_CHILD and self.at(pid, ts_ns).worker is None:
+        elif kind == SPAWN_CHILD and self.at(pid, ts_ns).worker is None:
             fields["worker"] = self._take_ordinal(pid, ppid)
         if fields and (pid in self._histories or any(value is not None for value in fields.values())):
             self._add(pid, _Change(ts_ns, fields))
@@ -282,7 +317,7 @@ class ContextTimeline:
             self._children.pop(pid, None)
             self._in_use.pop(pid, None)
             self._release_ordinal(pid)
-            self._provisional.discard(pid)
+            self._pending.discard(pid)
 
     def __contains__(self, pid: int) -> bool:
         return pid in self._histories

@@ -55,11 +55,11 @@ def test_a_spawn_pool_gets_ordinals_in_spawn_order(launched):
     numbered = set()
     for report in reports:
         for ordinal, pid in enumerate(report["workers"]):
-            mine = frame.filter(pl.col(s.PID) == pid)
+            mine = on_data.filter(pl.col(s.PID) == pid)  # numbered from its exec (before: closing fds)
             assert mine.select(s.RANK, s.WORKER).unique().rows() == [(report["rank"], ordinal)], f"worker {pid}"
             assert _opens(on_data, pid).height == ordinal + 1  # worker k read the file k+1 times
             numbered.add(pid)
-        child = frame.filter(pl.col(s.PID) == report["fork_child"])
+        child = on_data.filter(pl.col(s.PID) == report["fork_child"])
         # Forked after the pool's workers exited: the next epoch's first worker.
         assert child.select(s.RANK, s.WORKER).unique().rows() == [(report["rank"], 0)]
         numbered.add(report["fork_child"])

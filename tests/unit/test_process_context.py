@@ -70,6 +70,7 @@ def test_spawn_pool_ordinals_skip_the_helper_even_when_it_execs_late():
     assert timeline.at(10, 1000).worker is None and timeline.at(13, 1000).rank == 5
     timeline.fork(16, 13, 2000)  # a worker's own child works for it
     assert timeline.at(16, 2000).worker == 1
+    assert not timeline.pending_workers()  # the tracker gave its ordinal back, the rest showed theirs
 
 
 def test_program_children_are_not_workers_but_become_ranks_of_their_own():
@@ -78,7 +79,11 @@ def test_program_children_are_not_workers_but_become_ranks_of_their_own():
     timeline.fork(11, 10, 200)
     timeline.exec(11, 10, 210, ("python3", "train.py"), Launch(rank=2))
     timeline.fork(12, 11, 300)  # a fork-started DataLoader worker of the python rank
-    assert timeline.at(11, 1000).worker is None and timeline.at(12, 1000).worker == 0
+    assert timeline.at(12, 1000).worker is None  # not shown before it does I/O of its own
+    timeline.fork(13, 12, 500)  # the worker's child, learned before the worker's first I/O
+    timeline.confirm_workers({12: 400, 11: 400})
+    assert timeline.at(11, 1000).worker is None and timeline.at(12, 399).worker is None
+    assert timeline.at(12, 400).worker == 0 and timeline.at(13, 500).worker == 0
 
 
 def test_spawn_children_without_a_rank_are_numbered_at_exec():
@@ -155,5 +160,6 @@ def test_each_epochs_fresh_workers_are_numbered_from_0_again():
     timeline.fork(24, 10, 2200)
     timeline.exec(24, 10, 2210, ("nvidia-smi",), Launch(rank=5))  # a program, not a worker
     timeline.fork(25, 10, 2300)
+    timeline.confirm_workers({22: 2500, 23: 2500, 25: 2500})
     assert [timeline.at(pid, 3000).worker for pid in (22, 23, 24, 25)] == [0, 1, None, 2]
     assert [timeline.at(pid, 1000).worker for pid in (12, 13, 14, 15)] == [0, 1, 2, 3]  # history stays
