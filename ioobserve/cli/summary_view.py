@@ -89,7 +89,7 @@ def _accounting_rows(totals: Table, summary: Summary, result) -> None:
     overruns = summary.counters.get("accounting_overruns", 0)
     missed = f" (the kernel dropped some exits {overruns:,} times: those processes are not compared)" if overruns else ""
     totals.add_row("accounting", f"{summary.accounted:,} exited processes vs the kernel's taskstats "
-                                 f"(which rounds to multiples of 1024): {agreeing}{missed}")
+                                 f"(it rounds each process's counts down to a multiple of 1024): {agreeing}{missed}")
     totals.add_row("", f"read calls {acc['traced_reads']:,} traced, {acc['read_syscalls']:,} kernel; "
                        f"write calls {acc['traced_writes']:,} traced, {acc['write_syscalls']:,} kernel")
     totals.add_row("", f"read {human_bytes(acc['traced_read_bytes'])} traced, {human_bytes(acc['read_char'])} kernel; "
