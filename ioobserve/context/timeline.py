@@ -313,7 +313,10 @@ class ContextTimeline:
         """Processes long gone."""
         for pid in pids:
             self._histories.pop(pid, None)
-            self._born.pop(pid, None)
+            born = self._born.pop(pid, None)
+            siblings = self._children.get(born[0], []) if born is not None else []
+            if pid in siblings:  # a long-lived parent's list holds only children still of use
+                siblings.remove(pid)
             self._children.pop(pid, None)
             self._in_use.pop(pid, None)
             self._release_ordinal(pid)

@@ -163,3 +163,15 @@ def test_each_epochs_fresh_workers_are_numbered_from_0_again():
     timeline.confirm_workers({22: 2500, 23: 2500, 25: 2500})
     assert [timeline.at(pid, 3000).worker for pid in (22, 23, 24, 25)] == [0, 1, None, 2]
     assert [timeline.at(pid, 1000).worker for pid in (12, 13, 14, 15)] == [0, 1, 2, 3]  # history stays
+
+
+def test_forgotten_processes_leave_nothing_behind():
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("python3",), Launch(rank=0))
+    for pid in range(100, 150):
+        timeline.fork(pid, 10, pid)
+        timeline.confirm_workers({pid: pid + 1})
+        timeline.exit(pid)
+    timeline.forget(range(100, 150))
+    assert timeline._children[10] == [] and not timeline._ordinals and not timeline._in_use[10]
+    assert all(pid not in timeline for pid in range(100, 150))
