@@ -37,6 +37,8 @@ enum ioo_op {
 	IOO_OP_MMAP,
 	IOO_OP_SENDFILE, IOO_OP_COPY_FILE_RANGE, IOO_OP_SPLICE,
 	IOO_OP_DUP, IOO_OP_DUP2, IOO_OP_DUP3, IOO_OP_FCNTL,
+	/* Block layer: a request on a block device, from issue to completion. */
+	IOO_OP_BLOCK_READ, IOO_OP_BLOCK_WRITE, IOO_OP_BLOCK_FLUSH, IOO_OP_BLOCK_DISCARD, IOO_OP_BLOCK_OTHER,
 	IOO_OP_COUNT
 };
 
@@ -87,17 +89,21 @@ struct ioo_config {
 #define IOO_F_PAIR_OUT  0x0008 /* the output side of a two-file op (sendfile, copy_file_range) */
 #define IOO_F_REPEAT    0x0020 /* second record of one call: count the call once, not twice */
 #define IOO_F_POS       0x0010 /* offset is the file position, not an explicit argument */
+#define IOO_F_BLOCK     0x0040 /* dev names a block device (block layer events) */
+#define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, async readahead) */
 
-/* The hot record: one per traced syscall, fixed size so a batch decodes in one frombuffer. */
+/* The hot record: one per traced syscall or block request, fixed size so a batch decodes
+ * in one frombuffer. */
 struct ioo_event {
-	__u64 ts_ns;       /* CLOCK_MONOTONIC at syscall entry */
+	__u64 ts_ns;       /* CLOCK_MONOTONIC at syscall entry (block: at issue) */
 	__u64 dur_ns;
 	__s64 ret;         /* return value; negative errno on failure */
 	__u64 bytes_req;   /* bytes asked for (count, iovec sum, length) */
 	__s64 offset;      /* explicit offset or the file position before the call; -1 if none */
 	__u64 ino;
 	__u64 cgroup_id;   /* cgroup v2 id of the task */
-	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd ... */
+	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd; block: ns queued */
+	__u64 parent_ts;   /* ts_ns of the event of the same thread this one happened inside; 0 if none */
 	__u32 dev;         /* kernel dev_t: major << 20 | minor */
 	__s32 fd;
 	__u32 pid;         /* tgid: the process */

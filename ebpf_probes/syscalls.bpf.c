@@ -9,7 +9,7 @@
  * One file on purpose: bcc rewrites map accessors (`map.lookup(...)`) and finds programs
  * only in the main source file, so helpers that touch maps cannot move into headers.
  * Sections: maps and filters; paths (walk, verdict cache, path arguments); sys_enter;
- * sys_exit; process lineage.
+ * sys_exit; process lineage; block layer.
  */
 #include "common.h"
 #include "kernel_access.h"
@@ -512,6 +512,7 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->dev = has_file ? id->dev : 0;
 	ev->cgroup_id = current_cgroup_id();
 	ev->arg = arg;
+	ev->parent_ts = 0;
 	ev->fd = fd;
 	ev->pid = pid_tgid >> 32;
 	ev->tid = pid_tgid;
@@ -741,5 +742,145 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	traced_tgids.delete(&tgid);
+	return 0;
+}
+
+/* Block layer: a request from its first bio's submission to its completion. The bio is
+ * submitted in the context of whoever caused it, so a traced syscall in flight on that
+ * thread is its parent; writeback and async readahead come from kernel threads (no parent).
+ * Bios merged into a request ride on it. */
+#define REQ_OP_MASK_ 0xff
+#define SECTOR_SHIFT_ 9
+
+struct block_origin {
+	u64 start_ts;
+	u64 parent_ts;
+	u64 cgroup_id;
+	u32 dev;
+	u32 pid;
+	u32 tid;
+	u32 uid;
+	char comm[IOO_COMM_LEN];
+};
+
+struct block_request {
+	struct block_origin origin;
+	u64 issue_ts;
+	u64 sector;
+	u32 bytes;
+	u32 op;
+};
+
+BPF_TABLE("lru_hash", u64, struct block_origin, block_origins, 16384);  /* by request or bio */
+BPF_TABLE("lru_hash", u64, struct block_request, block_requests, 16384);
+
+/* Who submitted a request (or, before kernel 6.5, its first bio), from its context. */
+static __always_inline void note_origin(u64 key, void *bdev)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return;
+	struct block_origin origin = {};
+	origin.start_ts = bpf_ktime_get_ns();
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	origin.parent_ts = (st && st->op) ? st->ts : 0;
+	origin.cgroup_id = current_cgroup_id();
+	origin.dev = bdev ? read_u32(bdev, OFF_BLOCK_DEVICE_BD_DEV) : 0;
+	origin.pid = pid_tgid >> 32;
+	origin.tid = pid_tgid;
+	origin.uid = current_uid();
+	current_comm(origin.comm);
+	block_origins.update(&key, &origin);
+}
+
+static __always_inline void *request_bdev(u64 rq)
+{
+	void *bio = read_ptr((void *)rq, OFF_REQUEST_BIO);
+	return bio ? read_ptr(bio, OFF_BIO_BI_BDEV) : NULL;
+}
+
+/* args: (struct request *rq); kernel 6.5 and later, in the submitter's context */
+int on_block_io_start(struct bpf_raw_tracepoint_args *ctx)
+{
+	note_origin(ctx->args[0], request_bdev(ctx->args[0]));
+	return 0;
+}
+
+/* args: (struct bio *bio); kernels before 6.5, in the submitter's context */
+int on_block_bio_queue(struct bpf_raw_tracepoint_args *ctx)
+{
+	note_origin(ctx->args[0], read_ptr((void *)ctx->args[0], OFF_BIO_BI_BDEV));
+	return 0;
+}
+
+/* args: (struct request *rq) */
+int on_block_rq_issue(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 rq = ctx->args[0];
+	u64 key = rq;
+	struct block_origin *origin = block_origins.lookup(&key);
+	if (!origin) {
+		key = (u64)read_ptr((void *)rq, OFF_REQUEST_BIO);  /* noted by its first bio */
+		origin = block_origins.lookup(&key);
+	}
+	if (!origin)
+		return 0;  /* not submitted by a selected process */
+	struct block_request req = {};
+	req.origin = *origin;
+	req.issue_ts = bpf_ktime_get_ns();
+	req.sector = read_u64((void *)rq, OFF_REQUEST_SECTOR);
+	req.bytes = read_u32((void *)rq, OFF_REQUEST_DATA_LEN);
+	req.op = read_u32((void *)rq, OFF_REQUEST_CMD_FLAGS) & REQ_OP_MASK_;
+	block_requests.update(&rq, &req);
+	block_origins.delete(&key);
+	return 0;
+}
+
+static __always_inline u16 block_op(u32 req_op)
+{
+	switch (req_op) {
+	case 0: return IOO_OP_BLOCK_READ;
+	case 1: return IOO_OP_BLOCK_WRITE;
+	case 2: return IOO_OP_BLOCK_FLUSH;
+	case 3: return IOO_OP_BLOCK_DISCARD;
+	default: return IOO_OP_BLOCK_OTHER;
+	}
+}
+
+/* args: (struct request *rq, blk_status_t error, unsigned int nr_bytes) */
+int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 rq = ctx->args[0];
+	struct block_request *req = block_requests.lookup(&rq);
+	if (!req)
+		return 0;
+	u16 op = block_op(req->op);
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(op);
+		block_requests.delete(&rq);
+		return 0;
+	}
+	u64 now = bpf_ktime_get_ns();
+	ev->ts_ns = req->issue_ts;
+	ev->dur_ns = now - req->issue_ts;
+	ev->ret = ctx->args[1] ? -5 /* EIO */ : (s64)req->bytes;
+	ev->bytes_req = req->bytes;
+	ev->offset = (s64)(req->sector << SECTOR_SHIFT_);
+	ev->ino = 0;
+	ev->cgroup_id = req->origin.cgroup_id;
+	ev->arg = req->issue_ts - req->origin.start_ts;
+	ev->parent_ts = req->origin.parent_ts;
+	ev->dev = req->origin.dev;
+	ev->fd = -1;
+	ev->pid = req->origin.pid;
+	ev->tid = req->origin.tid;
+	ev->uid = req->origin.uid;
+	ev->op = op;
+	ev->flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC);
+	__builtin_memcpy(ev->comm, req->origin.comm, IOO_COMM_LEN);
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	block_requests.delete(&rq);
 	return 0;
 }

@@ -36,12 +36,16 @@ OP_NAMES: tuple[str, ...] = (
     "mmap",
     "sendfile", "copy_file_range", "splice",
     "dup", "dup2", "dup3", "fcntl",
+    "block_read", "block_write", "block_flush", "block_discard", "block_other",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
 COPY_OPS = frozenset({"sendfile", "copy_file_range", "splice"})
+BLOCK_OPS = frozenset({"block_read", "block_write", "block_flush", "block_discard", "block_other"})
+FIRST_BLOCK_OP = OP_CODES["block_read"]  # op codes from here on are block-layer requests
+BYTES_OPS = READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"}  # ops whose return is bytes moved
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008
@@ -50,6 +54,7 @@ S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
 
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+F_BLOCK, F_ASYNC = 0x40, 0x80
 
 AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV = 1, 2, 3, 4
 AUX_KINDS = 8  # loss counters per auxiliary record kind
@@ -77,7 +82,7 @@ CONFIG = np.dtype(
 EVENT = np.dtype(
     [
         ("ts_ns", "<u8"), ("dur_ns", "<u8"), ("ret", "<i8"), ("bytes_req", "<u8"),
-        ("offset", "<i8"), ("ino", "<u8"), ("cgroup_id", "<u8"), ("arg", "<u8"),
+        ("offset", "<i8"), ("ino", "<u8"), ("cgroup_id", "<u8"), ("arg", "<u8"), ("parent_ts", "<u8"),
         ("dev", "<u4"), ("fd", "<i4"), ("pid", "<u4"), ("tid", "<u4"), ("uid", "<u4"),
         ("op", "<u2"), ("flags", "<u2"), ("comm", "S16"),
     ]

@@ -21,12 +21,13 @@ ERRNO = "errno"
 BYTES_REQ = "bytes_req"
 BYTES = "bytes"  # bytes done: read or written
 OFFSET = "offset"
-DEV = "dev"  # st_dev encoding, as os.stat reports it
+DEV = "dev"  # st_dev encoding, as os.stat reports it (block layer: the block device)
 INO = "ino"
 CGROUP = "cgroup_id"
-ARG = "arg"  # op-specific: open flags, whence, mode, the other fd ...
+ARG = "arg"  # op-specific: open flags, whence, mode, the other fd ...; block: ns queued before issue
 FLAGS = "flags"
 COUNTED = "counted"  # False for the second record of a two-file call
+PARENT_TS = "parent_ts"  # ts of the same thread's event this one happened inside (block: the syscall)
 # Job context, from the event's cgroup (ioobserve.context.cgroups) and uid.
 CGROUP_PATH = "cgroup"  # relative to the cgroup v2 mount
 JOB = "job"  # Slurm job id: from the cgroup, else SLURM_JOB_ID in the environment
@@ -61,7 +62,9 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     COMM: pl.String, LAYER: pl.String, OP: pl.String, PATH: pl.String, PATH2: pl.String, FD: pl.Int32,
     RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
+    PARENT_TS: pl.UInt64,
     **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 
 LAYER_SYSCALL = "SYSCALL"
+LAYER_BLOCK = "BLOCK"  # block device requests, issue to completion

@@ -23,7 +23,8 @@ from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 
 _OPS = pl.Series("op_names", ev.OP_NAMES + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
-_DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
+_DATA_OPS = sorted(ev.BYTES_OPS)
+_BLOCK_OPS = sorted(ev.BLOCK_OPS)
 _NAME_KEYS = ["tid", "ts_ns"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
@@ -95,7 +96,8 @@ class Enricher:
                 pl.col("ppid").fill_null(0).alias(s.PPID),
                 pl.col("uid").alias(s.UID),
                 pl.col("comm").alias(s.COMM),
-                pl.lit(s.LAYER_SYSCALL).alias(s.LAYER),
+                pl.when(pl.col(s.OP).is_in(_BLOCK_OPS)).then(pl.lit(s.LAYER_BLOCK)).otherwise(pl.lit(s.LAYER_SYSCALL))
+                .alias(s.LAYER),
                 pl.col(s.OP),
                 pl.coalesce("path", "name_path").alias(s.PATH),
                 pl.col("name_path2").alias(s.PATH2),
@@ -105,12 +107,14 @@ class Enricher:
                 pl.col("bytes_req").alias(s.BYTES_REQ),
                 pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(done).otherwise(0).cast(pl.UInt64).alias(s.BYTES),
                 pl.col("offset").alias(s.OFFSET),
-                pl.when((pl.col("flags") & ev.F_FILE) != 0).then(pl.col("udev")).otherwise(0).alias(s.DEV),
+                pl.when((pl.col("flags") & (ev.F_FILE | ev.F_BLOCK)) != 0).then(pl.col("udev")).otherwise(0).alias(s.DEV),
                 pl.col("ino").alias(s.INO),
                 pl.col("cgroup_id").alias(s.CGROUP),
                 pl.col("arg").alias(s.ARG),
                 pl.col("flags").alias(s.FLAGS),
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
+                pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
+                .alias(s.PARENT_TS),
             )
         )
         return self._with_context(events, int(batch["ts_ns"].min()))

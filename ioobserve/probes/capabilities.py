@@ -156,6 +156,8 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
     ok = {c.name: c.ok for c in checks}
     ready = all(c.ok for c in checks if c.required)
     plan = {"syscall": "raw tracepoints sys_enter/sys_exit" if ready else "unavailable (see failed checks)"}
+    plan["block"] = ("raw tracepoints block_io_start (or block_bio_queue)/block_rq_issue/block_rq_complete"
+                     if ready and ok.get("block tracepoints") else "unavailable: no block tracepoints")
     if ok.get("fentry"):
         plan["vfs"] = "fentry"
     elif ok.get("kprobes"):

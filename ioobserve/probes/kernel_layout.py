@@ -48,6 +48,12 @@ FIELDS: dict[str, tuple[str, str]] = {
     "MM_STRUCT_ENV_START": ("mm_struct", "env_start"),
     "MM_STRUCT_ENV_END": ("mm_struct", "env_end"),
     "LINUX_BINPRM_FILENAME": ("linux_binprm", "filename"),
+    "BIO_BI_BDEV": ("bio", "bi_bdev"),
+    "BLOCK_DEVICE_BD_DEV": ("block_device", "bd_dev"),
+    "REQUEST_SECTOR": ("request", "__sector"),
+    "REQUEST_DATA_LEN": ("request", "__data_len"),
+    "REQUEST_CMD_FLAGS": ("request", "cmd_flags"),
+    "REQUEST_BIO": ("request", "bio"),
 }
 
 # pt_regs members holding syscall arguments 0..5 (the syscall ABI, not the C one).

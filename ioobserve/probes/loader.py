@@ -28,6 +28,13 @@ ATTACHMENTS = (
     ("sys_exit", "on_sys_exit"),
     ("sys_enter", "on_sys_enter"),
 )
+# The block layer, completion first so no request is issued unseen. Kernels before 6.5 lack
+# block_io_start (a request, in its submitter's context): there the bio's queueing stands in.
+BLOCK_ATTACHMENTS = (
+    (("block_rq_complete", "on_block_rq_complete"),),
+    (("block_rq_issue", "on_block_rq_issue"),),
+    (("block_io_start", "on_block_io_start"), ("block_bio_queue", "on_block_bio_queue")),
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class SyscallProbes:
     def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes()):
         self.sizes = sizes
         self._attached: list[str] = []
+        self.block_layer: str | None = None  # the block tracepoints attached, once attach() ran
         source_dir = probes_source_dir()
         cflags = layout.cflags() + [
             f"-I{source_dir}",
@@ -122,6 +130,27 @@ class SyscallProbes:
         except Exception as exc:
             self.detach()
             raise ProbeError(f"attaching {program} to raw tracepoint {tracepoint} failed: {exc}") from exc
+        self.block_layer = self._attach_block()
+
+    def _attach_block(self) -> str | None:
+        """Attach the block layer where the kernel has its tracepoints; None (and nothing of
+        it attached) where it does not, which leaves the syscall layer whole."""
+        attached = []
+        for candidates in BLOCK_ATTACHMENTS:
+            for tracepoint, program in candidates:
+                try:
+                    self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+                except Exception:  # absent on this kernel: try the next name
+                    continue
+                attached.append(tracepoint)
+                break
+            else:
+                for tracepoint in attached:
+                    with contextlib.suppress(Exception):
+                        self.bpf.detach_raw_tracepoint(tp=tracepoint.encode())
+                return None
+        self._attached.extend(attached)
+        return ", ".join(attached)
 
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""

@@ -22,6 +22,7 @@ from ioobserve.trace.output import OutputError, check_output_dir, create_private
 FORMATS = ("perfetto", "parquet")
 _CHUNK = 500_000
 _ARGS = (s.PATH, s.PATH2, s.RET, s.ERRNO, s.BYTES_REQ, s.BYTES, s.OFFSET, s.FD, s.ARG, s.DEV, s.INO, s.CGROUP, s.UID,
+         s.PARENT_TS,
          *s.CGROUP_CONTEXT_SCHEMA, s.USER, s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER)
 
 

@@ -28,8 +28,9 @@ PH_COMPLETE = 1
 PH_METADATA = 4
 TYPE_DFTRACER = 1
 TYPE_SYSCALL = 12  # DFTracer's layer numbers end at 11 (CUDA); ours start after them
+TYPE_BLOCK = 13
 CAT_META = "dftracer"
-LAYER_TYPES = {s.LAYER_SYSCALL: TYPE_SYSCALL}
+LAYER_TYPES = {s.LAYER_SYSCALL: TYPE_SYSCALL, s.LAYER_BLOCK: TYPE_BLOCK}
 
 
 def string_hash(text: str) -> str:
@@ -70,6 +71,7 @@ EVENT_FIELDS: tuple[tuple[str, str, pl.DataType], ...] = (
     ("count", "args", pl.UInt64), ("offset", "args", pl.Int64), ("fd", "args", pl.Int32),
     ("arg", "args", pl.UInt64), ("uid", "args", pl.UInt32), ("cgroup", "args", pl.UInt64),
     ("evflags", "args", pl.UInt16), ("tns", "args", pl.UInt16), ("dns", "args", pl.UInt16),
+    ("pts", "args", pl.UInt64),
 )
 _QUOTED = {"name", "fhash", "fhash2"}
 
@@ -99,7 +101,7 @@ def _value(key: str) -> pl.Expr:
         "fhash": pl.col("fhash"), "fhash2": pl.col("fhash2"), "ret": pl.col(s.RET), "count": pl.col(s.BYTES_REQ),
         "offset": pl.col(s.OFFSET), "fd": pl.col(s.FD), "arg": pl.col(s.ARG),
         "uid": pl.col(s.UID), "cgroup": pl.col(s.CGROUP), "evflags": pl.col(s.FLAGS),
-        "tns": pl.col(s.TS) % 1000, "dns": pl.col(s.DUR) % 1000,
+        "tns": pl.col(s.TS) % 1000, "dns": pl.col(s.DUR) % 1000, "pts": pl.col(s.PARENT_TS),
     }[key]
     if key in _QUOTED:  # our op names and hex hashes never need JSON escaping
         column = pl.concat_str(pl.lit('"'), column, pl.lit('"'))

@@ -30,7 +30,7 @@ from ioobserve.trace.members import Damage, NotATrace, iter_members
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
-_DATA_OPS = sorted(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
+_DATA_OPS = sorted(ev.BYTES_OPS)
 
 
 class TraceError(Exception):
@@ -285,7 +285,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
             pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
             pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
             pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
-            flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
+            flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
             *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
         )
         .with_columns(done.alias(s.BYTES))

@@ -54,6 +54,7 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit(None, pl.String).alias(s.STEP), pl.lit(None, pl.Int32).alias(s.TASK), pl.lit("w.service").alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
         *(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items()),
+        pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
     ).select(list(s.EVENT_SCHEMA))
 
 

@@ -38,6 +38,8 @@ def _frame() -> pl.DataFrame:
         pl.lit(1, pl.UInt64).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
         pl.lit(True).alias(s.COUNTED),
+        # pid 12's event happened inside another of its thread's (a block request in its syscall)
+        pl.when(pl.col(s.PID) == 12).then(pl.lit(1_700_000_000_000_002_500, pl.UInt64)).alias(s.PARENT_TS),
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),

@@ -1,0 +1,69 @@
+"""The block layer: a read served from the page cache reaches no disk; the same read after
+dropping the caches shows block requests, each linked to the read syscall that caused it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.trace.reader import load
+from tests.conftest import ROOT
+from tests.kernel.recorder import record_command
+
+WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
+SIZE = 4 << 20
+
+
+@pytest.fixture
+def data_on_disk(root_required, tmp_path):
+    """A file on a block-device file system (/tmp may be tmpfs here), its blocks written out."""
+    path = Path("/var/tmp") / f"ioobserve-block-{os.getpid()}-{tmp_path.name}.bin"
+    path.write_bytes(os.urandom(SIZE))
+    os.sync()
+    yield path
+    path.unlink()
+
+
+def _record_read(tmp_path: Path, data: Path, name: str) -> tuple[dict, pl.DataFrame]:
+    done = record_command(tmp_path / name, [sys.executable, str(WORKLOAD), str(data)])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
+    frame = load(sorted((tmp_path / name).glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
+    return report, frame
+
+
+def _file_reads_and_their_requests(frame: pl.DataFrame, data: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The workload's read syscalls on `data`, and the block requests issued inside them."""
+    reads = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.OP) == "read") & (pl.col(s.PATH) == str(data)))
+    block = frame.filter(pl.col(s.LAYER) == s.LAYER_BLOCK)
+    inside = block.join(reads.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
+    return reads, inside
+
+
+@pytest.mark.kernel
+def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_path):
+    _record_read(tmp_path, data_on_disk, "warm-up")  # the file and the interpreter's own into the cache
+    report, warm = _record_read(tmp_path, data_on_disk, "warm")
+    reads, inside = _file_reads_and_their_requests(warm, data_on_disk)
+    assert report["bytes"] == SIZE and reads.height == report["reads"]
+    assert inside.height == 0, f"a cached read reached the disk: {inside.select(s.OP, s.BYTES).rows()}"
+
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    report, cold = _record_read(tmp_path, data_on_disk, "cold")
+    reads, inside = _file_reads_and_their_requests(cold, data_on_disk)
+    assert reads.height == report["reads"]
+    assert set(inside.get_column(s.OP).unique().to_list()) == {"block_read"}
+    # Every byte of the file came from the disk inside one of the workload's read calls, each
+    # request issued while its read was in flight, and none marked asynchronous.
+    assert inside.get_column(s.BYTES).sum() >= SIZE
+    assert inside.filter((pl.col(s.FLAGS) & ev.F_ASYNC) != 0).height == 0
+    for row in inside.iter_rows(named=True):
+        parent = reads.filter((pl.col(s.TID) == row[s.TID]) & (pl.col(s.TS) == row[s.PARENT_TS])).row(0, named=True)
+        assert parent[s.TS] <= row[s.TS] <= parent[s.TS] + parent[s.DUR]
