@@ -32,6 +32,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--pid", "999999999"], ["--pid 999999999", "no such process"]),
         (["--comm", "a-name-longer-than-15"], ["--comm"]),
         (["--path-prefix", "/no/such/dir"], ["--path-prefix", "no such"]),
+        (["--path-prefix", "/"] * 8, ["--path-prefix", "at most 7"]),  # one slot keeps tags visible
         (["--cgroup", "no-such-cgroup-xyz"], ["cgroup"]),
         (["--ring-pages", "3"], ["power of two"]),
         (["--job", "abc"], ["--job 'abc'", "number"]),
