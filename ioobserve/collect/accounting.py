@@ -201,6 +201,7 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "pid": pl.UInt32, **dict.fromkeys(COUNTERS, pl.UInt64), **dict.fromkeys(TRACED, pl.UInt64), "agrees": pl.Boolean,
 }
 _READS, _WRITES, _COPIES = sorted(ev.READ_OPS), sorted(ev.WRITE_OPS), sorted(ev.COPY_OPS)
+TAKE, WAIT, DROP = "take", "wait", "drop"  # what to do with a received process's accounting
 
 
 class AccountingCheck:
@@ -209,7 +210,7 @@ class AccountingCheck:
 
     def __init__(self) -> None:
         self._traced: dict[int, list[int]] = {}
-        self._exited: dict[int, tuple[float, dict[str, int]]] = {}  # pid -> (when received, counters)
+        self._exited: dict[int, tuple[float, tuple[int, ...]]] = {}  # pid -> (when received, COUNTERS values)
 
     def add_events(self, frame: pl.DataFrame) -> None:
         """Count a batch's read and write calls and bytes per process (one group-by)."""
@@ -230,19 +231,25 @@ class AccountingCheck:
     def add_exits(self, totals: dict[int, dict[str, int]], received: float) -> None:
         """The kernel's counters of processes whose (last) threads exited."""
         for pid, counters in totals.items():
+            values = tuple(counters[name] for name in COUNTERS)  # compact: most are dropped unseen
             earlier = self._exited.get(pid)
             if earlier is not None:  # a straggling thread of a process already received
-                counters = {name: counters[name] + earlier[1][name] for name in COUNTERS}
-            self._exited[pid] = (received, counters)
+                values = tuple(a + b for a, b in zip(values, earlier[1], strict=True))
+            self._exited[pid] = (received, values)
 
-    def ready(self, before: float, wanted) -> pl.DataFrame:
-        """ROW_SCHEMA rows of the processes received before `before` that `wanted(pid)` accepts
-        (processes traced from their start); both are forgotten, the rest kept."""
+    def ready(self, verdict) -> pl.DataFrame:
+        """ROW_SCHEMA rows of the received processes `verdict(pid, received)` says to TAKE (traced
+        from their start, and their exit already drained); those it says to DROP are forgotten,
+        the rest (WAIT) kept for a later call."""
         rows = []
-        for pid in [pid for pid, (when, _) in self._exited.items() if when < before]:
-            _, counters = self._exited.pop(pid)
+        for pid, (received, values) in list(self._exited.items()):
+            decision = verdict(pid, received)
+            if decision == WAIT:
+                continue
+            del self._exited[pid]
+            counters = dict(zip(COUNTERS, values, strict=True))
             traced = dict(zip(TRACED, self._traced.pop(pid, [0, 0, 0, 0]), strict=True))
-            if wanted(pid):
+            if decision == TAKE:
                 agrees = all(counters[theirs] <= traced[mine] + slack and traced[mine] < counters[theirs] + ROUNDING
                              for theirs, (mine, slack) in CHECKED.items())
                 rows.append({"pid": pid, **counters, **traced, "agrees": agrees})

@@ -13,7 +13,7 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.accounting import AccountingCheck, ExitAccounting
+from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, ExitAccounting
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
@@ -24,7 +24,7 @@ from ioobserve.decode import decode_aux
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
-ACCOUNTING_DELAY_S = 2.0  # a process's last events are drained well within this of its exit
+ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 
 
@@ -127,7 +127,7 @@ class Collector:
                     self._announced.difference_update(gone)
                     self.timeline.forget(gone)
                     self._accounting_check.forget(gone)
-                    self._check_accounting(time.monotonic() - ACCOUNTING_DELAY_S)
+                    self._check_accounting()
                     self.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
                     for sink in self.sinks:
                         sink.forget(gone)
@@ -168,18 +168,24 @@ class Collector:
             if old:
                 self.files.rename(old, new)
 
-    def _check_accounting(self, before: float) -> None:
-        """Hand the sinks the accounting of processes that exited before `before` (monotonic s)
-        and were traced from their start (seen forking, or the recorded command)."""
+    def _check_accounting(self, final: bool = False) -> None:
+        """Hand the sinks the accounting of exited processes traced from their start (seen
+        forking, or the recorded command) once their exit record, and so their last events,
+        have been drained; the others' is dropped after ACCOUNTING_WAIT_S (or at the end)."""
         if self._accounting is None:
             return
-        self._accounting_check.add_exits(self._accounting.take(), time.monotonic())
+        now = time.monotonic()
+        self._accounting_check.add_exits(self._accounting.take(), now)
 
-        def from_start(pid: int) -> bool:
+        def verdict(pid: int, received: float) -> str:
             process = self.processes.by_pid.get(pid)
-            return pid in self._accounted_roots or (process is not None and process.start_ns is not None)
+            from_start = pid in self._accounted_roots or (process is not None and process.start_ns is not None)
+            if from_start:  # ours: wait for its exit record (the worker may lag behind the kernel)
+                return TAKE if final or process is None or process.exit_ns is not None else WAIT
+            # Not (yet) known as ours: its fork record may still be in the backlog.
+            return DROP if final or now - received > ACCOUNTING_WAIT_S else WAIT
 
-        rows = self._accounting_check.ready(before, from_start)
+        rows = self._accounting_check.ready(verdict)
         if rows.height:
             for sink in self.sinks:
                 sink.accounting(rows)
@@ -215,7 +221,7 @@ class Collector:
             self._accounting.stop()
         if self.error is None:
             self._report_lost()
-            self._check_accounting(float("inf"))
+            self._check_accounting(final=True)
             for sink in self.sinks:
                 sink.counters(self.counters())
         for sink in self.sinks:

@@ -8,7 +8,7 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.accounting import COUNTERS, AccountingCheck, TaskstatsLayout
+from ioobserve.collect.accounting import COUNTERS, DROP, TAKE, WAIT, AccountingCheck, TaskstatsLayout
 
 LAYOUT = TaskstatsLayout({name: 64 + 8 * i for i, name in enumerate(COUNTERS)}, pid=8, tgid=12, size=160)
 
@@ -45,10 +45,10 @@ def test_traced_counts_beside_the_kernels():
                           "read_char": 199_680, "write_char": 6144},
                      20: {**dict.fromkeys(COUNTERS, 0), "read_syscalls": 3072, "read_char": 3072},
                      30: dict.fromkeys(COUNTERS, 0)}, received=5.0)
-    assert check.ready(before=4.0, wanted=lambda pid: True).height == 0  # not yet: late events may come
-    rows = {row["pid"]: row for row in check.ready(before=6.0, wanted=lambda pid: pid != 30).iter_rows(named=True)}
+    assert check.ready(lambda pid, received: WAIT).height == 0  # not yet: its exit is not drained
+    rows = {row["pid"]: row for row in check.ready(lambda pid, received: DROP if pid == 30 else TAKE).iter_rows(named=True)}
     assert set(rows) == {10, 20}
     assert (rows[10]["traced_reads"], rows[10]["traced_writes"]) == (2002, 602)  # a copy is one read and one write
     assert rows[10]["traced_read_bytes"] == 2000 * 100 + 2 * 50 and rows[10]["agrees"]
     assert rows[20]["traced_reads"] == 40 and not rows[20]["agrees"]
-    assert check.ready(before=9.0, wanted=lambda pid: True).height == 0  # each process once
+    assert check.ready(lambda pid, received: TAKE).height == 0  # each process once
