@@ -16,7 +16,7 @@
 #define IOO_ENV_BYTES 16384   /* bytes of a new program's environment kept per exec */
 #define IOO_MAX_PREFIXES 8
 #define IOO_PREFIX_LEN 128
-#define IOO_MAX_OPS 64
+#define IOO_MAX_OPS 128
 
 /* Operations. Values are stable: they are written into traces as numbers too. */
 enum ioo_op {
@@ -39,6 +39,19 @@ enum ioo_op {
 	IOO_OP_DUP, IOO_OP_DUP2, IOO_OP_DUP3, IOO_OP_FCNTL,
 	/* Block layer: a request on a block device, from issue to completion. */
 	IOO_OP_BLOCK_READ, IOO_OP_BLOCK_WRITE, IOO_OP_BLOCK_FLUSH, IOO_OP_BLOCK_DISCARD, IOO_OP_BLOCK_OTHER,
+	/* Page cache: pages a call brought in (a miss) or added (a write), and readahead. */
+	IOO_OP_CACHE_MISS, IOO_OP_CACHE_ADD, IOO_OP_READAHEAD, IOO_OP_READAHEAD_ASYNC,
+	/* libc stdio (uprobes), from its entry to its return. */
+	IOO_OP_FOPEN, IOO_OP_FDOPEN, IOO_OP_FREOPEN, IOO_OP_FCLOSE,
+	IOO_OP_FREAD, IOO_OP_FWRITE, IOO_OP_FGETS, IOO_OP_FPUTS,
+	IOO_OP_FPRINTF, IOO_OP_VFPRINTF, IOO_OP_FSCANF, IOO_OP_VFSCANF,
+	IOO_OP_FSEEK, IOO_OP_FSEEKO, IOO_OP_FTELL, IOO_OP_FTELLO, IOO_OP_REWIND,
+	IOO_OP_FFLUSH, IOO_OP_SETVBUF,
+	/* libc's POSIX wrappers (uprobes); the trace names them without the prefix. */
+	IOO_OP_POSIX_OPEN, IOO_OP_POSIX_OPENAT, IOO_OP_POSIX_CREAT, IOO_OP_POSIX_CLOSE,
+	IOO_OP_POSIX_READ, IOO_OP_POSIX_WRITE, IOO_OP_POSIX_PREAD, IOO_OP_POSIX_PWRITE,
+	IOO_OP_POSIX_LSEEK, IOO_OP_POSIX_FSYNC, IOO_OP_POSIX_FDATASYNC,
+	IOO_OP_POSIX_STAT, IOO_OP_POSIX_LSTAT, IOO_OP_POSIX_FSTAT, IOO_OP_POSIX_FSTATAT,
 	IOO_OP_COUNT
 };
 
@@ -72,6 +85,29 @@ struct ioo_syscall_spec {
 	__s16 dirfd2_arg;
 };
 
+/* How the library-layer probes read a call (ioobserve/probes/call_table.py): one entry per
+ * library op code in the `call_specs` array map. Argument indexes are C ones, -1 for none. */
+#define IOO_C_RET_STREAM 0x1  /* returns a FILE * naming the file (fopen family) */
+#define IOO_C_RET_FD     0x2  /* returns a new descriptor naming the file (open family) */
+#define IOO_C_RET_ITEMS  0x4  /* returns items: bytes moved = ret x size_arg (fread, fwrite) */
+#define IOO_C_RET_BYTES  0x8  /* returns bytes moved (read, write, ...) */
+
+enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3 };
+
+struct ioo_call_spec {
+	__u16 library;     /* enum ioo_library: a call inside an open call of its own library is
+			    * that library's internal business, not the application's */
+	__u16 flags;       /* IOO_C_* */
+	__s16 stream_arg;  /* FILE * argument: the descriptor is its _fileno */
+	__s16 fd_arg;
+	__s16 count_arg;   /* bytes asked for (times size_arg if set) */
+	__s16 size_arg;
+	__s16 offset_arg;
+	__s16 aux_arg;     /* copied into ioo_event.arg (whence, flags) */
+	__s16 stat_arg;    /* struct stat * filled on success: the file's identity */
+	__s16 pad;
+};
+
 /* Global switches written once by user space before the probes attach. */
 struct ioo_config {
 	__u32 self_tgid;      /* ioobserve itself: never traced */
@@ -80,7 +116,13 @@ struct ioo_config {
 	__u32 filter_comm;    /* only tasks whose comm is in `comms` */
 	__u32 filter_path;    /* only files under `prefix_dirs` / `prefixes` */
 	__u32 helper_tgid;    /* ioobserve's capture process: never traced either */
+	__u32 layers;         /* IOO_LAYER_* bits of the optional layers switched on */
+	__u32 pad;
 };
+
+/* Bits of ioo_config.layers. */
+#define IOO_LAYER_LIBC    0x1 /* stdio and POSIX wrapper uprobes */
+#define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
 
 /* Bits of ioo_event.flags. */
 #define IOO_F_FILE      0x0001 /* dev and ino name the file */
@@ -90,20 +132,24 @@ struct ioo_config {
 #define IOO_F_REPEAT    0x0020 /* second record of one call: count the call once, not twice */
 #define IOO_F_POS       0x0010 /* offset is the file position, not an explicit argument */
 #define IOO_F_BLOCK     0x0040 /* dev names a block device (block layer events) */
-#define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, async readahead) */
+#define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, a kernel thread) */
+#define IOO_F_WRITEBACK 0x0100 /* a block write the kernel's flusher issued for dirty pages */
+#define IOO_F_FAULT     0x0200 /* page cache: brought in by a page fault on a mapping, not a call */
 
-/* The hot record: one per traced syscall or block request, fixed size so a batch decodes
- * in one frombuffer. */
+/* The hot record: one per traced call (syscall or library function), block request or page
+ * cache change, fixed size so a batch decodes in one frombuffer. */
 struct ioo_event {
-	__u64 ts_ns;       /* CLOCK_MONOTONIC at syscall entry (block: at issue) */
+	__u64 ts_ns;       /* CLOCK_MONOTONIC at the call's entry (block: at issue) */
 	__u64 dur_ns;
 	__s64 ret;         /* return value; negative errno on failure */
 	__u64 bytes_req;   /* bytes asked for (count, iovec sum, length) */
 	__s64 offset;      /* explicit offset or the file position before the call; -1 if none */
 	__u64 ino;
 	__u64 cgroup_id;   /* cgroup v2 id of the task */
-	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd; block: ns queued */
-	__u64 parent_ts;   /* ts_ns of the event of the same thread this one happened inside; 0 if none */
+	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd; block: ns queued;
+			    * readahead: pages asked for */
+	__u64 parent_ts;   /* ts_ns of the event of the same thread this one happened inside (the
+			    * enclosing call one layer up); 0 if none */
 	__u32 dev;         /* kernel dev_t: major << 20 | minor */
 	__s32 fd;
 	__u32 pid;         /* tgid: the process */
@@ -115,7 +161,7 @@ struct ioo_event {
 };
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */
-enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4 };
+enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4, IOO_AUX_LIB = 5 };
 #define IOO_AUX_KINDS 8       /* loss counters kept per auxiliary record kind */
 
 struct ioo_aux_header {
@@ -177,6 +223,16 @@ struct ioo_env_record {
 	__u32 flags;
 	__u32 pad;
 	char data[IOO_ENV_BYTES];
+};
+
+/* A file a selected process mapped executable for the first time (a shared library): user
+ * space attaches the library layers' uprobes to it. Its path comes as an IOO_AUX_PATH. */
+struct ioo_lib_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u64 ino;
+	__u32 dev;
+	__u32 pid;
 };
 
 /* Keys of the in-kernel tables user space fills. */

@@ -11,6 +11,7 @@
  * Sections: maps and filters; paths (walk, verdict cache, path arguments); sys_enter;
  * sys_exit; process lineage; block layer.
  */
+#include <uapi/linux/ptrace.h>  /* struct pt_regs of uprobes: a user ABI, the same on every kernel */
 #include "common.h"
 #include "kernel_access.h"
 
@@ -23,6 +24,8 @@
 #define MAP_ANONYMOUS_ 0x20
 #define F_DUPFD_ 0
 #define F_DUPFD_CLOEXEC_ 1030
+#define PROT_EXEC_ 0x4
+#define MMAP_PROT_ARG 2
 #define LOST_AUX_BASE IOO_MAX_OPS
 
 /* known_files values */
@@ -40,6 +43,12 @@ struct comm_key {
 /* What sys_enter saw, kept in task storage until sys_exit. */
 struct inflight {
 	u64 ts;
+	u64 parent_ts;    /* the library call this syscall happened inside */
+	u64 cache_ts;     /* page cache: first page added during the call */
+	u64 cache_ino;    /* ... to this file */
+	u64 cache_index;  /* ... at this page index */
+	u32 cache_dev;
+	u32 cache_pages;  /* pages added to the page cache during the call */
 	u64 args[6];
 	u64 bytes_req;
 	s64 pos;
@@ -73,9 +82,40 @@ struct walk_req {
 	u32 force;  /* emit the path even if the path filter rejects it (base directories) */
 };
 
+/* Library calls open on a thread (uprobe entered, uretprobe not yet), innermost last. */
+#define MAX_FRAMES 8
+struct call_frame {
+	u64 ts;
+	u64 sp;         /* stack pointer at entry: matches the frame to its return */
+	u64 args[4];
+	u64 parent_ts;  /* the enclosing call one layer up, if any */
+	u64 file;       /* struct file * the call's descriptor named at entry */
+	s32 fd;
+	u16 op;
+	u16 library;
+};
+
+struct call_frames {
+	u32 depth;
+	u32 pad;
+	struct call_frame frames[MAX_FRAMES];
+};
+
+/* frames[depth - 1]. The mask is applied in asm: clang would drop a C one it can prove
+ * redundant, and the verifier, which cannot, then refuses the access. */
+static __always_inline struct call_frame *frame_at(struct call_frames *fr, u32 depth)
+{
+	u64 index = depth - 1;
+	asm volatile("%0 &= 7" : "+r"(index));  /* MAX_FRAMES - 1 */
+	return &fr->frames[index];
+}
+
 BPF_ARRAY(config, struct ioo_config, 1);
 BPF_ARRAY(syscall_specs, struct ioo_syscall_spec, SPEC_ENTRIES);
 BPF_TASK_STORAGE(inflight, struct inflight);
+BPF_TASK_STORAGE(call_frames, struct call_frames);
+BPF_ARRAY(call_specs, struct ioo_call_spec, IOO_MAX_OPS);
+BPF_TABLE("lru_hash", struct ioo_file_key, u8, libraries, 4096);  /* executable files reported */
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
@@ -291,6 +331,41 @@ static __always_inline u64 arg_at(struct inflight *st, s16 index)
 	return st->args[index & 7];
 }
 
+/* The ts of the innermost library call open on this thread (0 if none): a syscall's parent. */
+static __always_inline u64 innermost_call_ts(void)
+{
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!fr || fr->depth == 0)
+		return 0;
+	return frame_at(fr, fr->depth)->ts;
+}
+
+/* Report a file mapped executable for the first time (its path first, if not yet sent), so
+ * user space can attach library probes to it while the process is still starting. */
+static __always_inline void note_library(void *file, u64 ts)
+{
+	struct file_ident id = {};
+	s64 unused_pos;
+	if (!file || inode_ident(file_inode_pos(file, &unused_pos), &id) < 0)
+		return;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	u8 one = 1;
+	if (libraries.lookup(&key))
+		return;
+	file_admitted(file, &id, 1);
+	struct ioo_lib_record rec = {};
+	rec.hdr.kind = IOO_AUX_LIB;
+	rec.hdr.size = sizeof(rec);
+	rec.ts_ns = ts;
+	rec.ino = id.ino;
+	rec.dev = id.dev;
+	rec.pid = bpf_get_current_pid_tgid() >> 32;
+	if (aux.ringbuf_output(&rec, sizeof(rec), 0) == 0)
+		libraries.update(&key, &one);
+	else
+		count_lost(LOST_AUX_BASE + IOO_AUX_LIB);
+}
+
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 nr = ctx->args[1];
@@ -323,7 +398,12 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (flags & IOO_S_MMAP) {
 		if ((arg_at(&st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(&st, spec->fd_arg) < 0)
 			return 0;
+		/* Before the path filter: a library is reported wherever it lives. */
+		if ((cfg->layers & IOO_LAYER_LIBS) && (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_))
+			note_library(fd_file((s32)arg_at(&st, spec->fd_arg)), st.ts);
 	}
+	if (cfg->layers & IOO_LAYER_LIBC)
+		st.parent_ts = innermost_call_ts();
 	if (flags & IOO_S_FCNTL_DUP) {
 		u64 cmd = arg_at(&st, spec->aux_arg);
 		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)
@@ -512,7 +592,7 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->dev = has_file ? id->dev : 0;
 	ev->cgroup_id = current_cgroup_id();
 	ev->arg = arg;
-	ev->parent_ts = 0;
+	ev->parent_ts = st->parent_ts;
 	ev->fd = fd;
 	ev->pid = pid_tgid >> 32;
 	ev->tid = pid_tgid;
@@ -522,6 +602,38 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	current_comm(ev->comm);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+/* The pages a traced call added to the page cache, as one child event: for a read they are
+ * what it missed (readahead included), for a write the pages it created. */
+static __always_inline void submit_cache(struct inflight *st)
+{
+	u16 op = (st->op >= IOO_OP_WRITE && st->op <= IOO_OP_PWRITEV2) ? IOO_OP_CACHE_ADD : IOO_OP_CACHE_MISS;
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(op);
+		return;
+	}
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	u64 bytes = (u64)st->cache_pages * PAGE_SIZE_;
+	ev->ts_ns = st->cache_ts;
+	ev->dur_ns = 0;
+	ev->ret = bytes;
+	ev->bytes_req = bytes;
+	ev->offset = st->cache_index * PAGE_SIZE_;
+	ev->ino = st->cache_ino;
+	ev->dev = st->cache_dev;
+	ev->cgroup_id = current_cgroup_id();
+	ev->arg = st->cache_pages;
+	ev->parent_ts = st->ts;
+	ev->fd = -1;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	ev->uid = current_uid();
+	ev->op = op;
+	ev->flags = IOO_F_FILE;
+	current_comm(ev->comm);
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 }
 
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -595,9 +707,11 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		if (st.have & HAVE_FILE2)
 			submit_event(&st, ret, dur, &st.file2, 1, fd2, st.pos2, fd,
 				     IOO_F_PAIR_OUT | ((st.have & HAVE_FILE) ? IOO_F_REPEAT : 0));
-		return 0;
+	} else {
+		submit_event(&st, ret, dur, &st.file, st.have & HAVE_FILE, fd, st.pos, arg, ev_flags);
 	}
-	submit_event(&st, ret, dur, &st.file, st.have & HAVE_FILE, fd, st.pos, arg, ev_flags);
+	if (st.cache_pages)
+		submit_cache(&st);
 	return 0;
 }
 
@@ -750,6 +864,7 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
  * thread is its parent; writeback and async readahead come from kernel threads (no parent).
  * Bios merged into a request ride on it. */
 #define REQ_OP_MASK_ 0xff
+#define PF_KTHREAD_ 0x00200000
 #define SECTOR_SHIFT_ 9
 
 struct block_origin {
@@ -760,6 +875,8 @@ struct block_origin {
 	u32 pid;
 	u32 tid;
 	u32 uid;
+	u32 kernel_thread;  /* submitted by a kernel thread: a write is writeback */
+	u32 pad;
 	char comm[IOO_COMM_LEN];
 };
 
@@ -790,6 +907,7 @@ static __always_inline void note_origin(u64 key, void *bdev)
 	origin.pid = pid_tgid >> 32;
 	origin.tid = pid_tgid;
 	origin.uid = current_uid();
+	origin.kernel_thread = (*(u32 *)((char *)bpf_get_current_task_btf() + OFF_TASK_FLAGS) & PF_KTHREAD_) != 0;
 	current_comm(origin.comm);
 	block_origins.update(&key, &origin);
 }
@@ -878,9 +996,354 @@ int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
 	ev->tid = req->origin.tid;
 	ev->uid = req->origin.uid;
 	ev->op = op;
-	ev->flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC);
+	ev->flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC) |
+		    (req->origin.kernel_thread && op == IOO_OP_BLOCK_WRITE ? IOO_F_WRITEBACK : 0);
 	__builtin_memcpy(ev->comm, req->origin.comm, IOO_COMM_LEN);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	block_requests.delete(&rq);
 	return 0;
 }
+
+/* Page cache: folios added to it and readahead, from the filemap and readahead tracepoints.
+ * These are classic (not raw) tracepoints, read by the field offsets of their format files
+ * (-DTP_<EVENT>_<FIELD>, ioobserve/probes/tracepoint_format.py): their raw arguments differ
+ * from kernel to kernel, their formats say where each field is. A traced call in flight on
+ * the thread tallies the pages (one event at its exit, see submit_cache); without one, a
+ * page fault on a mapping or an untraced call brought them in: one event each, no parent. */
+static __always_inline u64 tp_u64(void *ctx, int off)
+{
+	return off < 0 ? 0 : *(u64 *)((char *)ctx + off);
+}
+
+static __always_inline u32 tp_u32(void *ctx, int off)
+{
+	return off < 0 ? 0 : *(u32 *)((char *)ctx + off);
+}
+
+/* Whether a page cache change of (dev, ino) outside a traced call is to be reported. */
+static __always_inline int cache_file_selected(struct ioo_config *cfg, u32 dev, u64 ino)
+{
+	if (excluded_devs.lookup(&dev))
+		return 0;
+	if (!cfg->filter_path)
+		return 1;
+	struct ioo_file_key key = {.ino = ino, .dev = dev};
+	u8 *known = known_files.lookup(&key);
+	return known && (*known & KNOWN_ADMITTED);
+}
+
+static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, u64 index, u64 pages,
+					      u64 arg, u64 parent_ts)
+{
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(op);
+		return;
+	}
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	ev->ts_ns = ts;
+	ev->dur_ns = 0;
+	ev->ret = pages * PAGE_SIZE_;
+	ev->bytes_req = pages * PAGE_SIZE_;
+	ev->offset = index * PAGE_SIZE_;
+	ev->ino = ino;
+	ev->dev = dev;
+	ev->cgroup_id = current_cgroup_id();
+	ev->arg = arg;
+	ev->parent_ts = parent_ts;
+	ev->fd = -1;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	ev->uid = current_uid();
+	ev->op = op;
+	ev->flags = IOO_F_FILE;
+	current_comm(ev->comm);
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+}
+
+int on_filemap_add(void *ctx)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+	u64 ino = tp_u64(ctx, TP_FILEMAP_ADD_I_INO);
+	u64 index = tp_u64(ctx, TP_FILEMAP_ADD_INDEX);
+	u32 dev = tp_u32(ctx, TP_FILEMAP_ADD_S_DEV);
+	u32 order = TP_FILEMAP_ADD_ORDER < 0 ? 0 : *((u8 *)ctx + (TP_FILEMAP_ADD_ORDER < 0 ? 0 : TP_FILEMAP_ADD_ORDER));
+	u32 pages = 1U << (order & 31);
+	u64 now = bpf_ktime_get_ns();
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (st && st->op) {
+		if (!st->cache_pages) {
+			st->cache_ts = now;
+			st->cache_ino = ino;
+			st->cache_dev = dev;
+			st->cache_index = index;
+		}
+		st->cache_pages += pages;
+		return 0;
+	}
+	if (cache_file_selected(cfg, dev, ino))
+		submit_page_event(IOO_OP_CACHE_MISS, now, dev, ino, index, pages, pages, 0);
+	return 0;
+}
+
+static __always_inline int on_readahead(void *ctx, u16 op)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+	u64 ino = tp_u64(ctx, TP_READAHEAD_I_INO);
+	u32 dev = tp_u32(ctx, TP_READAHEAD_S_DEV);
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	u64 parent_ts = (st && st->op) ? st->ts : 0;
+	if (!parent_ts && !cache_file_selected(cfg, dev, ino))
+		return 0;
+	u64 pages = tp_u64(ctx, TP_READAHEAD_REQ_COUNT);
+	submit_page_event(op, bpf_ktime_get_ns(), dev, ino, tp_u64(ctx, TP_READAHEAD_INDEX), pages, pages, parent_ts);
+	return 0;
+}
+
+int on_readahead_sync(void *ctx)
+{
+	return on_readahead(ctx, IOO_OP_READAHEAD);
+}
+
+int on_readahead_async(void *ctx)
+{
+	return on_readahead(ctx, IOO_OP_READAHEAD_ASYNC);
+}
+
+/* Library calls (libc's stdio and POSIX wrappers; HDF5 and MPI-IO later), from a uprobe at
+ * each function's entry and one shared uretprobe. Each thread keeps a stack of its open
+ * calls (task storage): an event's parent is the call below it, a syscall's the innermost.
+ * A call made inside an open call of its own library is that library's internal business
+ * (fflush calling write) and is not recorded. Returns find their frame by stack pointer, so
+ * a frame whose return was never seen (longjmp, exceptions) is dropped by the next call or
+ * return above it instead of mislinking what follows. */
+#define GLIBC_FILE_FILENO 112  /* offsetof(struct _IO_FILE, _fileno), stable glibc LP64 ABI */
+
+static __always_inline s32 stream_fd(u64 stream)
+{
+	s32 fd = -1;
+	if (!stream || bpf_probe_read_user(&fd, sizeof(fd), (void *)(stream + GLIBC_FILE_FILENO)) < 0)
+		return -1;
+	return fd;
+}
+
+/* How many frames are still open given a stack pointer: frames lying under it have
+ * returned unseen. Unrolled with constant indexes, which the verifier checks once each. */
+static __always_inline u32 live_depth(struct call_frames *fr, u64 sp)
+{
+	u32 depth = fr->depth;
+#pragma unroll
+	for (u32 i = MAX_FRAMES; i > 0; i--) {
+		if (i <= depth && fr->frames[i - 1].sp >= sp)
+			return i;
+	}
+	return 0;
+}
+
+static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+	u32 key = op;
+	struct ioo_call_spec *spec = call_specs.lookup(&key);
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!spec || !fr)
+		return 0;
+	u64 sp = PT_REGS_SP(ctx);
+	u32 depth = live_depth(fr, sp);
+	u64 parent_ts = 0;
+	if (depth > 0) {
+		struct call_frame *outer = frame_at(fr, depth);
+		if (outer->library == spec->library) {
+			fr->depth = depth;
+			return 0;
+		}
+		parent_ts = outer->ts;
+	}
+	if (depth >= MAX_FRAMES) {
+		fr->depth = depth;
+		return 0;
+	}
+	struct call_frame *frame = frame_at(fr, depth + 1);
+	frame->ts = bpf_ktime_get_ns();
+	frame->sp = sp;
+	frame->args[0] = PT_REGS_PARM1(ctx);
+	frame->args[1] = PT_REGS_PARM2(ctx);
+	frame->args[2] = PT_REGS_PARM3(ctx);
+	frame->args[3] = PT_REGS_PARM4(ctx);
+	frame->parent_ts = parent_ts;
+	frame->op = op;
+	frame->library = spec->library;
+	/* The descriptor and its file as they are at entry: a close has removed them by return. */
+	s32 fd = -1;
+	if (spec->stream_arg >= 0)
+		fd = stream_fd(frame->args[spec->stream_arg & 3]);
+	else if (spec->fd_arg >= 0)
+		fd = frame->args[spec->fd_arg & 3];
+	frame->fd = fd;
+	frame->file = (u64)fd_file(fd);
+	fr->depth = depth + 1;
+	return 0;
+}
+
+/* The file a returning call names: (dev, ino) if it is traced; 0 if a filter rejects it. */
+static __always_inline int call_file(struct ioo_config *cfg, struct ioo_call_spec *spec, struct call_frame *frame,
+				     s64 ret, struct file_ident *id, s32 *fd)
+{
+	s64 unused_pos;
+	void *file = (void *)frame->file;
+	if (spec->flags & IOO_C_RET_STREAM) {
+		*fd = stream_fd(ret);
+		file = fd_file(*fd);
+	} else if (spec->flags & IOO_C_RET_FD) {
+		*fd = ret;
+		file = fd_file(ret);
+	}
+	if (file) {
+		if (frame->op == IOO_OP_FCLOSE || frame->op == IOO_OP_POSIX_CLOSE) {
+			/* Closed by now: only the verdict cached while it was open can be trusted. */
+			u64 addr = (u64)file;
+			struct file_verdict *cached = file_cache.lookup(&addr);
+			if (!cached || !cached->traced)
+				return 0;
+			id->ino = cached->ino;
+			id->dev = cached->dev;
+			return 1;
+		}
+		return file_traced(file, id, &unused_pos);
+	}
+	if (spec->stat_arg >= 0 && ret == 0) {
+		u64 buf = frame->args[spec->stat_arg & 3];
+		u64 dev = 0;
+		bpf_probe_read_user(&dev, sizeof(dev), (void *)buf);
+		bpf_probe_read_user(&id->ino, sizeof(id->ino), (void *)(buf + 8));
+		id->dev = kernel_dev_from_user(dev);
+		return cache_file_selected(cfg, id->dev, id->ino);
+	}
+	/* No file (a failed open, a bad descriptor): kept unless a path filter is on. */
+	return cfg->filter_path ? 0 : 2;
+}
+
+static __always_inline int call_return(struct pt_regs *ctx)
+{
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!fr)
+		return 0;
+	u64 entry_sp = PT_REGS_SP(ctx) - RETURN_SP_ADJUST;  /* the stack pointer the call was entered with */
+	u32 depth = live_depth(fr, entry_sp);
+	fr->depth = depth;
+	if (depth == 0)
+		return 0;
+	struct call_frame frame = *frame_at(fr, depth);
+	if (frame.sp != entry_sp)
+		return 0;  /* the return of an internal call, whose frame was never pushed */
+	fr->depth = depth - 1;
+	u32 key = frame.op;
+	struct ioo_call_spec *spec = call_specs.lookup(&key);
+	struct ioo_config *cfg = get_config();
+	if (!spec || !cfg)
+		return 0;
+	s64 ret = PT_REGS_RC(ctx);
+	struct file_ident id = {};
+	s32 fd = frame.fd;
+	int has_file = call_file(cfg, spec, &frame, ret, &id, &fd);
+	if (!has_file)
+		return 0;
+	if (spec->flags & IOO_C_RET_STREAM)
+		ret = ret ? fd : -1;  /* the new stream's descriptor: its address means nothing later */
+	u64 count = spec->count_arg >= 0 ? frame.args[spec->count_arg & 3] : 0;
+	if (spec->size_arg >= 0) {
+		u64 size = frame.args[spec->size_arg & 3];
+		count *= size;
+		if (ret > 0)
+			ret *= size;  /* items to bytes */
+	}
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(frame.op);
+		return 0;
+	}
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	ev->ts_ns = frame.ts;
+	ev->dur_ns = bpf_ktime_get_ns() - frame.ts;
+	ev->ret = ret;
+	ev->bytes_req = count;
+	ev->offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & 3] : -1;
+	ev->ino = has_file == 1 ? id.ino : 0;
+	ev->dev = has_file == 1 ? id.dev : 0;
+	ev->cgroup_id = current_cgroup_id();
+	ev->arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & 3] : 0;
+	ev->parent_ts = frame.parent_ts;
+	ev->fd = fd;
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	ev->uid = current_uid();
+	ev->op = frame.op;
+	ev->flags = has_file == 1 ? IOO_F_FILE : 0;
+	current_comm(ev->comm);
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Attached through uprobe_multi links (kernel 6.6+): one link per library file for every
+ * entry, its cookie the op, and one for every return. */
+int on_call_enter_multi(struct pt_regs *ctx)
+{
+	return call_enter(ctx, bpf_get_attach_cookie(ctx));
+}
+
+int on_call_return_multi(struct pt_regs *ctx)
+{
+	return call_return(ctx);
+}
+
+/* Attached one perf event each where uprobe_multi is missing: the op is the entry program's
+ * constant, as those carry no cookie here. */
+int on_call_return(struct pt_regs *ctx)
+{
+	return call_return(ctx);
+}
+
+#define CALL_ENTRY(name, op) int enter_##name(struct pt_regs *ctx) { return call_enter(ctx, op); }
+CALL_ENTRY(fopen, IOO_OP_FOPEN)
+CALL_ENTRY(fdopen, IOO_OP_FDOPEN)
+CALL_ENTRY(freopen, IOO_OP_FREOPEN)
+CALL_ENTRY(fclose, IOO_OP_FCLOSE)
+CALL_ENTRY(fread, IOO_OP_FREAD)
+CALL_ENTRY(fwrite, IOO_OP_FWRITE)
+CALL_ENTRY(fgets, IOO_OP_FGETS)
+CALL_ENTRY(fputs, IOO_OP_FPUTS)
+CALL_ENTRY(fprintf, IOO_OP_FPRINTF)
+CALL_ENTRY(vfprintf, IOO_OP_VFPRINTF)
+CALL_ENTRY(fscanf, IOO_OP_FSCANF)
+CALL_ENTRY(vfscanf, IOO_OP_VFSCANF)
+CALL_ENTRY(fseek, IOO_OP_FSEEK)
+CALL_ENTRY(fseeko, IOO_OP_FSEEKO)
+CALL_ENTRY(ftell, IOO_OP_FTELL)
+CALL_ENTRY(ftello, IOO_OP_FTELLO)
+CALL_ENTRY(rewind, IOO_OP_REWIND)
+CALL_ENTRY(fflush, IOO_OP_FFLUSH)
+CALL_ENTRY(setvbuf, IOO_OP_SETVBUF)
+CALL_ENTRY(posix_open, IOO_OP_POSIX_OPEN)
+CALL_ENTRY(posix_openat, IOO_OP_POSIX_OPENAT)
+CALL_ENTRY(posix_creat, IOO_OP_POSIX_CREAT)
+CALL_ENTRY(posix_close, IOO_OP_POSIX_CLOSE)
+CALL_ENTRY(posix_read, IOO_OP_POSIX_READ)
+CALL_ENTRY(posix_write, IOO_OP_POSIX_WRITE)
+CALL_ENTRY(posix_pread, IOO_OP_POSIX_PREAD)
+CALL_ENTRY(posix_pwrite, IOO_OP_POSIX_PWRITE)
+CALL_ENTRY(posix_lseek, IOO_OP_POSIX_LSEEK)
+CALL_ENTRY(posix_fsync, IOO_OP_POSIX_FSYNC)
+CALL_ENTRY(posix_fdatasync, IOO_OP_POSIX_FDATASYNC)
+CALL_ENTRY(posix_stat, IOO_OP_POSIX_STAT)
+CALL_ENTRY(posix_lstat, IOO_OP_POSIX_LSTAT)
+CALL_ENTRY(posix_fstat, IOO_OP_POSIX_FSTAT)
+CALL_ENTRY(posix_fstatat, IOO_OP_POSIX_FSTATAT)

@@ -57,6 +57,15 @@ class EnvRecord(NamedTuple):
     data: bytes
 
 
+class LibRecord(NamedTuple):
+    """A file a selected process mapped executable for the first time (a shared library)."""
+
+    pid: int
+    ts_ns: int
+    dev: int  # kernel dev_t, as in the path records
+    ino: int
+
+
 @dataclass
 class AuxBatch:
     """Auxiliary records drained together, by kind."""
@@ -65,6 +74,7 @@ class AuxBatch:
     names: list[NameRecord] = field(default_factory=list)
     procs: list[ProcRecord] = field(default_factory=list)
     envs: list[EnvRecord] = field(default_factory=list)
+    libs: list[LibRecord] = field(default_factory=list)
 
 
 def _text(raw: bytes) -> str:
@@ -116,13 +126,20 @@ def _decode_env(raw: bytes) -> EnvRecord:
     return EnvRecord(int(head["pid"]), int(head["ts_ns"]), truncated, bytes(raw[start : start + int(head["len"])]))
 
 
-_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env}
+def _decode_lib(raw: bytes) -> LibRecord:
+    head = np.frombuffer(raw, dtype=ev.LIB_RECORD, count=1)[0]
+    return LibRecord(int(head["pid"]), int(head["ts_ns"]), int(head["dev"]), int(head["ino"]))
+
+
+_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env,
+             ev.AUX_LIB: _decode_lib}
 
 
 def decode_aux(records: list[bytes]) -> AuxBatch:
     """Sort auxiliary records by kind, keeping their order within each kind."""
     batch = AuxBatch()
-    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs}
+    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs,
+               ev.AUX_LIB: batch.libs}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

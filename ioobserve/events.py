@@ -15,7 +15,7 @@ EXEC_BYTES = 512
 ENV_BYTES = 16384
 MAX_PREFIXES = 8
 PREFIX_LEN = 128
-MAX_OPS = 64
+MAX_OPS = 128
 
 # enum ioo_op, in order: the index is the op code written by the kernel.
 OP_NAMES: tuple[str, ...] = (
@@ -37,15 +37,36 @@ OP_NAMES: tuple[str, ...] = (
     "sendfile", "copy_file_range", "splice",
     "dup", "dup2", "dup3", "fcntl",
     "block_read", "block_write", "block_flush", "block_discard", "block_other",
+    "cache_miss", "cache_add", "readahead", "readahead_async",
+    "fopen", "fdopen", "freopen", "fclose",
+    "fread", "fwrite", "fgets", "fputs",
+    "fprintf", "vfprintf", "fscanf", "vfscanf",
+    "fseek", "fseeko", "ftell", "ftello", "rewind",
+    "fflush", "setvbuf",
+    "posix_open", "posix_openat", "posix_creat", "posix_close",
+    "posix_read", "posix_write", "posix_pread", "posix_pwrite",
+    "posix_lseek", "posix_fsync", "posix_fdatasync",
+    "posix_stat", "posix_lstat", "posix_fstat", "posix_fstatat",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
+POSIX_PREFIX = "posix_"
+# What the trace calls each op: libc's wrappers by their function name, like the syscall.
+OP_LABELS: tuple[str, ...] = tuple(name.removeprefix(POSIX_PREFIX) for name in OP_NAMES)
 
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
 COPY_OPS = frozenset({"sendfile", "copy_file_range", "splice"})
 BLOCK_OPS = frozenset({"block_read", "block_write", "block_flush", "block_discard", "block_other"})
-FIRST_BLOCK_OP = OP_CODES["block_read"]  # op codes from here on are block-layer requests
-BYTES_OPS = READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"}  # ops whose return is bytes moved
+# Each layer's op codes are one run, starting here (in this order).
+FIRST_BLOCK_OP = OP_CODES["block_read"]
+FIRST_CACHE_OP = OP_CODES["cache_miss"]
+FIRST_STDIO_OP = OP_CODES["fopen"]
+FIRST_POSIX_OP = OP_CODES["posix_open"]
+STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
+POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
+CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
+# Labels of ops whose return is bytes moved, whatever their layer.
+BYTES_OPS = READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS | CACHE_BYTES_OPS
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008
@@ -54,11 +75,14 @@ S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
 
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
-F_BLOCK, F_ASYNC = 0x40, 0x80
+F_BLOCK, F_ASYNC, F_WRITEBACK, F_FAULT = 0x40, 0x80, 0x100, 0x200
 
-AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV = 1, 2, 3, 4
+# ioo_config.layers
+LAYER_LIBC, LAYER_LIBS = 0x1, 0x2
+
+AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB = 1, 2, 3, 4, 5
 AUX_KINDS = 8  # loss counters per auxiliary record kind
-AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env")
+AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib")
 PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
 PATH_TRUNCATED = 0x1
 ENV_TRUNCATED = 0x1
@@ -72,10 +96,21 @@ SYSCALL_SPEC = np.dtype(
     ]
 )
 
+# ioo_call_spec.flags and enum ioo_library
+C_RET_STREAM, C_RET_FD, C_RET_ITEMS, C_RET_BYTES = 0x1, 0x2, 0x4, 0x8
+LIB_LIBC, LIB_HDF5, LIB_MPIIO = 1, 2, 3
+
+CALL_SPEC = np.dtype(
+    [
+        ("library", "<u2"), ("flags", "<u2"), ("stream_arg", "<i2"), ("fd_arg", "<i2"), ("count_arg", "<i2"),
+        ("size_arg", "<i2"), ("offset_arg", "<i2"), ("aux_arg", "<i2"), ("stat_arg", "<i2"), ("pad", "<i2"),
+    ]
+)
+
 CONFIG = np.dtype(
     [
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
-        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("helper_tgid", "<u4"),
+        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("helper_tgid", "<u4"), ("layers", "<u4"), ("pad", "<u4"),
     ]
 )
 
@@ -115,6 +150,10 @@ PROC_RECORD = np.dtype(
 ENV_RECORD = np.dtype(
     [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("pid", "<u4"), ("len", "<u4"), ("flags", "<u4"), ("pad", "<u4")]
 )  # followed by `len` bytes: NUL-separated NAME=value strings
+
+LIB_RECORD = np.dtype(
+    [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("ino", "<u8"), ("dev", "<u4"), ("pid", "<u4")]
+)
 
 FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
 

@@ -66,5 +66,13 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 
-LAYER_SYSCALL = "SYSCALL"
+# Layers (the trace's `cat`), top to bottom; parent_ts links an event to one a layer above.
+LAYER_PYTHON = "PYTHON"
+LAYER_HDF5 = "HDF5"
+LAYER_MPIIO = "MPIIO"
+LAYER_STDIO = "STDIO"  # libc's buffered streams (fopen, fwrite, ...)
+LAYER_POSIX = "POSIX"  # libc's wrappers of file syscalls (open, read, ...), as the program called them
+LAYER_SYSCALL = "SYSCALL"  # the kernel's view: every file syscall, the ground truth
+LAYER_VFS = "VFS"
 LAYER_BLOCK = "BLOCK"  # block device requests, issue to completion
+LAYER_CACHE = "CACHE"  # pages a call brought into the page cache, and readahead

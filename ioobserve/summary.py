@@ -24,7 +24,8 @@ class Summary:
     calls: int = 0
     lost: dict[str, int] = field(default_factory=dict)
     pids: set[int] = field(default_factory=set)
-    ops: dict[str, int] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)  # syscalls by name
+    layers: dict[str, int] = field(default_factory=dict)  # events by layer
     bytes_read: int = 0
     bytes_written: int = 0
     files: dict[str, list[int]] = field(default_factory=dict)  # path -> [calls, read, written]
@@ -62,9 +63,14 @@ class SummarySink:
         """Add a batch's counts and bytes."""
         out = self.summary
         out.records += frame.height
+        for layer, n in frame.group_by(s.LAYER).len().iter_rows():
+            out.layers[layer] = out.layers.get(layer, 0) + n
+        # Calls, bytes and files are the syscall layer's (the ground truth): the layers above
+        # and below describe the same I/O again.
+        out.pids.update(frame.get_column(s.PID).unique().to_list())
+        frame = frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL)
         counted = frame.filter(pl.col(s.COUNTED))
         out.calls += counted.height
-        out.pids.update(frame.get_column(s.PID).unique().to_list())
         for op, n in counted.group_by(s.OP).len().iter_rows():
             out.ops[op] = out.ops.get(op, 0) + n
         is_read = pl.col(s.OP).is_in(_READS) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) == 0))

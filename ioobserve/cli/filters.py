@@ -32,6 +32,28 @@ PrefixOption = Annotated[
     Optional[list[Path]],
     typer.Option("--path-prefix", help="Trace only files under this existing directory or file (repeatable, at most 7)."),
 ]
+LayersOption = Annotated[
+    Optional[str],
+    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache), comma-separated: libc, vfs, all; "
+                 "no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
+]
+
+
+def build_layers(text: str | None) -> frozenset[str]:
+    """The layers of --layers, refusing one this kernel cannot give (with the reason)."""
+    from ioobserve.probes import layers as ly
+
+    try:
+        layers = ly.parse_layers(text)
+    except ly.LayerError as exc:
+        raise UserError(str(exc)) from exc
+    if ly.VFS in layers:
+        from ioobserve.probes.capabilities import vfs_available
+
+        mechanism, why = vfs_available()
+        if mechanism is None:
+            raise UserError(f"--layers vfs: {why} (run 'ioobserve doctor'; the syscall layer still sees every call)")
+    return layers
 
 
 def _kernel_dev(st_dev: int) -> int:

@@ -12,7 +12,9 @@ from typing import Annotated, Optional
 import typer
 
 from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
-from ioobserve.cli.filters import CgroupOption, CommOption, JobOption, PidOption, PrefixOption, UnitOption, build_filters
+from ioobserve.cli.filters import (
+    CgroupOption, CommOption, JobOption, LayersOption, PidOption, PrefixOption, UnitOption, build_filters, build_layers,
+)
 
 MAX_WORK_THREADS = 2
 EPILOG = """Examples:
@@ -26,6 +28,8 @@ EPILOG = """Examples:
   sudo ioobserve record --job 81234 --duration 600               # a Slurm job on this node, steps started later too
 
   sudo ioobserve record -a -- sleep 30                           # every process, for as long as the command runs
+
+  sudo ioobserve record --layers libc -- ./simulation            # stdio and libc calls too, linked to their syscalls
 """
 
 
@@ -39,6 +43,7 @@ def record(
     unit: UnitOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
+    layers: LayersOption = None,
     all_processes: Annotated[bool, typer.Option("--all", "-a", help="Trace every process even when a command is given (the command only bounds the recording).")] = False,
     rotate_mb: Annotated[Optional[float], typer.Option("--rotate-mb", help="Start a new trace file (-1, -2, ...) after this many MB on disk.")] = None,
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
@@ -77,12 +82,13 @@ def record(
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
+        chosen_layers = build_layers(layers)
         directory = check_output_dir(output or Path.cwd())
     except (UserError, OutputError) as exc:
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice)
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers)
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:
@@ -91,6 +97,7 @@ def record(
     details = {
         "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),
         "command": command or [], "filters": _describe(filters), "recorder_pid": os.getpid(),
+        "layers": sorted(chosen_layers),
     }
     try:
         writer = TraceWriter(directory, trace_name(), details,
@@ -100,9 +107,15 @@ def record(
         fail(str(exc))
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
-    result = recording.run(duration=duration, command=command, command_env=command_env,
-                           trace_command=not all_processes, on_start=lambda: print(
-        f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
+    try:
+        result = recording.run(duration=duration, command=command, command_env=command_env,
+                               trace_command=not all_processes, on_start=lambda: print(
+            f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
+    except ProbeError as exc:  # attaching failed: nothing was recorded, so nothing is left behind
+        writer.close()
+        for path in writer.paths:
+            path.unlink(missing_ok=True)
+        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     print_summary(summary.summary, result, writer.paths)
     if command and result.command_status not in (None, 0):
         raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)

@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ioobserve import schema as s
 from ioobserve.summary import Summary
 
 
@@ -25,6 +26,10 @@ def short_path(path: str, width: int = 44) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
+LAYER_ORDER = (s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAYER_POSIX, s.LAYER_SYSCALL,
+               s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
+
+
 def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None) -> None:
     """Totals, losses and the top files, sized for one screen."""
     console = console or Console()
@@ -34,7 +39,12 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("duration", f"{result.duration_s:.1f} s (stopped: {result.stopped_by})")
     if result.command_status is not None:
         totals.add_row("command exit", str(result.command_status))
-    totals.add_row("events", f"{summary.records:,} ({summary.calls:,} calls)")
+    totals.add_row("events", f"{summary.records:,} ({summary.calls:,} syscalls)")
+    order = {layer: i for i, layer in enumerate(LAYER_ORDER)}
+    layers = sorted(summary.layers.items(), key=lambda item: order.get(item[0], len(order)))
+    totals.add_row("layers", ", ".join(f"{layer} {n:,}" for layer, n in layers) or "-")
+    if result.layers:
+        totals.add_row("probed", "; ".join(f"{layer}: {how}" for layer, how in result.layers.items()))
     lost = summary.lost_total
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.lost.items())) if lost else ""
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))

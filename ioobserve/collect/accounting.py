@@ -214,7 +214,7 @@ class AccountingCheck:
 
     def add_events(self, frame: pl.DataFrame) -> None:
         """Count a batch's read and write calls and bytes per process (one group-by)."""
-        op, counted = pl.col(s.OP), pl.col(s.COUNTED)
+        op, counted = pl.col(s.OP), pl.col(s.COUNTED) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
         # The kernel counts a copy (sendfile, splice, copy_file_range) as a read and a write:
         # its records are the call's two file sides, of which one is counted.
         reads = (op.is_in(_READS) | op.is_in(_COPIES)) & counted

@@ -140,6 +140,10 @@ class Collector:
     def _process(self, batch: np.ndarray, aux: list[bytes]) -> None:
         records = decode_aux(aux)
         self.files.add(records.paths)
+        for lib in records.libs:  # its path record came first, in the same ring
+            path = self.files.by_id.get((lib.dev, lib.ino))
+            if path is not None:
+                self.probes.library_mapped(lib.pid, path)
         changed = self.processes.apply(records.procs)
         apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)

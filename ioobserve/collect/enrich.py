@@ -22,9 +22,20 @@ from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 
-_OPS = pl.Series("op_names", ev.OP_NAMES + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
+_OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
+
+
+def _layer_of(code: int) -> str:
+    """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
+    for first, layer in ((ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),
+                         (ev.FIRST_CACHE_OP, s.LAYER_CACHE), (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK)):
+        if code >= first:
+            return layer
+    return s.LAYER_SYSCALL
+
+
+_LAYERS = pl.Series("layers", [_layer_of(code) for code in range(ev.MAX_OPS)])
 _DATA_OPS = sorted(ev.BYTES_OPS)
-_BLOCK_OPS = sorted(ev.BLOCK_OPS)
 _NAME_KEYS = ["tid", "ts_ns"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
@@ -84,10 +95,10 @@ class Enricher:
         ppids = self.processes.ppids(pids)
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
         done = pl.col("ret").clip(lower_bound=0).cast(pl.UInt64)
-        op = _OPS.gather(pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1))
+        codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
         events = (
             with_names.join(ppid_frame, on="pid", how="left")
-            .with_columns(op.alias(s.OP))
+            .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER))
             .select(
                 (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
                 pl.col("dur_ns").alias(s.DUR),
@@ -96,8 +107,7 @@ class Enricher:
                 pl.col("ppid").fill_null(0).alias(s.PPID),
                 pl.col("uid").alias(s.UID),
                 pl.col("comm").alias(s.COMM),
-                pl.when(pl.col(s.OP).is_in(_BLOCK_OPS)).then(pl.lit(s.LAYER_BLOCK)).otherwise(pl.lit(s.LAYER_SYSCALL))
-                .alias(s.LAYER),
+                pl.col(s.LAYER),
                 pl.col(s.OP),
                 pl.coalesce("path", "name_path").alias(s.PATH),
                 pl.col("name_path2").alias(s.PATH2),

@@ -17,6 +17,7 @@ from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.loader import ProbeSizes, SyscallProbes
 
 
@@ -29,6 +30,7 @@ class RecordingResult:
     stopped_by: str = "end"
     lost: dict[str, int] = field(default_factory=dict)
     accounting_note: str | None = None  # why the kernel's accounting could not be set beside the trace
+    layers: dict[str, str] = field(default_factory=dict)  # layer -> how it was probed
 
 
 class GatedCommand:
@@ -71,10 +73,10 @@ class GatedCommand:
         return os.waitstatus_to_exitcode(status)
 
 
-def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None) -> SyscallProbes:
-    """Compile the syscall probes for the running kernel (struct layouts from BTF)."""
+def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None, layers: frozenset[str] = DEFAULT_LAYERS) -> SyscallProbes:
+    """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes)
+    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes, layers)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:
@@ -89,12 +91,12 @@ class Recording:
     """Runs probes and collector until the duration passes, the command ends, or a signal."""
 
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
-                 original_nice: int | None = None):
+                 original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS):
         self.filters = filters
         self.original_nice = original_nice
         self.sinks = sinks
         btf = Btf.load()
-        self.probes = load_probes(sizes, btf)
+        self.probes = load_probes(sizes, btf, layers)
         self.accounting, self.accounting_note = exit_accounting(btf)
         self._stop = threading.Event()
         self._stopped_by = "end"
@@ -153,7 +155,8 @@ class Recording:
                 self.probes.close()
                 if child and status is None:
                     status = _reap(child)
-        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note)
+        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
+                               dict(self.probes.attached_layers))
 
     def _start_accounting(self) -> None:
         if self.accounting is None:

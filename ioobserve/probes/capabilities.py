@@ -158,10 +158,25 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
     plan = {"syscall": "raw tracepoints sys_enter/sys_exit" if ready else "unavailable (see failed checks)"}
     plan["block"] = ("raw tracepoints block_io_start (or block_bio_queue)/block_rq_issue/block_rq_complete"
                      if ready and ok.get("block tracepoints") else "unavailable: no block tracepoints")
-    if ok.get("fentry"):
-        plan["vfs"] = "fentry"
-    elif ok.get("kprobes"):
-        plan["vfs"] = "kprobes"
-    else:
-        plan["vfs"] = "unavailable: no fentry and no kprobes on this kernel"
+    plan["cache"] = ("tracepoints mm_filemap_add_to_page_cache, page_cache_sync_ra/async_ra where present"
+                     if ready and ok.get("filemap tracepoints") else "unavailable: no filemap tracepoints")
+    plan["libc"] = ("uprobes on each libc the selected processes map (opt-in: --layers libc)"
+                    if ready and ok.get("uprobes") else "unavailable: no uprobes")
+    plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
     return plan
+
+
+def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:
+    """("fentry" | "kprobes" | None, what the doctor says) for the VFS layer."""
+    if fentry:
+        return "fentry", "fentry/fexit on vfs_* (opt-in: --layers vfs)"
+    if kprobes:
+        return "kprobes", "kprobes/kretprobes on vfs_* (opt-in: --layers vfs)"
+    return None, "unavailable: no fentry and no kprobes on this kernel"
+
+
+def vfs_available() -> tuple[str | None, str]:
+    """The VFS layer's mechanism on this kernel, checked (fentry by loading a program)."""
+    tracefs = tracefs_dir()
+    kprobes = bool(tracefs and (tracefs / "kprobe_events").exists())
+    return vfs_mechanism(fentry_supported()[0], kprobes)

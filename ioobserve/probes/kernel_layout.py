@@ -16,6 +16,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "TASK_FS": ("task_struct", "fs"),
     "TASK_MM": ("task_struct", "mm"),
     "TASK_EXIT_CODE": ("task_struct", "exit_code"),
+    "TASK_FLAGS": ("task_struct", "flags"),
     "TASK_COMM": ("task_struct", "comm"),
     "TASK_CRED": ("task_struct", "cred"),
     "CRED_UID": ("cred", "uid"),

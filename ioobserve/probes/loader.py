@@ -1,4 +1,4 @@
-"""Compile, configure, attach and detach the syscall-layer probes (the only bcc user)."""
+"""Compile, configure, attach and detach the probes of every layer (the only bcc user)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,16 @@ from pathlib import Path
 import numpy as np
 
 from ioobserve import events as ev
+from ioobserve.probes import layers as ly
+from ioobserve.probes.call_table import LIBC, call_spec_array
+from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
-from ioobserve.probes.syscall_table import spec_array
+from ioobserve.probes.libraries import LIBC_FILE, LibraryProbes, mapped_files
+from ioobserve.probes.syscall_table import machine_arch, spec_array
+from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 SOURCE = "syscalls.bpf.c"
@@ -35,6 +40,13 @@ BLOCK_ATTACHMENTS = (
     (("block_rq_issue", "on_block_rq_issue"),),
     (("block_io_start", "on_block_io_start"), ("block_bio_queue", "on_block_bio_queue")),
 )
+# The page cache: classic tracepoints, read by the offsets of their format files.
+CACHE_ATTACHMENTS = (
+    (FILEMAP_ADD, (("filemap:mm_filemap_add_to_page_cache", "on_filemap_add"),)),
+    (READAHEAD, (("readahead:page_cache_sync_ra", "on_readahead_sync"), ("readahead:page_cache_async_ra", "on_readahead_async"))),
+)
+# Stack pointer at a function's return minus at its entry: x86 pops the return address.
+RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}
 
 
 @dataclass(frozen=True)
@@ -55,22 +67,34 @@ def probes_source_dir() -> Path:
 class SyscallProbes:
     """The syscall and process-lineage probes of one recording."""
 
-    def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes()):
+    def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes(),
+                 layers: frozenset[str] = ly.DEFAULT):
         self.sizes = sizes
+        self.layers = layers
         self._attached: list[str] = []
-        self.block_layer: str | None = None  # the block tracepoints attached, once attach() ran
+        self._attached_classic: list[str] = []
+        self.attached_layers: dict[str, str] = {}  # layer -> how it is probed here, once attach() ran
         source_dir = probes_source_dir()
+        tracefs = tracefs_dir(mount=False)
+        self._cache_fields = {spec.macro: spec.offsets(tracefs) for spec, _ in CACHE_ATTACHMENTS}
+        tracepoint_flags: dict[str, int] = {}
+        for spec, _ in CACHE_ATTACHMENTS:
+            tracepoint_flags.update(self._cache_fields[spec.macro] or absent_flags(spec))
         cflags = layout.cflags() + [
             f"-I{source_dir}",
             f"-DEVENTS_PAGES={sizes.events_pages}",
             f"-DAUX_PAGES={sizes.aux_pages}",
             f"-DKNOWN_FILES={sizes.known_files}",
+            f"-DPAGE_SIZE_={os.sysconf('SC_PAGE_SIZE')}",
+            f"-DRETURN_SP_ADJUST={RETURN_SP_ADJUST.get(machine_arch(), 0)}",
+            *(f"-D{name}={value}" for name, value in sorted(tracepoint_flags.items())),
             "-Wno-unused-function",
         ]
         try:
             self.bpf = compile_bpf(src_file=str(source_dir / SOURCE), cflags=cflags, headers=headers)
         except ProbeError as exc:
             raise ProbeError(f"compiling {SOURCE} failed: {exc}") from exc
+        self.libc = LibraryProbes(self.bpf, LIBC, LIBC_FILE) if ly.LIBC in layers else None
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
@@ -100,6 +124,12 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
+        if self.libc is not None:
+            cfg["layers"] |= ev.LAYER_LIBC | ev.LAYER_LIBS
+            calls = self.bpf["call_specs"]
+            for op, row in enumerate(call_spec_array()):
+                if row["library"]:
+                    calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
         self._config = cfg
         self._write_config()
 
@@ -122,7 +152,8 @@ class SyscallProbes:
         self.bpf["traced_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
     def attach(self) -> None:
-        """Attach every program; lineage first so no process is born unseen."""
+        """Attach every program; lineage first so no process is born unseen. Optional layers
+        the kernel cannot give are left out (see attached_layers)."""
         try:
             for tracepoint, program in ATTACHMENTS:
                 self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
@@ -130,7 +161,13 @@ class SyscallProbes:
         except Exception as exc:
             self.detach()
             raise ProbeError(f"attaching {program} to raw tracepoint {tracepoint} failed: {exc}") from exc
-        self.block_layer = self._attach_block()
+        self.attached_layers[ly.SYSCALL] = "raw tracepoints sys_enter/sys_exit"
+        if ly.BLOCK in self.layers and (block := self._attach_block()):
+            self.attached_layers[ly.BLOCK] = f"raw tracepoints {block}"
+        if ly.CACHE in self.layers and (cache := self._attach_cache()):
+            self.attached_layers[ly.CACHE] = f"tracepoints {cache}"
+        if self.libc is not None:
+            self._attach_libc()
 
     def _attach_block(self) -> str | None:
         """Attach the block layer where the kernel has its tracepoints; None (and nothing of
@@ -152,8 +189,53 @@ class SyscallProbes:
         self._attached.extend(attached)
         return ", ".join(attached)
 
+    def _attach_cache(self) -> str | None:
+        """Attach the page-cache tracepoints the kernel has with the fields the probes read
+        (readahead is a bonus: filemap alone gives the misses)."""
+        attached = []
+        for spec, pairs in CACHE_ATTACHMENTS:
+            if self._cache_fields[spec.macro] is None:
+                continue
+            for tracepoint, program in pairs:
+                try:
+                    self.bpf.attach_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+                except Exception:  # refused here: the layer goes on without it
+                    continue
+                self._attached_classic.append(tracepoint)
+                attached.append(tracepoint.split(":")[1])
+        return ", ".join(attached) if any("filemap" in name for name in attached) else None
+
+    def _attach_libc(self) -> None:
+        """Probe the system's libc and every other libc a running process maps; copies mapped
+        later are probed as the kernel reports them (library_mapped)."""
+        from bcc import BPF  # deferred: only probes import bcc
+
+        system = BPF.find_library(b"c")
+        paths = ([system.decode()] if system else []) + mapped_files(LIBC_FILE)
+        for path in paths:
+            self.libc.attach_file(path)
+        if not self.libc.functions:
+            self.detach()
+            why = "; ".join(f"{path}: {reason}" for path, reason in self.libc.failures.items()) or "no libc found"
+            raise ProbeError(f"the libc layer could not probe any libc ({why})")
+        how = "uprobe_multi links" if self.libc.multi else "uprobes"
+        self.attached_layers[ly.LIBC] = f"{how} on {self.libc.functions} functions in {len(self.libc.files)} libc file(s)"
+
+    def library_mapped(self, pid: int, path: str) -> None:
+        """A selected process mapped `path` executable: probe it if a library layer wants it."""
+        if self.libc is not None:
+            self.libc.consider(pid, path)
+
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""
+        if self.libc is not None:
+            self.libc.close()
+        for name in list(getattr(self.bpf, "uprobe_fds", {})):
+            with contextlib.suppress(Exception):
+                self.bpf.detach_uprobe_event(name)
+        while self._attached_classic:
+            with contextlib.suppress(Exception):
+                self.bpf.detach_tracepoint(tp=self._attached_classic.pop().encode())
         while self._attached:
             tracepoint = self._attached.pop()
             with contextlib.suppress(Exception):

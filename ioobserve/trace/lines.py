@@ -27,10 +27,16 @@ from ioobserve import schema as s
 PH_COMPLETE = 1
 PH_METADATA = 4
 TYPE_DFTRACER = 1
-TYPE_SYSCALL = 12  # DFTracer's layer numbers end at 11 (CUDA); ours start after them
-TYPE_BLOCK = 13
+# DFTracer's numbers (its TraceEventType) where it has the layer; ours from 64 up, clear of
+# the values it appends (14 is CUDA in 2.2.0).
+TYPE_LIBC_IO, TYPE_HDF5, TYPE_PYTHON, TYPE_MPI = 3, 5, 6, 10
+TYPE_SYSCALL, TYPE_VFS, TYPE_BLOCK, TYPE_CACHE = 64, 65, 66, 67
 CAT_META = "dftracer"
-LAYER_TYPES = {s.LAYER_SYSCALL: TYPE_SYSCALL, s.LAYER_BLOCK: TYPE_BLOCK}
+LAYER_TYPES = {
+    s.LAYER_PYTHON: TYPE_PYTHON, s.LAYER_HDF5: TYPE_HDF5, s.LAYER_MPIIO: TYPE_MPI, s.LAYER_STDIO: TYPE_LIBC_IO,
+    s.LAYER_POSIX: TYPE_LIBC_IO, s.LAYER_SYSCALL: TYPE_SYSCALL, s.LAYER_VFS: TYPE_VFS, s.LAYER_BLOCK: TYPE_BLOCK,
+    s.LAYER_CACHE: TYPE_CACHE,
+}
 
 
 def string_hash(text: str) -> str:

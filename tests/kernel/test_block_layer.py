@@ -1,5 +1,6 @@
-"""The block layer: a read served from the page cache reaches no disk; the same read after
-dropping the caches shows block requests, each linked to the read syscall that caused it."""
+"""The block and page-cache layers: a read served from the page cache misses nothing and
+reaches no disk; the same read after dropping the caches shows cache misses and block
+requests, each linked to the read syscall that caused it."""
 
 from __future__ import annotations
 
@@ -39,26 +40,33 @@ def _record_read(tmp_path: Path, data: Path, name: str) -> tuple[dict, pl.DataFr
     return report, frame
 
 
-def _file_reads_and_their_requests(frame: pl.DataFrame, data: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The workload's read syscalls on `data`, and the block requests issued inside them."""
+def _file_reads_and_their_requests(frame: pl.DataFrame, data: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The workload's read syscalls on `data`, and the block requests and cache misses inside them."""
     reads = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.OP) == "read") & (pl.col(s.PATH) == str(data)))
-    block = frame.filter(pl.col(s.LAYER) == s.LAYER_BLOCK)
-    inside = block.join(reads.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
-    return reads, inside
+    parents = reads.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS))
+    block = frame.filter(pl.col(s.LAYER) == s.LAYER_BLOCK).join(parents, on=[s.TID, s.PARENT_TS], how="semi")
+    misses = frame.filter((pl.col(s.LAYER) == s.LAYER_CACHE) & (pl.col(s.OP) == "cache_miss"))
+    return reads, block, misses.join(parents, on=[s.TID, s.PARENT_TS], how="semi")
 
 
 @pytest.mark.kernel
 def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_path):
     _record_read(tmp_path, data_on_disk, "warm-up")  # the file and the interpreter's own into the cache
     report, warm = _record_read(tmp_path, data_on_disk, "warm")
-    reads, inside = _file_reads_and_their_requests(warm, data_on_disk)
+    reads, inside, misses = _file_reads_and_their_requests(warm, data_on_disk)
     assert report["bytes"] == SIZE and reads.height == report["reads"]
     assert inside.height == 0, f"a cached read reached the disk: {inside.select(s.OP, s.BYTES).rows()}"
+    assert misses.height == 0, f"a cached read missed the cache: {misses.select(s.OFFSET, s.BYTES).rows()}"
+    assert warm.filter((pl.col(s.LAYER) == s.LAYER_CACHE) & (pl.col(s.PATH) == str(data_on_disk))).height == 0
 
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
     report, cold = _record_read(tmp_path, data_on_disk, "cold")
-    reads, inside = _file_reads_and_their_requests(cold, data_on_disk)
+    reads, inside, misses = _file_reads_and_their_requests(cold, data_on_disk)
     assert reads.height == report["reads"]
+    # The page cache: the missed pages of the file, named by it, inside its reads, with readahead.
+    assert misses.height > 0 and set(misses.get_column(s.PATH).to_list()) == {str(data_on_disk)}
+    assert misses.get_column(s.BYTES).sum() >= SIZE
+    assert cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height > 0
     assert set(inside.get_column(s.OP).unique().to_list()) == {"block_read"}
     # Every byte of the file came from the disk inside one of the workload's read calls, each
     # request issued while its read was in flight, and none marked asynchronous.

@@ -28,10 +28,14 @@ def test_records_decode_by_layout_and_name_their_process():
 
 
 def _events(pid: int, reads: int, writes: int, copies: int = 0) -> pl.DataFrame:
-    rows = [("read", 100, 0, True)] * reads + [("pwrite64", 10, 0, True)] * writes
-    rows += [("sendfile", 50, 0, True), ("sendfile", 50, ev.F_PAIR_OUT | ev.F_REPEAT, False)] * copies
+    syscall = s.LAYER_SYSCALL
+    rows = [(syscall, "read", 100, 0, True)] * reads + [(syscall, "pwrite64", 10, 0, True)] * writes
+    rows += [(syscall, "sendfile", 50, 0, True), (syscall, "sendfile", 50, ev.F_PAIR_OUT | ev.F_REPEAT, False)] * copies
+    # libc's read wrapper: the same I/O seen a layer up, never counted again
+    rows += [(s.LAYER_POSIX, "read", 100, 0, True)] * 7
     return pl.DataFrame([(pid, *row) for row in rows], orient="row",
-                        schema={s.PID: pl.UInt32, s.OP: pl.String, s.BYTES: pl.UInt64, s.FLAGS: pl.UInt16, s.COUNTED: pl.Boolean})
+                        schema={s.PID: pl.UInt32, s.LAYER: pl.String, s.OP: pl.String, s.BYTES: pl.UInt64, s.FLAGS: pl.UInt16,
+                                s.COUNTED: pl.Boolean})
 
 
 def test_traced_counts_beside_the_kernels():

@@ -12,9 +12,12 @@ from tests.conftest import ROOT
 STRUCTS = {
     "ioo_event": ev.EVENT,
     "ioo_syscall_spec": ev.SYSCALL_SPEC,
+    "ioo_call_spec": ev.CALL_SPEC,
     "ioo_config": ev.CONFIG,
     "ioo_file_key": ev.FILE_KEY,
+    "ioo_lib_record": ev.LIB_RECORD,
 }
+FIXED_WITH_HEADER = {"ioo_lib_record"}
 HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
            "ioo_env_record": ev.ENV_RECORD}
 
@@ -26,7 +29,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
         if struct in HEADERS:
             lines.append(f'printf("{struct}.data %zu\\n", offsetof(struct {struct}, data));')
         for field in dtype.names:
-            c_field = {"kind": "hdr.kind", "size": "hdr.size"}.get(field, field) if struct in HEADERS else field
+            c_field = {"kind": "hdr.kind", "size": "hdr.size"}.get(field, field) if struct in HEADERS or struct in FIXED_WITH_HEADER else field
             lines.append(f'printf("{struct}.{field} %zu\\n", offsetof(struct {struct}, {c_field}));')
     for name in ev.OP_NAMES[1:]:
         lines.append(f'printf("op.{name} %d\\n", IOO_OP_{name.upper()});')
@@ -34,6 +37,9 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.ENV_BYTES %d\\n", IOO_ENV_BYTES);')
     lines.append('printf("const.AUX_KINDS %d\\n", IOO_AUX_KINDS);')
     lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
+    lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
+    lines.append('printf("const.LAYER_LIBC %d\\n", IOO_LAYER_LIBC);')
+    lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))
@@ -83,3 +89,5 @@ def test_constants_match(layout):
     assert layout["const.ENV_BYTES"] == ev.ENV_BYTES
     assert layout["const.AUX_KINDS"] == ev.AUX_KINDS
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
+    assert layout["const.AUX_LIB"] == ev.AUX_LIB
+    assert (layout["const.LAYER_LIBC"], layout["const.LAYER_LIBS"]) == (ev.LAYER_LIBC, ev.LAYER_LIBS)

@@ -1,0 +1,43 @@
+"""The capture layers a recording can switch on, and the `--layers` option's grammar."""
+
+from __future__ import annotations
+
+SYSCALL, BLOCK, CACHE, LIBC, VFS = "syscall", "block", "cache", "libc", "vfs"
+KNOWN = (SYSCALL, BLOCK, CACHE, LIBC, VFS)
+DEFAULT = frozenset({SYSCALL, BLOCK, CACHE})
+# What each layer costs or needs, for --help and the doctor.
+DESCRIPTIONS = {
+    SYSCALL: "file syscalls, always on (the ground truth)",
+    BLOCK: "block device requests (on by default)",
+    CACHE: "page cache misses and readahead (on by default)",
+    LIBC: "stdio and POSIX wrapper calls via uprobes on libc (opt-in: ~1-2 us a call, every process using that libc)",
+    VFS: "VFS functions via fentry or kprobes (opt-in, where the kernel has either)",
+}
+
+
+class LayerError(ValueError):
+    """A --layers value that names no layer, or removes the syscall layer."""
+
+
+def parse_layers(text: str | None) -> frozenset[str]:
+    """The layers of `--layers`: names add to the defaults, `no-NAME` removes one, `all` adds
+    every layer; e.g. "libc", "libc,no-cache", "all,no-vfs"."""
+    layers = set(DEFAULT)
+    for item in (text or "").split(","):
+        name = item.strip().lower()
+        if not name:
+            continue
+        removing = name.startswith("no-")
+        name = name.removeprefix("no-")
+        if name == "all" and not removing:
+            layers.update(KNOWN)
+            continue
+        if name not in KNOWN:
+            raise LayerError(f"--layers: unknown layer {item.strip()!r}; known: {', '.join(KNOWN)} (and all, no-NAME)")
+        if removing and name == SYSCALL:
+            raise LayerError("--layers: the syscall layer cannot be switched off (every other layer links to it)")
+        if removing:
+            layers.discard(name)
+        else:
+            layers.add(name)
+    return frozenset(layers)

@@ -1,0 +1,143 @@
+"""Uprobes on shared libraries: which files to probe, which addresses, attached once per file.
+
+A library is probed by file (inode): every process mapping that file, now or later, runs the
+probes, and the programs drop what the filters do not select. Aliases at one address (open
+and open64) are probed once. Files are found in the mappings of running processes when the
+recording starts, and later from the kernel's report of each new executable mapping.
+Probes go in through two uprobe_multi links per file where the kernel has them, one perf
+event per probe (slow to detach) where it does not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ioobserve import events as ev
+from ioobserve.probes.call_table import CallSpec, entry_program
+from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, link_uprobes
+
+RETURN_PROGRAM = "on_call_return"
+MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM = "on_call_enter_multi", "on_call_return_multi"
+LIBC_FILE = re.compile(r"^libc(\.so\.6|-[0-9.]+\.so)$")
+
+
+def resolve_calls(symbols: list[tuple[bytes, int]], specs: tuple[CallSpec, ...]) -> dict[int, str]:
+    """{address: op} from a library's (symbol, address) list: each address once, given to the
+    first spec (in table order) naming a symbol there."""
+    where: dict[str, int] = {}
+    for name, address in symbols:
+        where.setdefault(name.decode(errors="replace"), address)
+    chosen: dict[int, str] = {}
+    for spec in specs:
+        for symbol in spec.symbols:
+            address = where.get(symbol)
+            if address is not None and address not in chosen:
+                chosen[address] = spec.op
+    return chosen
+
+
+def mapped_files(pattern: re.Pattern, proc: Path = Path("/proc")) -> list[str]:
+    """Paths (through /proc/PID/root, so a container's own copy is found) of the distinct
+    files matching `pattern` by name that running processes map."""
+    found: dict[tuple[int, int], str] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            maps = (entry / "maps").read_text()
+        except OSError:  # gone, or a kernel thread
+            continue
+        for line in maps.splitlines():
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or not pattern.match(os.path.basename(parts[5])):
+                continue
+            path = f"{entry}/root{parts[5]}"
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            found.setdefault((st.st_dev, st.st_ino), path)
+    return sorted(found.values())
+
+
+@dataclass
+class LibraryProbes:
+    """The uprobes of one library layer (its call specs), on every file it was attached to."""
+
+    bpf: object
+    specs: tuple[CallSpec, ...]
+    pattern: re.Pattern
+    files: dict[tuple[int, int], int] = field(default_factory=dict)  # (st_dev, st_ino) -> functions probed
+    failures: dict[str, str] = field(default_factory=dict)  # path -> why it could not be probed
+    multi: bool | None = None  # whether uprobe_multi links work here (None: not tried yet)
+    links: list[int] = field(default_factory=list)
+
+    def attach_file(self, path: str) -> int:
+        """Probe one library file (once per inode); the number of functions probed there."""
+        from bcc import BPF  # deferred: only probes import bcc
+
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            self.failures[path] = exc.strerror or str(exc)
+            return 0
+        key = (st.st_dev, st.st_ino)
+        if key in self.files:
+            return self.files[key]
+        self.files[key] = 0
+        wanted = "^(" + "|".join(re.escape(s) for spec in self.specs for s in spec.symbols) + ")$"
+        try:
+            calls = resolve_calls(BPF.get_user_functions_and_addresses(path, wanted), self.specs)
+            if self.multi is not False and self._attach_multi(path, calls):
+                self.files[key] = len(calls)
+                return self.files[key]
+            for address, op in sorted(calls.items()):
+                # The return first: an entry never outlives its frame's match.
+                self.bpf.attach_uretprobe(name=path, addr=address, fn_name=RETURN_PROGRAM)
+                self.bpf.attach_uprobe(name=path, addr=address, fn_name=entry_program(op))
+                self.files[key] += 1
+        except Exception as exc:  # bcc raises bare Exceptions; the layer goes on without this file
+            self.failures[path] = str(exc)
+        return self.files[key]
+
+    def _attach_multi(self, path: str, calls: dict[int, str]) -> bool:
+        """Two uprobe_multi links (returns, then entries with the op as cookie); False, and
+        never again, where the kernel cannot make them."""
+        from bcc import BPF
+
+        # Symbol addresses to file offsets, as bcc itself does before attaching.
+        offsets = [BPF._check_path_symbol(path, b"", address, -1)[1] for address in sorted(calls)]
+        cookies = [ev.OP_CODES[calls[address]] for address in sorted(calls)]
+        try:
+            entry = self.bpf.load_func(MULTI_ENTRY_PROGRAM.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+            exit_ = self.bpf.load_func(MULTI_RETURN_PROGRAM.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+            self.links.append(link_uprobes(exit_, path, offsets, returns=True))
+            self.links.append(link_uprobes(entry, path, offsets, cookies))
+        except Exception:  # an older kernel: no uprobe_multi links, or no programs for them
+            if self.multi is None:
+                self.multi = False
+                return False
+            raise
+        self.multi = True
+        return True
+
+    def close(self) -> None:
+        """Release the links (their probes leave every process at once)."""
+        while self.links:
+            os.close(self.links.pop())
+
+    def consider(self, pid: int, path: str) -> int:
+        """A process mapped `path` executable: probe it if it is one of this layer's libraries."""
+        if not self.pattern.match(os.path.basename(path)):
+            return 0
+        # Through the process's root (a container's copy); the host path once it has exited.
+        inside = f"/proc/{pid}/root{path}"
+        return self.attach_file(inside if os.path.exists(inside) else path)
+
+    @property
+    def functions(self) -> int:
+        """Functions probed, over all files."""
+        return sum(self.files.values())
