@@ -1,0 +1,109 @@
+"""Cost per event of each layer: microbenchmarks (pread loop, fwrite loop) run plain, under
+ioobserve with the syscall layer alone, with the default layers, with `--layers libc`, and
+under DFTracer's LD_PRELOAD, interleaved round by round; medians of ns per call as the
+programs measure it, and ns added per event of each layer.
+
+  sudo .venv/bin/python bench/layers.py --rounds 5 [--dftracer-venv .venv-peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, metric, wrap  # noqa: E402
+
+# config -> extra `record` options (None: not ioobserve)
+CONFIGS = {
+    "baseline": None,
+    "syscall layer only": ["--layers", "no-block,no-cache"],
+    "default layers": [],
+    "--layers libc": ["--layers", "libc"],
+    "DFTracer": None,
+}
+# Events each layer adds per loop iteration: (syscalls, libc calls). fwrite: one write per
+# 409.6 calls of 10 bytes into a 4096-byte buffer.
+EVENTS_PER_CALL = {"pread loop": (1.0, 1.0), "fwrite loop": (1 / 409.6, 1.0)}
+
+
+def build_fwrite(work: Path) -> Path:
+    """Compile bench/fwrite_bench.c into `work`."""
+    binary = work / "fwrite_bench"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "fwrite_bench.c")], check=True)
+    return binary
+
+
+def command_for(config: str, command: list[str], work: Path, preload: Path | None) -> tuple[list[str], dict]:
+    """The command line and environment of one configuration."""
+    options = CONFIGS[config]
+    if options is None:
+        return wrap(config, command, work, preload)
+    out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
+    return [str(IOOBSERVE), "record", "-o", str(out), *options, "--", *command], dict(os.environ)
+
+
+def run(rounds: int, calls: int, dftracer_venv: Path | None) -> dict:
+    """{target: {config: [ns per call, ...]}}, configurations interleaved round by round."""
+    work = Path(tempfile.mkdtemp(prefix="ioobserve-layers-"))
+    preload = dftracer_preload(dftracer_venv)
+    configs = [c for c in CONFIGS if c != "DFTracer" or preload]
+    targets = {
+        "pread loop": [str(build_microbench(work)), str(work / "pread.dat"), str(calls)],
+        "fwrite loop": [str(build_fwrite(work)), str(work / "fwrite.dat"), str(calls)],
+    }
+    results: dict = {name: {config: [] for config in configs} for name in targets}
+    try:
+        for _ in range(rounds):
+            for name, command in targets.items():
+                for config in configs:
+                    argv, env = command_for(config, command, work, preload)
+                    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
+                    if done.returncode != 0:
+                        raise RuntimeError(f"{config} / {name} failed: {done.stderr[-800:]}")
+                    results[name][config].append(metric(done.stdout, "ns_per_call"))
+                    time.sleep(0.2)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def report(results: dict) -> str:
+    """Medians, ns added per call over the baseline, and per event of the layer a step adds."""
+    lines = ["| loop | config | ns/call (median) | added ns/call | added ns per event of the layer |", "|---|---|---|---|---|"]
+    for name, by_config in results.items():
+        med = {config: statistics.median(values) for config, values in by_config.items()}
+        syscalls, libc_calls = EVENTS_PER_CALL[name]
+        per_event = {
+            "syscall layer only": (med["syscall layer only"] - med["baseline"]) / syscalls,
+            "default layers": None,  # block and cache add no event to a warm loop
+            "--layers libc": (med["--layers libc"] - med["default layers"]) / libc_calls,
+            "DFTracer": (med["DFTracer"] - med["baseline"]) / libc_calls if "DFTracer" in med else None,
+        }
+        for config, value in med.items():
+            added = "" if config == "baseline" else f"{value - med['baseline']:+.0f}"
+            event = per_event.get(config)
+            lines.append(f"| {name} | {config} | {value:.0f} | {added} | {'' if event is None else f'{event:.0f}'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=1_000_000)
+    parser.add_argument("--dftracer-venv", type=Path, default=None)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/layers.py: run as root (the traced configurations attach probes)")
+    print(report(run(args.rounds, args.calls, args.dftracer_venv)))
+
+
+if __name__ == "__main__":
+    main()

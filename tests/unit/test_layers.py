@@ -1,0 +1,97 @@
+"""Pure logic of the multi-layer capture: --layers, the call table, symbol aliases,
+tracepoint formats, the VFS plan, and the layer of each op."""
+
+from __future__ import annotations
+
+import pytest
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.collect.enrich import _LAYERS
+from ioobserve.probes import layers as ly
+from ioobserve.probes.call_table import LIBC, call_spec_array
+from ioobserve.probes.capabilities import vfs_mechanism
+from ioobserve.probes.libraries import LIBC_FILE, resolve_calls
+from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
+
+FILEMAP_FORMAT = """name: mm_filemap_add_to_page_cache
+ID: 600
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;
+\tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;
+\tfield:char comm[16];\toffset:40;\tsize:16;\tsigned:0;
+"""
+
+
+def test_layers_add_to_the_defaults_and_remove_with_no():
+    assert ly.parse_layers(None) == ly.DEFAULT
+    assert ly.parse_layers("libc") == ly.DEFAULT | {ly.LIBC}
+    assert ly.parse_layers("libc, no-cache") == {ly.SYSCALL, ly.BLOCK, ly.LIBC}
+    assert ly.parse_layers("all,no-vfs") == set(ly.KNOWN) - {ly.VFS}
+
+
+@pytest.mark.parametrize("text", ["libcc", "no-syscall", "hdf"])
+def test_layers_refused(text):
+    with pytest.raises(ly.LayerError, match="--layers"):
+        ly.parse_layers(text)
+
+
+def test_vfs_plan_follows_the_kernel():
+    assert vfs_mechanism(True, True)[0] == "fentry"
+    assert vfs_mechanism(False, True)[0] == "kprobes"
+    mechanism, why = vfs_mechanism(False, False)
+    assert mechanism is None and "no fentry and no kprobes" in why
+
+
+def test_each_op_has_one_layer():
+    layer = dict(enumerate(_LAYERS.to_list()))
+    assert layer[ev.OP_CODES["pread64"]] == s.LAYER_SYSCALL
+    assert layer[ev.OP_CODES["block_write"]] == s.LAYER_BLOCK
+    assert layer[ev.OP_CODES["readahead"]] == s.LAYER_CACHE
+    assert layer[ev.OP_CODES["fwrite"]] == s.LAYER_STDIO
+    assert layer[ev.OP_CODES["posix_pread"]] == s.LAYER_POSIX
+    assert ev.OP_LABELS[ev.OP_CODES["posix_pread"]] == "pread"
+
+
+def test_call_table_rows():
+    table = call_spec_array()
+    fwrite = table[ev.OP_CODES["fwrite"]]
+    assert (fwrite["library"], fwrite["stream_arg"], fwrite["count_arg"], fwrite["size_arg"]) == (ev.LIB_LIBC, 3, 2, 1)
+    assert fwrite["flags"] == ev.C_RET_ITEMS
+    assert table[ev.OP_CODES["posix_open"]]["flags"] == ev.C_RET_FD
+    assert table[ev.OP_CODES["read"]]["library"] == 0  # syscalls are not library calls
+    assert len({spec.op for spec in LIBC}) == len(LIBC)
+
+
+def test_aliases_are_probed_once_under_the_first_op():
+    symbols = [(b"open64", 0x100), (b"open", 0x100), (b"__write", 0x200), (b"write", 0x200), (b"fopen", 0x300),
+               (b"fopen64", 0x300), (b"unrelated", 0x400)]
+    assert resolve_calls(symbols, LIBC) == {0x100: "posix_open", 0x200: "posix_write", 0x300: "fopen"}
+
+
+def test_libc_file_names():
+    assert LIBC_FILE.match("libc.so.6") and LIBC_FILE.match("libc-2.31.so")
+    assert not LIBC_FILE.match("libcrypt.so.1") and not LIBC_FILE.match("libc.so.6.bak")
+
+
+def test_tracepoint_format_offsets(tmp_path):
+    assert parse_format(FILEMAP_FORMAT)["comm"] == (40, 16)
+    event = tmp_path / "events" / "filemap" / "mm_filemap_add_to_page_cache"
+    event.mkdir(parents=True)
+    (event / "format").write_text(FILEMAP_FORMAT)
+    assert FILEMAP_ADD.offsets(tmp_path) == {
+        "TP_FILEMAP_ADD_I_INO": 16, "TP_FILEMAP_ADD_INDEX": 24, "TP_FILEMAP_ADD_S_DEV": 32, "TP_FILEMAP_ADD_ORDER": 36,
+    }
+    # An older kernel without `order`: optional, so -1; a required field missing: no layer.
+    (event / "format").write_text(FILEMAP_FORMAT.replace("order", "other"))
+    assert FILEMAP_ADD.offsets(tmp_path)["TP_FILEMAP_ADD_ORDER"] == -1
+    (event / "format").write_text(FILEMAP_FORMAT.replace("i_ino", "inode"))
+    assert FILEMAP_ADD.offsets(tmp_path) is None
+    assert READAHEAD.offsets(tmp_path) is None  # absent tracepoints
+    assert TracepointFields("X", ("filemap/mm_filemap_add_to_page_cache",), {"s_dev": 8}).offsets(tmp_path) is None
