@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, metric, wrap  # noqa: E402
+from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, metric, wrap
 
 # config -> extra `record` options (None: not ioobserve)
 CONFIGS = {

@@ -47,6 +47,7 @@ OP_NAMES: tuple[str, ...] = (
     "posix_read", "posix_write", "posix_pread", "posix_pwrite",
     "posix_lseek", "posix_fsync", "posix_fdatasync",
     "posix_stat", "posix_lstat", "posix_fstat", "posix_fstatat",
+    "vfs_read", "vfs_write", "vfs_open", "vfs_fsync",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
@@ -62,11 +63,14 @@ FIRST_BLOCK_OP = OP_CODES["block_read"]
 FIRST_CACHE_OP = OP_CODES["cache_miss"]
 FIRST_STDIO_OP = OP_CODES["fopen"]
 FIRST_POSIX_OP = OP_CODES["posix_open"]
+FIRST_VFS_OP = OP_CODES["vfs_read"]
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
+VFS_BYTES_OPS = frozenset({"vfs_read", "vfs_write"})
 # Labels of ops whose return is bytes moved, whatever their layer.
-BYTES_OPS = READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS | CACHE_BYTES_OPS
+BYTES_OPS = (READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS
+             | CACHE_BYTES_OPS | VFS_BYTES_OPS)
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008

@@ -13,7 +13,15 @@ import typer
 
 from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
 from ioobserve.cli.filters import (
-    CgroupOption, CommOption, JobOption, LayersOption, PidOption, PrefixOption, UnitOption, build_filters, build_layers,
+    CgroupOption,
+    CommOption,
+    JobOption,
+    LayersOption,
+    PidOption,
+    PrefixOption,
+    UnitOption,
+    build_filters,
+    build_layers,
 )
 
 MAX_WORK_THREADS = 2

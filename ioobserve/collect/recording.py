@@ -73,7 +73,8 @@ class GatedCommand:
         return os.waitstatus_to_exitcode(status)
 
 
-def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None, layers: frozenset[str] = DEFAULT_LAYERS) -> SyscallProbes:
+def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
+                layers: frozenset[str] = DEFAULT_LAYERS) -> SyscallProbes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
     return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes, layers)

@@ -167,11 +167,12 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
 
 
 def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:
-    """("fentry" | "kprobes" | None, what the doctor says) for the VFS layer."""
-    if fentry:
-        return "fentry", "fentry/fexit on vfs_* (opt-in: --layers vfs)"
+    """("kprobes" | None, what the doctor says) for the VFS layer. Its probes are kprobes,
+    which every kernel with fentry also has in practice; fentry is reported, not used."""
     if kprobes:
-        return "kprobes", "kprobes/kretprobes on vfs_* (opt-in: --layers vfs)"
+        return "kprobes", "kprobes/kretprobes on vfs_read/write/open/fsync_range (opt-in: --layers vfs)"
+    if fentry:
+        return None, "unavailable: fentry only, and the VFS layer's probes are kprobes"
     return None, "unavailable: no fentry and no kprobes on this kernel"
 
 

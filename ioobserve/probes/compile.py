@@ -38,7 +38,7 @@ def compile_bpf(*, src_file: str | None = None, text: str | None = None, cflags:
         try:
             if src_file:
                 return BPF(src_file=src_file.encode(), cflags=cflags or [])
-            return BPF(text=text, cflags=cflags or [])
+            return BPF(text=(text or "").encode(), cflags=cflags or [])
         except Exception as exc:  # bcc raises bare Exception on compile/load errors
             errors = [line for line in diagnostics() if "error" in line.lower()]
             raise ProbeError("; ".join(errors[:3]) or str(exc)) from exc

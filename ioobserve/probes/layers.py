@@ -5,14 +5,6 @@ from __future__ import annotations
 SYSCALL, BLOCK, CACHE, LIBC, VFS = "syscall", "block", "cache", "libc", "vfs"
 KNOWN = (SYSCALL, BLOCK, CACHE, LIBC, VFS)
 DEFAULT = frozenset({SYSCALL, BLOCK, CACHE})
-# What each layer costs or needs, for --help and the doctor.
-DESCRIPTIONS = {
-    SYSCALL: "file syscalls, always on (the ground truth)",
-    BLOCK: "block device requests (on by default)",
-    CACHE: "page cache misses and readahead (on by default)",
-    LIBC: "stdio and POSIX wrapper calls via uprobes on libc (opt-in: ~1-2 us a call, every process using that libc)",
-    VFS: "VFS functions via fentry or kprobes (opt-in, where the kernel has either)",
-}
 
 
 class LayerError(ValueError):

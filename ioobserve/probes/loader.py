@@ -45,6 +45,10 @@ CACHE_ATTACHMENTS = (
     (FILEMAP_ADD, (("filemap:mm_filemap_add_to_page_cache", "on_filemap_add"),)),
     (READAHEAD, (("readahead:page_cache_sync_ra", "on_readahead_sync"), ("readahead:page_cache_async_ra", "on_readahead_async"))),
 )
+# The VFS functions, their entry programs (one return program serves them all).
+VFS_FUNCTIONS = (("vfs_read", "vfs_enter_read"), ("vfs_write", "vfs_enter_write"), ("vfs_open", "vfs_enter_open"),
+                 ("vfs_fsync_range", "vfs_enter_fsync"))
+VFS_RETURN = "vfs_return"
 # Stack pointer at a function's return minus at its entry: x86 pops the return address.
 RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}
 
@@ -73,6 +77,7 @@ class SyscallProbes:
         self.layers = layers
         self._attached: list[str] = []
         self._attached_classic: list[str] = []
+        self._kprobes: list[str] = []
         self.attached_layers: dict[str, str] = {}  # layer -> how it is probed here, once attach() ran
         source_dir = probes_source_dir()
         tracefs = tracefs_dir(mount=False)
@@ -168,6 +173,20 @@ class SyscallProbes:
             self.attached_layers[ly.CACHE] = f"tracepoints {cache}"
         if self.libc is not None:
             self._attach_libc()
+        if ly.VFS in self.layers:
+            self._attach_vfs()
+
+    def _attach_vfs(self) -> None:
+        """kprobes on the VFS functions (`record` checked the kernel has them)."""
+        try:
+            for function, program in VFS_FUNCTIONS:
+                self.bpf.attach_kretprobe(event=function.encode(), fn_name=VFS_RETURN.encode())
+                self._kprobes.append(function)
+                self.bpf.attach_kprobe(event=function.encode(), fn_name=program.encode())
+        except Exception as exc:  # bcc raises bare Exceptions
+            self.detach()
+            raise ProbeError(f"the VFS layer could not attach to {function}: {exc}") from exc
+        self.attached_layers[ly.VFS] = f"kprobes on {', '.join(f for f, _ in VFS_FUNCTIONS)}"
 
     def _attach_block(self) -> str | None:
         """Attach the block layer where the kernel has its tracepoints; None (and nothing of
@@ -233,6 +252,11 @@ class SyscallProbes:
         for name in list(getattr(self.bpf, "uprobe_fds", {})):
             with contextlib.suppress(Exception):
                 self.bpf.detach_uprobe_event(name)
+        while self._kprobes:
+            function = self._kprobes.pop().encode()
+            for detach in (self.bpf.detach_kprobe, self.bpf.detach_kretprobe):
+                with contextlib.suppress(Exception):
+                    detach(event=function)
         while self._attached_classic:
             with contextlib.suppress(Exception):
                 self.bpf.detach_tracepoint(tp=self._attached_classic.pop().encode())

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_FIELD = re.compile(r"^\s*field:(?P<decl>[^;]+);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);", re.M)
+_FIELD = re.compile(r"^\s*field:(?P<decl>[^;]+);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);", re.MULTILINE)
 
 
 def parse_format(text: str) -> dict[str, tuple[int, int]]:

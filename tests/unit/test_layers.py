@@ -43,8 +43,9 @@ def test_layers_refused(text):
 
 
 def test_vfs_plan_follows_the_kernel():
-    assert vfs_mechanism(True, True)[0] == "fentry"
+    assert vfs_mechanism(True, True)[0] == "kprobes"
     assert vfs_mechanism(False, True)[0] == "kprobes"
+    assert vfs_mechanism(True, False)[0] is None
     mechanism, why = vfs_mechanism(False, False)
     assert mechanism is None and "no fentry and no kprobes" in why
 
