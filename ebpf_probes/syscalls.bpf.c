@@ -574,6 +574,17 @@ static __always_inline u32 kernel_dev_from_user(u64 dev)
 	return (major << 20) | (minor & 0xfffff);
 }
 
+/* The fields of an event that describe the current task. */
+static __always_inline void event_task(struct ioo_event *ev)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	ev->uid = current_uid();
+	ev->cgroup_id = current_cgroup_id();
+	current_comm(ev->comm);
+}
+
 static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, struct file_ident *id,
 					int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
 {
@@ -582,7 +593,6 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 		count_lost(st->op);
 		return -1;
 	}
-	u64 pid_tgid = bpf_get_current_pid_tgid();
 	ev->ts_ns = st->ts;
 	ev->dur_ns = dur;
 	ev->ret = ret;
@@ -590,18 +600,39 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->offset = pos;
 	ev->ino = has_file ? id->ino : 0;
 	ev->dev = has_file ? id->dev : 0;
-	ev->cgroup_id = current_cgroup_id();
 	ev->arg = arg;
 	ev->parent_ts = st->parent_ts;
 	ev->fd = fd;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = pid_tgid;
-	ev->uid = current_uid();
 	ev->op = st->op;
 	ev->flags = flags | (has_file ? IOO_F_FILE : 0);
-	current_comm(ev->comm);
+	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+/* A page cache event of the current task: `pages` pages of (dev, ino) from page `index`. */
+static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, u64 index, u64 pages,
+					      u64 arg, u64 parent_ts)
+{
+	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
+	if (!ev) {
+		count_lost(op);
+		return;
+	}
+	ev->ts_ns = ts;
+	ev->dur_ns = 0;
+	ev->ret = pages * PAGE_SIZE_;
+	ev->bytes_req = pages * PAGE_SIZE_;
+	ev->offset = index * PAGE_SIZE_;
+	ev->ino = ino;
+	ev->dev = dev;
+	ev->arg = arg;
+	ev->parent_ts = parent_ts;
+	ev->fd = -1;
+	ev->op = op;
+	ev->flags = IOO_F_FILE;
+	event_task(ev);
+	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 }
 
 /* The pages a traced call added to the page cache, as one child event: for a read they are
@@ -609,31 +640,8 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 static __always_inline void submit_cache(struct inflight *st)
 {
 	u16 op = (st->op >= IOO_OP_WRITE && st->op <= IOO_OP_PWRITEV2) ? IOO_OP_CACHE_ADD : IOO_OP_CACHE_MISS;
-	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
-	if (!ev) {
-		count_lost(op);
-		return;
-	}
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	u64 bytes = (u64)st->cache_pages * PAGE_SIZE_;
-	ev->ts_ns = st->cache_ts;
-	ev->dur_ns = 0;
-	ev->ret = bytes;
-	ev->bytes_req = bytes;
-	ev->offset = st->cache_index * PAGE_SIZE_;
-	ev->ino = st->cache_ino;
-	ev->dev = st->cache_dev;
-	ev->cgroup_id = current_cgroup_id();
-	ev->arg = st->cache_pages;
-	ev->parent_ts = st->ts;
-	ev->fd = -1;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = pid_tgid;
-	ev->uid = current_uid();
-	ev->op = op;
-	ev->flags = IOO_F_FILE;
-	current_comm(ev->comm);
-	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	submit_page_event(op, st->cache_ts, st->cache_dev, st->cache_ino, st->cache_index, st->cache_pages,
+			  st->cache_pages, st->ts);
 }
 
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -1032,35 +1040,6 @@ static __always_inline int cache_file_selected(struct ioo_config *cfg, u32 dev, 
 	return known && (*known & KNOWN_ADMITTED);
 }
 
-static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, u64 index, u64 pages,
-					      u64 arg, u64 parent_ts)
-{
-	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
-	if (!ev) {
-		count_lost(op);
-		return;
-	}
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	ev->ts_ns = ts;
-	ev->dur_ns = 0;
-	ev->ret = pages * PAGE_SIZE_;
-	ev->bytes_req = pages * PAGE_SIZE_;
-	ev->offset = index * PAGE_SIZE_;
-	ev->ino = ino;
-	ev->dev = dev;
-	ev->cgroup_id = current_cgroup_id();
-	ev->arg = arg;
-	ev->parent_ts = parent_ts;
-	ev->fd = -1;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = pid_tgid;
-	ev->uid = current_uid();
-	ev->op = op;
-	ev->flags = IOO_F_FILE;
-	current_comm(ev->comm);
-	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
-}
-
 int on_filemap_add(void *ctx)
 {
 	struct ioo_config *cfg = get_config();
@@ -1271,7 +1250,6 @@ static __always_inline int call_return(struct pt_regs *ctx)
 		count_lost(frame.op);
 		return 0;
 	}
-	u64 pid_tgid = bpf_get_current_pid_tgid();
 	ev->ts_ns = frame.ts;
 	ev->dur_ns = bpf_ktime_get_ns() - frame.ts;
 	ev->ret = ret;
@@ -1279,16 +1257,12 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev->offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & 3] : -1;
 	ev->ino = has_file == 1 ? id.ino : 0;
 	ev->dev = has_file == 1 ? id.dev : 0;
-	ev->cgroup_id = current_cgroup_id();
 	ev->arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & 3] : 0;
 	ev->parent_ts = frame.parent_ts;
 	ev->fd = fd;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = pid_tgid;
-	ev->uid = current_uid();
 	ev->op = frame.op;
 	ev->flags = has_file == 1 ? IOO_F_FILE : 0;
-	current_comm(ev->comm);
+	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -1425,7 +1399,6 @@ int vfs_return(struct pt_regs *ctx)
 		count_lost(call.op);
 		return 0;
 	}
-	u64 pid_tgid = bpf_get_current_pid_tgid();
 	ev->ts_ns = call.ts;
 	ev->dur_ns = bpf_ktime_get_ns() - call.ts;
 	ev->ret = PT_REGS_RC(ctx);
@@ -1433,16 +1406,12 @@ int vfs_return(struct pt_regs *ctx)
 	ev->offset = call.offset;
 	ev->ino = id.ino;
 	ev->dev = id.dev;
-	ev->cgroup_id = current_cgroup_id();
 	ev->arg = 0;
 	ev->parent_ts = (st && st->op) ? st->ts : 0;
 	ev->fd = -1;
-	ev->pid = pid_tgid >> 32;
-	ev->tid = pid_tgid;
-	ev->uid = current_uid();
 	ev->op = call.op;
 	ev->flags = IOO_F_FILE;
-	current_comm(ev->comm);
+	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -155,7 +155,9 @@ class Enricher:
         pending = self.timeline.pending_workers()
         if not pending:
             return
-        own_io = frame.filter(pl.col("pid").is_in(sorted(pending)) & ~pl.col("op").is_in(_HOUSEKEEPING))
+        # Syscalls only: the pages an exec faults in (CACHE) are not the program's own I/O yet.
+        own_io = frame.filter(pl.col("pid").is_in(sorted(pending)) & (pl.col("op") < ev.FIRST_BLOCK_OP)
+                              & ~pl.col("op").is_in(_HOUSEKEEPING))
         first = own_io.group_by("pid").agg(pl.col("ts_ns").min())
         self.timeline.confirm_workers(dict(first.iter_rows()))
 

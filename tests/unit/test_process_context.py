@@ -175,3 +175,25 @@ def test_forgotten_processes_leave_nothing_behind():
     timeline.forget(range(100, 150))
     assert timeline._children[10] == [] and not timeline._ordinals and not timeline._in_use[10]
     assert all(pid not in timeline for pid in range(100, 150))
+
+
+def test_pages_an_exec_faults_in_do_not_make_a_child_a_worker():
+    import numpy as np
+
+    from ioobserve import events as ev
+    from ioobserve.collect.enrich import Enricher
+    from ioobserve.context.files import FileTable
+    from ioobserve.context.processes import ProcessTable
+
+    timeline = ContextTimeline()
+    timeline.exec(10, 1, 100, ("python3",), Launch(rank=0))
+    timeline.fork(24, 10, 200)  # about to exec `cat`: its exec reads the binary's pages
+    batch = np.zeros(2, dtype=ev.EVENT)
+    batch["pid"] = batch["tid"] = 24
+    batch["ts_ns"] = (210, 220)
+    batch["op"] = (ev.OP_CODES["cache_miss"], ev.OP_CODES["close"])
+    Enricher(FileTable(), ProcessTable(), 0, timeline=timeline).frame(batch)
+    assert timeline.pending_workers() == {24}
+    batch["op"][1] = ev.OP_CODES["read"]
+    Enricher(FileTable(), ProcessTable(), 0, timeline=timeline).frame(batch)
+    assert not timeline.pending_workers() and timeline.at(24, 300).worker == 0
