@@ -68,3 +68,22 @@ def test_stdio_calls_and_the_syscalls_they_became(root_required, stdio_workload,
     assert children.height == syscalls.height == report["preads"]
     assert sorted(children.get_column(s.OFFSET).to_list()) == sorted(preads.get_column(s.OFFSET).to_list())
     assert {"open", "close"} <= set(posix.get_column(s.OP).to_list())
+
+
+@pytest.mark.kernel
+def test_per_probe_programs_pass_the_verifier(root_required):
+    """Kernels without uprobe_multi links get one perf event per probe, with an entry program
+    per op: those programs must load too, though this kernel takes the links."""
+    from bcc import BPF
+
+    from ioobserve.collect.recording import load_probes
+    from ioobserve.probes import layers as ly
+    from ioobserve.probes.call_table import LIBC, entry_program
+    from ioobserve.probes.libraries import RETURN_PROGRAM
+
+    probes = load_probes(layers=ly.DEFAULT | {ly.LIBC})
+    try:
+        for program in [entry_program(spec.op) for spec in LIBC] + [RETURN_PROGRAM]:
+            assert probes.bpf.load_func(program.encode(), BPF.KPROBE).fd >= 0, program
+    finally:
+        probes.close()
