@@ -92,7 +92,6 @@ struct ioo_syscall_spec {
 #define IOO_C_RET_STREAM 0x1  /* returns a FILE * naming the file (fopen family) */
 #define IOO_C_RET_FD     0x2  /* returns a new descriptor naming the file (open family) */
 #define IOO_C_RET_ITEMS  0x4  /* returns items: bytes moved = ret x size_arg (fread, fwrite) */
-#define IOO_C_RET_BYTES  0x8  /* returns bytes moved (read, write, ...) */
 
 enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3 };
 
@@ -136,7 +135,6 @@ struct ioo_config {
 #define IOO_F_BLOCK     0x0040 /* dev names a block device (block layer events) */
 #define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, a kernel thread) */
 #define IOO_F_WRITEBACK 0x0100 /* a block write the kernel's flusher issued for dirty pages */
-#define IOO_F_FAULT     0x0200 /* page cache: brought in by a page fault on a mapping, not a call */
 
 /* The hot record: one per traced call (syscall or library function), block request or page
  * cache change, fixed size so a batch decodes in one frombuffer. */

@@ -79,7 +79,7 @@ S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
 
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
-F_BLOCK, F_ASYNC, F_WRITEBACK, F_FAULT = 0x40, 0x80, 0x100, 0x200
+F_BLOCK, F_ASYNC, F_WRITEBACK = 0x40, 0x80, 0x100
 
 # ioo_config.layers
 LAYER_LIBC, LAYER_LIBS = 0x1, 0x2
@@ -101,7 +101,7 @@ SYSCALL_SPEC = np.dtype(
 )
 
 # ioo_call_spec.flags and enum ioo_library
-C_RET_STREAM, C_RET_FD, C_RET_ITEMS, C_RET_BYTES = 0x1, 0x2, 0x4, 0x8
+C_RET_STREAM, C_RET_FD, C_RET_ITEMS = 0x1, 0x2, 0x4
 LIB_LIBC, LIB_HDF5, LIB_MPIIO = 1, 2, 3
 
 CALL_SPEC = np.dtype(

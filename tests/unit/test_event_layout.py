@@ -40,13 +40,16 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
     lines.append('printf("const.LAYER_LIBC %d\\n", IOO_LAYER_LIBC);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
+    lines.append('printf("const.C_FLAGS %d %d %d\\n", IOO_C_RET_STREAM, IOO_C_RET_FD, IOO_C_RET_ITEMS);')
+    lines.append('printf("const.LIBS %d %d %d\\n", IOO_LIB_LIBC, IOO_LIB_HDF5, IOO_LIB_MPIIO);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))
     binary = tmp_path / "layout"
     subprocess.run(["cc", "-I", str(ROOT / "ebpf_probes"), "-o", str(binary), str(source)], check=True)
     out = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout
-    return {key: int(value) for key, value in (line.split() for line in out.splitlines())}
+    rows = (line.split() for line in out.splitlines())
+    return {key: int(values[0]) if len(values) == 1 else tuple(map(int, values)) for key, *values in rows}
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +94,5 @@ def test_constants_match(layout):
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
     assert layout["const.AUX_LIB"] == ev.AUX_LIB
     assert (layout["const.LAYER_LIBC"], layout["const.LAYER_LIBS"]) == (ev.LAYER_LIBC, ev.LAYER_LIBS)
+    assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS)
+    assert layout["const.LIBS"] == (ev.LIB_LIBC, ev.LIB_HDF5, ev.LIB_MPIIO)
