@@ -402,6 +402,8 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if ((cfg->layers & IOO_LAYER_LIBS) && (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_))
 			note_library(fd_file((s32)arg_at(&st, spec->fd_arg)), st.ts);
 	}
+	if (cfg->layers & IOO_LAYER_LIBC)
+		st.parent_ts = innermost_call_ts();
 	if (flags & IOO_S_FCNTL_DUP) {
 		u64 cmd = arg_at(&st, spec->aux_arg);
 		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)
@@ -464,9 +466,6 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	}
 	if (st.have & HAVE_POS)
 		st.pos = (st.have & HAVE_FILE) ? file_pos : -1;
-	/* Last, so a call the filters reject never pays for the lookup. */
-	if (cfg->layers & IOO_LAYER_LIBC)
-		st.parent_ts = innermost_call_ts();
 	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (slot)
 		*slot = st;
