@@ -16,7 +16,7 @@
 #define IOO_ENV_BYTES 16384   /* bytes of a new program's environment kept per exec */
 #define IOO_MAX_PREFIXES 8
 #define IOO_PREFIX_LEN 128
-#define IOO_MAX_OPS 128
+#define IOO_MAX_OPS 256
 
 /* Operations. Values are stable: they are written into traces as numbers too. */
 enum ioo_op {
@@ -54,6 +54,16 @@ enum ioo_op {
 	IOO_OP_POSIX_STAT, IOO_OP_POSIX_LSTAT, IOO_OP_POSIX_FSTAT, IOO_OP_POSIX_FSTATAT,
 	/* The VFS (kprobes): the kernel's own file operations, below the syscalls. */
 	IOO_OP_VFS_READ, IOO_OP_VFS_WRITE, IOO_OP_VFS_OPEN, IOO_OP_VFS_FSYNC,
+	/* HDF5 (uprobes on libhdf5) */
+	IOO_OP_H5FCREATE, IOO_OP_H5FOPEN, IOO_OP_H5FFLUSH, IOO_OP_H5FCLOSE,
+	IOO_OP_H5DCREATE2, IOO_OP_H5DOPEN2, IOO_OP_H5DREAD, IOO_OP_H5DWRITE, IOO_OP_H5DCLOSE,
+	IOO_OP_H5ACREATE2, IOO_OP_H5AOPEN, IOO_OP_H5AREAD, IOO_OP_H5AWRITE, IOO_OP_H5ACLOSE,
+	IOO_OP_H5OOPEN, IOO_OP_H5ACREATE_BY_NAME, IOO_OP_H5AOPEN_BY_NAME, IOO_OP_H5IDEC_REF,
+	/* MPI-IO (uprobes on the MPI library) */
+	IOO_OP_MPI_FILE_OPEN, IOO_OP_MPI_FILE_CLOSE, IOO_OP_MPI_FILE_SET_VIEW, IOO_OP_MPI_FILE_SEEK, IOO_OP_MPI_FILE_SYNC,
+	IOO_OP_MPI_FILE_READ, IOO_OP_MPI_FILE_WRITE, IOO_OP_MPI_FILE_READ_AT, IOO_OP_MPI_FILE_WRITE_AT,
+	IOO_OP_MPI_FILE_READ_ALL, IOO_OP_MPI_FILE_WRITE_ALL, IOO_OP_MPI_FILE_READ_AT_ALL, IOO_OP_MPI_FILE_WRITE_AT_ALL,
+	IOO_OP_MPI_FILE_READ_SHARED, IOO_OP_MPI_FILE_WRITE_SHARED, IOO_OP_MPI_FILE_READ_ORDERED, IOO_OP_MPI_FILE_WRITE_ORDERED,
 	IOO_OP_COUNT
 };
 
@@ -92,6 +102,18 @@ struct ioo_syscall_spec {
 #define IOO_C_RET_STREAM 0x1  /* returns a FILE * naming the file (fopen family) */
 #define IOO_C_RET_FD     0x2  /* returns a new descriptor naming the file (open family) */
 #define IOO_C_RET_ITEMS  0x4  /* returns items: bytes moved = ret x size_arg (fread, fwrite) */
+/* Library handles (HDF5 hid_t, MPI_File) name no descriptor: the file a handle was opened
+ * on is remembered and given to every call made with it. */
+#define IOO_C_RET_HANDLE   0x8   /* returns a new handle on the call's file (H5Fopen, H5Dopen2) */
+#define IOO_C_OUT_HANDLE   0x10  /* stores a new handle through the pointer at handle_arg (MPI_File_open) */
+#define IOO_C_HANDLE_PTR   0x20  /* handle_arg points to the handle (MPI_File_close) */
+#define IOO_C_CLOSE_HANDLE 0x40  /* the handle is gone once the call returns 0 (H5Idec_ref: no
+				  * reference left; the others: success) */
+#define IOO_C_MPI_TYPE     0x80  /* size_arg is an MPI datatype: bytes = count x its size when an
+				  * MPICH builtin type (whose handle encodes its size) */
+#define IOO_C_KNOWN_HANDLE 0x100 /* recorded only on a handle opened on a traced file (H5Idec_ref
+				  * is I/O only when it closes a file, dataset or attribute) */
+#define IOO_C_RET_INT      0x200 /* returns a C int: the register's upper half is not part of it */
 
 enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3 };
 
@@ -106,7 +128,7 @@ struct ioo_call_spec {
 	__s16 offset_arg;
 	__s16 aux_arg;     /* copied into ioo_event.arg (whence, flags) */
 	__s16 stat_arg;    /* struct stat * filled on success: the file's identity */
-	__s16 pad;
+	__s16 handle_arg;  /* the library handle the call works on (IOO_C_*HANDLE*) */
 };
 
 /* Global switches written once by user space before the probes attach. */
@@ -122,7 +144,7 @@ struct ioo_config {
 };
 
 /* Bits of ioo_config.layers. */
-#define IOO_LAYER_LIBC    0x1 /* stdio and POSIX wrapper uprobes */
+#define IOO_LAYER_CALLS   0x1 /* a library layer's uprobes are on: a syscall's parent is the open call */
 #define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
 
 /* Bits of ioo_event.flags. */

@@ -84,15 +84,27 @@ struct walk_req {
 
 /* Library calls open on a thread (uprobe entered, uretprobe not yet), innermost last. */
 #define MAX_FRAMES 8
+#define CALL_ARGS 8  /* six register arguments kept; a power of two for the index mask */
 struct call_frame {
 	u64 ts;
 	u64 sp;         /* stack pointer at entry: matches the frame to its return */
-	u64 args[4];
+	u64 args[CALL_ARGS];
 	u64 parent_ts;  /* the enclosing call one layer up, if any */
 	u64 file;       /* struct file * the call's descriptor named at entry */
+	u64 handle;     /* the library handle it works on (hid_t, MPI_File), read at entry */
+	u64 child_ino;  /* the first traced file a call below it touched (0: none yet) */
+	u32 child_dev;
 	s32 fd;
 	u16 op;
 	u16 library;
+	u32 pad;
+};
+
+/* The file each open library handle was opened on, per process and library. */
+struct handle_key {
+	u64 handle;
+	u32 tgid;
+	u32 library;
 };
 
 struct call_frames {
@@ -116,6 +128,7 @@ BPF_TASK_STORAGE(inflight, struct inflight);
 BPF_TASK_STORAGE(call_frames, struct call_frames);
 BPF_ARRAY(call_specs, struct ioo_call_spec, IOO_MAX_OPS);
 BPF_TABLE("lru_hash", struct ioo_file_key, u8, libraries, 4096);  /* executable files reported */
+BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
@@ -340,6 +353,20 @@ static __always_inline u64 innermost_call_ts(void)
 	return frame_at(fr, fr->depth)->ts;
 }
 
+/* A traced syscall (or library call) touched a file: the first one names the open call
+ * above it, for calls that hold no descriptor of their own (H5Dwrite, MPI_File_write_all). */
+static __always_inline void note_child_file(u64 parent_ts, struct file_ident *id)
+{
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!fr || fr->depth == 0)
+		return;
+	struct call_frame *frame = frame_at(fr, fr->depth);
+	if (frame->ts == parent_ts && !frame->child_ino) {
+		frame->child_ino = id->ino;
+		frame->child_dev = id->dev;
+	}
+}
+
 /* Report a file mapped executable for the first time (its path first, if not yet sent), so
  * user space can attach library probes to it while the process is still starting. */
 static __always_inline void note_library(void *file, u64 ts)
@@ -402,7 +429,7 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if ((cfg->layers & IOO_LAYER_LIBS) && (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_))
 			note_library(fd_file((s32)arg_at(&st, spec->fd_arg)), st.ts);
 	}
-	if (cfg->layers & IOO_LAYER_LIBC)
+	if (cfg->layers & IOO_LAYER_CALLS)
 		st.parent_ts = innermost_call_ts();
 	if (flags & IOO_S_FCNTL_DUP) {
 		u64 cmd = arg_at(&st, spec->aux_arg);
@@ -718,6 +745,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	} else {
 		submit_event(&st, ret, dur, &st.file, st.have & HAVE_FILE, fd, st.pos, arg, ev_flags);
 	}
+	if (st.parent_ts && (st.have & HAVE_FILE))
+		note_child_file(st.parent_ts, &st.file);
 	if (st.cache_pages)
 		submit_cache(&st);
 	return 0;
@@ -1095,7 +1124,7 @@ int on_readahead_async(void *ctx)
 	return on_readahead(ctx, IOO_OP_READAHEAD_ASYNC);
 }
 
-/* Library calls (libc's stdio and POSIX wrappers; HDF5 and MPI-IO later), from a uprobe at
+/* Library calls (libc's stdio and POSIX wrappers, HDF5, MPI-IO), from a uprobe at
  * each function's entry and one shared uretprobe. Each thread keeps a stack of its open
  * calls (task storage): an event's parent is the call below it, a syscall's the innermost.
  * A call made inside an open call of its own library is that library's internal business
@@ -1112,17 +1141,21 @@ static __always_inline s32 stream_fd(u64 stream)
 	return fd;
 }
 
-/* How many frames are still open given a stack pointer: frames lying under it have
- * returned unseen. Unrolled with constant indexes, which the verifier checks once each. */
+/* How many frames are still open given a stack pointer (frames lying under it have
+ * returned unseen), stored as the thread's depth. Unrolled with constant indexes, which the
+ * verifier checks once each; the result is read back from the map so that the verifier
+ * goes on with one unknown depth rather than walking the rest of the program once per value. */
 static __always_inline u32 live_depth(struct call_frames *fr, u64 sp)
 {
 	u32 depth = fr->depth;
+	u32 live = 0;
 #pragma unroll
 	for (u32 i = MAX_FRAMES; i > 0; i--) {
-		if (i <= depth && fr->frames[i - 1].sp >= sp)
-			return i;
+		if (!live && i <= depth && fr->frames[i - 1].sp >= sp)
+			live = i;
 	}
-	return 0;
+	fr->depth = live;
+	return *(volatile u32 *)&fr->depth;
 }
 
 static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
@@ -1141,16 +1174,12 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	u64 parent_ts = 0;
 	if (depth > 0) {
 		struct call_frame *outer = frame_at(fr, depth);
-		if (outer->library == spec->library) {
-			fr->depth = depth;
+		if (outer->library == spec->library)
 			return 0;
-		}
 		parent_ts = outer->ts;
 	}
-	if (depth >= MAX_FRAMES) {
-		fr->depth = depth;
+	if (depth >= MAX_FRAMES)
 		return 0;
-	}
 	struct call_frame *frame = frame_at(fr, depth + 1);
 	frame->ts = bpf_ktime_get_ns();
 	frame->sp = sp;
@@ -1158,15 +1187,27 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	frame->args[1] = PT_REGS_PARM2(ctx);
 	frame->args[2] = PT_REGS_PARM3(ctx);
 	frame->args[3] = PT_REGS_PARM4(ctx);
+	frame->args[4] = PT_REGS_PARM5(ctx);
+	frame->args[5] = PT_REGS_PARM6(ctx);
 	frame->parent_ts = parent_ts;
 	frame->op = op;
 	frame->library = spec->library;
+	frame->child_ino = 0;
+	frame->child_dev = 0;
+	/* The handle as it is at entry: MPI_File_close resets the caller's by return. */
+	u64 handle = 0;
+	if (spec->handle_arg >= 0 && !(spec->flags & IOO_C_OUT_HANDLE)) {
+		handle = frame->args[spec->handle_arg & (CALL_ARGS - 1)];
+		if (spec->flags & IOO_C_HANDLE_PTR && bpf_probe_read_user(&handle, sizeof(handle), (void *)handle) < 0)
+			handle = 0;
+	}
+	frame->handle = handle;
 	/* The descriptor and its file as they are at entry: a close has removed them by return. */
 	s32 fd = -1;
 	if (spec->stream_arg >= 0)
-		fd = stream_fd(frame->args[spec->stream_arg & 3]);
+		fd = stream_fd(frame->args[spec->stream_arg & (CALL_ARGS - 1)]);
 	else if (spec->fd_arg >= 0)
-		fd = frame->args[spec->fd_arg & 3];
+		fd = frame->args[spec->fd_arg & (CALL_ARGS - 1)];
 	frame->fd = fd;
 	frame->file = (u64)fd_file(fd);
 	fr->depth = depth + 1;
@@ -1200,15 +1241,52 @@ static __always_inline int call_file(struct ioo_config *cfg, struct ioo_call_spe
 		return file_traced(file, id, &unused_pos);
 	}
 	if (spec->stat_arg >= 0 && ret == 0) {
-		u64 buf = frame->args[spec->stat_arg & 3];
+		u64 buf = frame->args[spec->stat_arg & (CALL_ARGS - 1)];
 		u64 dev = 0;
 		bpf_probe_read_user(&dev, sizeof(dev), (void *)buf);
 		bpf_probe_read_user(&id->ino, sizeof(id->ino), (void *)(buf + 8));
 		id->dev = kernel_dev_from_user(dev);
 		return cache_file_selected(cfg, id->dev, id->ino);
 	}
-	/* No file (a failed open, a bad descriptor): kept unless a path filter is on. */
+	/* A library handle names the file it was opened on; else the first file touched below. */
+	if (frame->handle) {
+		struct handle_key key = {.handle = frame->handle, .tgid = bpf_get_current_pid_tgid() >> 32,
+					 .library = frame->library};
+		struct file_ident *known = handles.lookup(&key);
+		if (known) {
+			*id = *known;
+			return 1;
+		}
+	}
+	if (spec->flags & IOO_C_KNOWN_HANDLE)
+		return 0;
+	if (frame->child_ino) {
+		id->ino = frame->child_ino;
+		id->dev = frame->child_dev;
+		return 1;
+	}
+	/* No file (a failed open, a bad descriptor, nothing touched): kept unless a path filter is on. */
 	return cfg->filter_path ? 0 : 2;
+}
+
+/* After a call on a file returned: remember the handle it opened, forget the one it closed. */
+static __always_inline void track_handles(struct ioo_call_spec *spec, struct call_frame *frame, s64 ret,
+					  struct file_ident *id, int has_file)
+{
+	struct handle_key key = {.tgid = bpf_get_current_pid_tgid() >> 32, .library = frame->library};
+	if (spec->flags & IOO_C_CLOSE_HANDLE && frame->handle && ret == 0) {
+		key.handle = frame->handle;
+		handles.delete(&key);
+		return;
+	}
+	if (has_file != 1)
+		return;
+	if (spec->flags & IOO_C_RET_HANDLE && ret >= 0)
+		key.handle = ret;  /* hid_t: negative on failure */
+	else if (spec->flags & IOO_C_OUT_HANDLE && ret == 0)  /* MPI_SUCCESS */
+		bpf_probe_read_user(&key.handle, sizeof(key.handle), (void *)frame->args[spec->handle_arg & (CALL_ARGS - 1)]);
+	if (key.handle)
+		handles.update(&key, id);
 }
 
 static __always_inline int call_return(struct pt_regs *ctx)
@@ -1218,7 +1296,6 @@ static __always_inline int call_return(struct pt_regs *ctx)
 		return 0;
 	u64 entry_sp = PT_REGS_SP(ctx) - RETURN_SP_ADJUST;  /* the stack pointer the call was entered with */
 	u32 depth = live_depth(fr, entry_sp);
-	fr->depth = depth;
 	if (depth == 0)
 		return 0;
 	struct call_frame frame = *frame_at(fr, depth);
@@ -1231,18 +1308,30 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	if (!spec || !cfg)
 		return 0;
 	s64 ret = PT_REGS_RC(ctx);
+	if (spec->flags & IOO_C_RET_INT)
+		ret = (s32)ret;
 	struct file_ident id = {};
 	s32 fd = frame.fd;
 	int has_file = call_file(cfg, spec, &frame, ret, &id, &fd);
 	if (!has_file)
 		return 0;
+	track_handles(spec, &frame, ret, &id, has_file);
+	if (has_file == 1 && depth > 1) {
+		struct call_frame *outer = frame_at(fr, depth - 1);
+		if (!outer->child_ino) {
+			outer->child_ino = id.ino;
+			outer->child_dev = id.dev;
+		}
+	}
 	if (spec->flags & IOO_C_RET_STREAM)
 		ret = ret ? fd : -1;  /* the new stream's descriptor: its address means nothing later */
-	u64 count = spec->count_arg >= 0 ? frame.args[spec->count_arg & 3] : 0;
+	u64 count = spec->count_arg >= 0 ? frame.args[spec->count_arg & (CALL_ARGS - 1)] : 0;
 	if (spec->size_arg >= 0) {
-		u64 size = frame.args[spec->size_arg & 3];
+		u64 size = frame.args[spec->size_arg & (CALL_ARGS - 1)];
+		if (spec->flags & IOO_C_MPI_TYPE)  /* MPICH builtin: kind 01 in bits 30-31, size in bits 8-15 */
+			size = (size >> 30) == 1 ? (size >> 8) & 0xff : 0;
 		count *= size;
-		if (ret > 0)
+		if (ret > 0 && spec->flags & IOO_C_RET_ITEMS)
 			ret *= size;  /* items to bytes */
 	}
 	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
@@ -1254,10 +1343,10 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev->dur_ns = bpf_ktime_get_ns() - frame.ts;
 	ev->ret = ret;
 	ev->bytes_req = count;
-	ev->offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & 3] : -1;
+	ev->offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & (CALL_ARGS - 1)] : -1;
 	ev->ino = has_file == 1 ? id.ino : 0;
 	ev->dev = has_file == 1 ? id.dev : 0;
-	ev->arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & 3] : 0;
+	ev->arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
 	ev->parent_ts = frame.parent_ts;
 	ev->fd = fd;
 	ev->op = frame.op;
@@ -1321,6 +1410,41 @@ CALL_ENTRY(posix_stat, IOO_OP_POSIX_STAT)
 CALL_ENTRY(posix_lstat, IOO_OP_POSIX_LSTAT)
 CALL_ENTRY(posix_fstat, IOO_OP_POSIX_FSTAT)
 CALL_ENTRY(posix_fstatat, IOO_OP_POSIX_FSTATAT)
+CALL_ENTRY(H5Fcreate, IOO_OP_H5FCREATE)
+CALL_ENTRY(H5Fopen, IOO_OP_H5FOPEN)
+CALL_ENTRY(H5Fflush, IOO_OP_H5FFLUSH)
+CALL_ENTRY(H5Fclose, IOO_OP_H5FCLOSE)
+CALL_ENTRY(H5Dcreate2, IOO_OP_H5DCREATE2)
+CALL_ENTRY(H5Dopen2, IOO_OP_H5DOPEN2)
+CALL_ENTRY(H5Dread, IOO_OP_H5DREAD)
+CALL_ENTRY(H5Dwrite, IOO_OP_H5DWRITE)
+CALL_ENTRY(H5Dclose, IOO_OP_H5DCLOSE)
+CALL_ENTRY(H5Acreate2, IOO_OP_H5ACREATE2)
+CALL_ENTRY(H5Aopen, IOO_OP_H5AOPEN)
+CALL_ENTRY(H5Aread, IOO_OP_H5AREAD)
+CALL_ENTRY(H5Awrite, IOO_OP_H5AWRITE)
+CALL_ENTRY(H5Aclose, IOO_OP_H5ACLOSE)
+CALL_ENTRY(H5Oopen, IOO_OP_H5OOPEN)
+CALL_ENTRY(H5Acreate_by_name, IOO_OP_H5ACREATE_BY_NAME)
+CALL_ENTRY(H5Aopen_by_name, IOO_OP_H5AOPEN_BY_NAME)
+CALL_ENTRY(H5Idec_ref, IOO_OP_H5IDEC_REF)
+CALL_ENTRY(MPI_File_open, IOO_OP_MPI_FILE_OPEN)
+CALL_ENTRY(MPI_File_close, IOO_OP_MPI_FILE_CLOSE)
+CALL_ENTRY(MPI_File_set_view, IOO_OP_MPI_FILE_SET_VIEW)
+CALL_ENTRY(MPI_File_seek, IOO_OP_MPI_FILE_SEEK)
+CALL_ENTRY(MPI_File_sync, IOO_OP_MPI_FILE_SYNC)
+CALL_ENTRY(MPI_File_read, IOO_OP_MPI_FILE_READ)
+CALL_ENTRY(MPI_File_write, IOO_OP_MPI_FILE_WRITE)
+CALL_ENTRY(MPI_File_read_at, IOO_OP_MPI_FILE_READ_AT)
+CALL_ENTRY(MPI_File_write_at, IOO_OP_MPI_FILE_WRITE_AT)
+CALL_ENTRY(MPI_File_read_all, IOO_OP_MPI_FILE_READ_ALL)
+CALL_ENTRY(MPI_File_write_all, IOO_OP_MPI_FILE_WRITE_ALL)
+CALL_ENTRY(MPI_File_read_at_all, IOO_OP_MPI_FILE_READ_AT_ALL)
+CALL_ENTRY(MPI_File_write_at_all, IOO_OP_MPI_FILE_WRITE_AT_ALL)
+CALL_ENTRY(MPI_File_read_shared, IOO_OP_MPI_FILE_READ_SHARED)
+CALL_ENTRY(MPI_File_write_shared, IOO_OP_MPI_FILE_WRITE_SHARED)
+CALL_ENTRY(MPI_File_read_ordered, IOO_OP_MPI_FILE_READ_ORDERED)
+CALL_ENTRY(MPI_File_write_ordered, IOO_OP_MPI_FILE_WRITE_ORDERED)
 
 /* The VFS (opt-in, kprobes where the kernel has them): vfs_read, vfs_write, vfs_open and
  * vfs_fsync_range, the file operations every syscall path and in-kernel reader (nfsd,

@@ -15,7 +15,7 @@ EXEC_BYTES = 512
 ENV_BYTES = 16384
 MAX_PREFIXES = 8
 PREFIX_LEN = 128
-MAX_OPS = 128
+MAX_OPS = 256
 
 # enum ioo_op, in order: the index is the op code written by the kernel.
 OP_NAMES: tuple[str, ...] = (
@@ -48,6 +48,14 @@ OP_NAMES: tuple[str, ...] = (
     "posix_lseek", "posix_fsync", "posix_fdatasync",
     "posix_stat", "posix_lstat", "posix_fstat", "posix_fstatat",
     "vfs_read", "vfs_write", "vfs_open", "vfs_fsync",
+    "H5Fcreate", "H5Fopen", "H5Fflush", "H5Fclose",
+    "H5Dcreate2", "H5Dopen2", "H5Dread", "H5Dwrite", "H5Dclose",
+    "H5Acreate2", "H5Aopen", "H5Aread", "H5Awrite", "H5Aclose",
+    "H5Oopen", "H5Acreate_by_name", "H5Aopen_by_name", "H5Idec_ref",
+    "MPI_File_open", "MPI_File_close", "MPI_File_set_view", "MPI_File_seek", "MPI_File_sync",
+    "MPI_File_read", "MPI_File_write", "MPI_File_read_at", "MPI_File_write_at",
+    "MPI_File_read_all", "MPI_File_write_all", "MPI_File_read_at_all", "MPI_File_write_at_all",
+    "MPI_File_read_shared", "MPI_File_write_shared", "MPI_File_read_ordered", "MPI_File_write_ordered",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
@@ -64,6 +72,8 @@ FIRST_CACHE_OP = OP_CODES["cache_miss"]
 FIRST_STDIO_OP = OP_CODES["fopen"]
 FIRST_POSIX_OP = OP_CODES["posix_open"]
 FIRST_VFS_OP = OP_CODES["vfs_read"]
+FIRST_HDF5_OP = OP_CODES["H5Fcreate"]
+FIRST_MPIIO_OP = OP_CODES["MPI_File_open"]
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
@@ -82,7 +92,7 @@ F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0
 F_BLOCK, F_ASYNC, F_WRITEBACK = 0x40, 0x80, 0x100
 
 # ioo_config.layers
-LAYER_LIBC, LAYER_LIBS = 0x1, 0x2
+LAYER_CALLS, LAYER_LIBS = 0x1, 0x2
 
 AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB = 1, 2, 3, 4, 5
 AUX_KINDS = 8  # loss counters per auxiliary record kind
@@ -102,12 +112,14 @@ SYSCALL_SPEC = np.dtype(
 
 # ioo_call_spec.flags and enum ioo_library
 C_RET_STREAM, C_RET_FD, C_RET_ITEMS = 0x1, 0x2, 0x4
+C_RET_HANDLE, C_OUT_HANDLE, C_HANDLE_PTR, C_CLOSE_HANDLE, C_MPI_TYPE = 0x8, 0x10, 0x20, 0x40, 0x80
+C_KNOWN_HANDLE, C_RET_INT = 0x100, 0x200
 LIB_LIBC, LIB_HDF5, LIB_MPIIO = 1, 2, 3
 
 CALL_SPEC = np.dtype(
     [
         ("library", "<u2"), ("flags", "<u2"), ("stream_arg", "<i2"), ("fd_arg", "<i2"), ("count_arg", "<i2"),
-        ("size_arg", "<i2"), ("offset_arg", "<i2"), ("aux_arg", "<i2"), ("stat_arg", "<i2"), ("pad", "<i2"),
+        ("size_arg", "<i2"), ("offset_arg", "<i2"), ("aux_arg", "<i2"), ("stat_arg", "<i2"), ("handle_arg", "<i2"),
     ]
 )
 

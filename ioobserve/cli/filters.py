@@ -34,7 +34,7 @@ PrefixOption = Annotated[
 ]
 LayersOption = Annotated[
     Optional[str],
-    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache), comma-separated: libc, vfs, all; "
+    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache), comma-separated: libc, hdf5, mpiio, vfs, all; "
                  "no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
 ]
 

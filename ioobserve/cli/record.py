@@ -38,6 +38,8 @@ EPILOG = """Examples:
   sudo ioobserve record -a -- sleep 30                           # every process, for as long as the command runs
 
   sudo ioobserve record --layers libc -- ./simulation            # stdio and libc calls too, linked to their syscalls
+
+  sudo ioobserve record --layers hdf5,mpiio -- mpiexec -n 4 ./sim # HDF5 and MPI-IO calls above them
 """
 
 

@@ -1,9 +1,14 @@
 """The collector: a capture process drains the rings in batches (ioobserve.collect.capture);
-a worker thread decodes, enriches and hands frames to the sinks, so the drain never waits
-on formatting, disks or the GIL."""
+a reader thread takes them as they come, and a worker thread decodes, enriches and hands
+frames to the sinks, so the drain never waits on formatting, disks or the GIL.
+
+The reader learns file paths and probes the libraries processes map (HDF5, MPI) at once:
+a library's calls are seen only once its probes are in, and the worker may be seconds
+behind after a burst of events."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import Protocol
@@ -19,13 +24,14 @@ from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
-from ioobserve.decode import decode_aux
+from ioobserve.decode import AuxBatch, decode_aux
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
+QUEUED_BATCHES = 64  # read ahead of the worker; beyond it the capture process holds the backlog
 
 
 class Sink(Protocol):
@@ -99,6 +105,8 @@ class Collector:
         self._accounting_check = AccountingCheck()
         self._accounted_roots: set[int] = set()
         self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
+        self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
     def account_from_start(self, pid: int) -> None:
@@ -113,14 +121,36 @@ class Collector:
         self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
         self.probes.exclude_helper(self._capture.pid)
         self._capture.go()
+        self._reader.start()
         self._worker.start()
+
+    def _read_loop(self) -> None:
+        """Take batches off the capture stream, learn their paths, probe newly mapped
+        libraries, and queue them for the worker; the stream's end (or error) goes last."""
+        end: BaseException | None = None
+        try:
+            for batch, aux in self._capture.batches():
+                records = decode_aux(aux)
+                self.files.add(records.paths)
+                for lib in records.libs:  # its path record came first, in the same ring
+                    path = self.files.by_id.get((lib.dev, lib.ino))
+                    if path is not None:
+                        self.probes.library_mapped(lib.pid, path)
+                self._queue.put((batch, records))
+        except BaseException as exc:  # surfaced by stop() through the worker
+            end = exc
+        self._queue.put(end)
 
     def _work_loop(self) -> None:
         next_loss = time.monotonic() + self.loss_interval
-        batches = self._capture.batches()
-        try:
-            for batch, aux in batches:
-                self._process(batch, aux)
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, BaseException):
+                self.error = self.error or item
+                break
+            if self.error is not None:
+                continue  # after a failure the stream is still read to its end
+            try:
+                self._process(*item)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
@@ -132,18 +162,10 @@ class Collector:
                     for sink in self.sinks:
                         sink.forget(gone)
                     next_loss = time.monotonic() + self.loss_interval
-        except BaseException as exc:  # surfaced by stop(); the stream is still read to its end
-            self.error = exc
-            for _ in batches:
-                pass
+            except BaseException as exc:  # surfaced by stop()
+                self.error = exc
 
-    def _process(self, batch: np.ndarray, aux: list[bytes]) -> None:
-        records = decode_aux(aux)
-        self.files.add(records.paths)
-        for lib in records.libs:  # its path record came first, in the same ring
-            path = self.files.by_id.get((lib.dev, lib.ino))
-            if path is not None:
-                self.probes.library_mapped(lib.pid, path)
+    def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
         changed = self.processes.apply(records.procs)
         apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)
@@ -219,6 +241,7 @@ class Collector:
         if self._capture is not None:
             self._capture.stop()
             if self._worker.ident is not None:
+                self._reader.join()
                 self._worker.join()
             self._capture.close()
         if self._accounting is not None:

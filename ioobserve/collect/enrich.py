@@ -27,8 +27,11 @@ _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.
 
 def _layer_of(code: int) -> str:
     """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
-    for first, layer in ((ev.FIRST_VFS_OP, s.LAYER_VFS), (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),
-                         (ev.FIRST_CACHE_OP, s.LAYER_CACHE), (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK)):
+    runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
+            (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5), (ev.FIRST_VFS_OP, s.LAYER_VFS),
+            (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO), (ev.FIRST_CACHE_OP, s.LAYER_CACHE),
+            (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))
+    for first, layer in runs:
         if code >= first:
             return layer
     return s.LAYER_SYSCALL

@@ -4,6 +4,7 @@ joined to the directory they are relative to."""
 from __future__ import annotations
 
 import os
+import threading
 
 import polars as pl
 
@@ -13,13 +14,15 @@ UNKNOWN_BASE = "?"
 
 
 class FileTable:
-    """Paths by kernel (dev, ino), as a Polars frame for joins."""
+    """Paths by kernel (dev, ino), as a Polars frame for joins. The collector's reader thread
+    adds paths while its worker reads them (hence the lock)."""
 
     def __init__(self) -> None:
         self.by_id: dict[tuple[int, int], str] = {}
         self._frame = pl.DataFrame(schema={"kdev": pl.UInt32, "ino": pl.UInt64, "path": pl.String})
         self._pending: list[tuple[int, int, str]] = []
         self._replaced = False  # a pending row supersedes one already in the frame
+        self._lock = threading.Lock()
 
     def _learn(self, key: tuple[int, int], path: str) -> None:
         self._replaced |= key in self.by_id
@@ -28,27 +31,30 @@ class FileTable:
 
     def add(self, records: list[PathRecord]) -> None:
         """Learn paths; a later record for the same file replaces the earlier one."""
-        for rec in records:
-            if self.by_id.get((rec.dev, rec.ino)) != rec.path:
-                self._learn((rec.dev, rec.ino), rec.path)
+        with self._lock:
+            for rec in records:
+                if self.by_id.get((rec.dev, rec.ino)) != rec.path:
+                    self._learn((rec.dev, rec.ino), rec.path)
 
     def rename(self, old: str, new: str) -> None:
         """A traced rename moved `old` (or a directory's contents) to `new`."""
         prefix = old.rstrip("/") + "/"
-        for key, path in list(self.by_id.items()):
-            if path == old or path.startswith(prefix):
-                self._learn(key, new + path[len(old) :])
+        with self._lock:
+            for key, path in list(self.by_id.items()):
+                if path == old or path.startswith(prefix):
+                    self._learn(key, new + path[len(old) :])
 
     def frame(self) -> pl.DataFrame:
         """kdev, ino, path: one row per known file."""
-        if self._pending:
-            new = pl.DataFrame(self._pending, schema=self._frame.schema, orient="row")
+        with self._lock:
+            pending, replaced = self._pending, self._replaced
+            self._pending, self._replaced = [], False
+        if pending:
+            new = pl.DataFrame(pending, schema=self._frame.schema, orient="row")
             # Appending is cheap; deduplicating the whole table is needed only after a replacement.
             self._frame = pl.concat([self._frame, new], rechunk=self._frame.n_chunks() > 64)
-            if self._replaced:
+            if replaced:
                 self._frame = self._frame.unique(subset=["kdev", "ino"], keep="last", maintain_order=True)
-            self._pending.clear()
-            self._replaced = False
         return self._frame
 
     def join_name(self, rec: NameRecord) -> str:

@@ -29,6 +29,7 @@ class CallSpec:
     offset: int = -1
     aux: int = -1
     stat: int = -1
+    handle: int = -1
 
 
 # glibc's stdio: the FILE * argument names the file (its _fileno). fread/fwrite return items.
@@ -76,13 +77,77 @@ POSIX = (
 
 LIBC = STDIO + POSIX
 
+# HDF5's C API (also as bundled in wheels such as h5py's). An hid_t names no descriptor: a
+# file's handle takes the file its opening syscalls touched, and the datasets and attributes
+# opened through it inherit that file. `arg` keeps the object's hid.
+_H5 = {"library": ev.LIB_HDF5}
+_H5_NEW = {**_H5, "flags": ev.C_RET_HANDLE}  # returns a new hid on the file of handle (if any)
+_H5_USE = {**_H5, "handle": 0, "aux": 0}
+_H5_CLOSE = {**_H5_USE, "flags": ev.C_CLOSE_HANDLE}
+HDF5 = (
+    CallSpec("H5Fcreate", ("H5Fcreate",), **_H5_NEW, aux=1),
+    CallSpec("H5Fopen", ("H5Fopen",), **_H5_NEW, aux=1),
+    CallSpec("H5Fflush", ("H5Fflush",), **_H5_USE),
+    CallSpec("H5Fclose", ("H5Fclose",), **_H5_CLOSE),
+    CallSpec("H5Dcreate2", ("H5Dcreate2",), **_H5_NEW, handle=0, aux=0),
+    CallSpec("H5Dopen2", ("H5Dopen2",), **_H5_NEW, handle=0, aux=0),
+    CallSpec("H5Dread", ("H5Dread",), **_H5_USE),
+    CallSpec("H5Dwrite", ("H5Dwrite",), **_H5_USE),
+    CallSpec("H5Dclose", ("H5Dclose",), **_H5_CLOSE),
+    CallSpec("H5Acreate2", ("H5Acreate2",), **_H5_NEW, handle=0, aux=0),
+    CallSpec("H5Aopen", ("H5Aopen",), **_H5_NEW, handle=0, aux=0),
+    CallSpec("H5Aread", ("H5Aread",), **_H5_USE),
+    CallSpec("H5Awrite", ("H5Awrite",), **_H5_USE),
+    CallSpec("H5Aclose", ("H5Aclose",), **_H5_CLOSE),
+    CallSpec("H5Oopen", ("H5Oopen",), **_H5_NEW, handle=0, aux=0),  # any object by path: h5py's f["name"]
+    CallSpec("H5Acreate_by_name", ("H5Acreate_by_name",), **_H5_NEW, handle=0, aux=0),
+    CallSpec("H5Aopen_by_name", ("H5Aopen_by_name",), **_H5_NEW, handle=0, aux=0),
+    # h5py closes every object by dropping its reference: recorded for the tracked ones only.
+    CallSpec("H5Idec_ref", ("H5Idec_ref",), **_H5_USE, flags=ev.C_CLOSE_HANDLE | ev.C_KNOWN_HANDLE),
+)
 
-def call_spec_array(specs: tuple[CallSpec, ...] = LIBC) -> np.ndarray:
+# MPI-IO, by its MPI_ names (PMPI_ ones share their address). The MPI_File handle names the
+# file MPI_File_open's syscalls touched. `count` is bytes where the datatype is an MPICH
+# builtin (MPICH, MVAPICH and Intel MPI encode its size in the handle), `arg` the element
+# count, `offset` the explicit offset in etype units, `ret` MPI's error code.
+_MPI = {"library": ev.LIB_MPIIO, "handle": 0}
+
+
+def _mpi_data(op: str, at: bool) -> CallSpec:
+    """A read/write: (fh, [offset,] buf, count, datatype, status)."""
+    first = 2 if at else 1
+    return CallSpec(op, (op,), **_MPI, flags=ev.C_MPI_TYPE, offset=1 if at else -1, count=first + 1,
+                    size=first + 2, aux=first + 1)
+
+
+MPIIO = (
+    CallSpec("MPI_File_open", ("MPI_File_open",), library=ev.LIB_MPIIO, flags=ev.C_OUT_HANDLE, handle=4, aux=2),
+    CallSpec("MPI_File_close", ("MPI_File_close",), **_MPI, flags=ev.C_HANDLE_PTR | ev.C_CLOSE_HANDLE),
+    CallSpec("MPI_File_set_view", ("MPI_File_set_view",), **_MPI, offset=1),
+    CallSpec("MPI_File_seek", ("MPI_File_seek",), **_MPI, offset=1, aux=2),
+    CallSpec("MPI_File_sync", ("MPI_File_sync",), **_MPI),
+    *(_mpi_data(f"MPI_File_{kind}{suffix}", at="_at" in suffix)
+      for suffix in ("", "_at", "_all", "_at_all") for kind in ("read", "write")),
+    *(_mpi_data(f"MPI_File_{kind}_{how}", at=False) for how in ("shared", "ordered") for kind in ("read", "write")),
+)
+
+
+# Calls that return a C int (status or descriptor), whose register's upper half is noise.
+INT_RETURNS = frozenset(
+    {"fclose", "fputs", "fprintf", "vfprintf", "fscanf", "vfscanf", "fseek", "fseeko", "fflush", "setvbuf"}
+    | {spec.op for spec in POSIX if spec.op not in ("posix_read", "posix_write", "posix_pread", "posix_pwrite", "posix_lseek")}
+    | {"H5Fflush", "H5Fclose", "H5Dread", "H5Dwrite", "H5Dclose", "H5Aread", "H5Awrite", "H5Aclose", "H5Idec_ref"}
+    | {spec.op for spec in MPIIO}
+)
+
+
+def call_spec_array(specs: tuple[CallSpec, ...] = LIBC + HDF5 + MPIIO) -> np.ndarray:
     """The `call_specs` map contents: a row per op code (zero rows for other ops)."""
     table = np.zeros(ev.MAX_OPS, dtype=ev.CALL_SPEC)
     for spec in specs:
         table[ev.OP_CODES[spec.op]] = (
-            spec.library, spec.flags, spec.stream, spec.fd, spec.count, spec.size, spec.offset, spec.aux, spec.stat, 0,
+            spec.library, spec.flags | (ev.C_RET_INT if spec.op in INT_RETURNS else 0), spec.stream, spec.fd, spec.count, spec.size, spec.offset, spec.aux, spec.stat,
+            spec.handle,
         )
     return table
 

@@ -162,6 +162,9 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
                      if ready and ok.get("filemap tracepoints") else "unavailable: no filemap tracepoints")
     plan["libc"] = ("uprobes on each libc the selected processes map (opt-in: --layers libc)"
                     if ready and ok.get("uprobes") else "unavailable: no uprobes")
+    for layer, what in (("hdf5", "libhdf5 (also copies inside wheels)"), ("mpiio", "the MPI library")):
+        plan[layer] = (f"uprobes on {what} where the selected processes map it (opt-in: --layers {layer})"
+                       if ready and ok.get("uprobes") else "unavailable: no uprobes")
     plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
     return plan
 

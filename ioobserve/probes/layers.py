@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-SYSCALL, BLOCK, CACHE, LIBC, VFS = "syscall", "block", "cache", "libc", "vfs"
-KNOWN = (SYSCALL, BLOCK, CACHE, LIBC, VFS)
+SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO = "syscall", "block", "cache", "libc", "vfs", "hdf5", "mpiio"
+KNOWN = (SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO)
+LIBRARY_LAYERS = (LIBC, HDF5, MPIIO)  # uprobes on shared libraries
 DEFAULT = frozenset({SYSCALL, BLOCK, CACHE})
 
 

@@ -10,6 +10,7 @@ event per probe (slow to detach) where it does not.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,12 @@ from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, link_uprobes
 RETURN_PROGRAM = "on_call_return"
 MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM = "on_call_enter_multi", "on_call_return_multi"
 LIBC_FILE = re.compile(r"^libc(\.so\.6|-[0-9.]+\.so)$")
+# libhdf5 as distributions name it (libhdf5.so.310, Debian's libhdf5_serial.so.103 and
+# libhdf5_mpich.so.103) and as wheels bundle it (h5py.libs/libhdf5-9e18f0c6.so.320.0.0);
+# not the high-level libhdf5_hl.
+HDF5_FILE = re.compile(r"^libhdf5(_serial|_openmpi|_mpich)?(-[0-9a-f]{8})?\.so(\.[0-9]+)*$")
+# MPI libraries: MPICH and its ABI family (libmpich.so.12, libmpi.so.12), Open MPI (libmpi.so.40).
+MPI_FILE = re.compile(r"^lib(mpi|mpich)(-[0-9a-f]{8})?\.so(\.[0-9]+)*$")
 
 
 def resolve_calls(symbols: list[tuple[bytes, int]], specs: tuple[CallSpec, ...]) -> dict[int, str]:
@@ -101,7 +108,26 @@ class LibraryProbes:
                 self.files[key] += 1
         except Exception as exc:  # bcc raises bare Exceptions; the layer goes on without this file
             self.failures[path] = str(exc)
+            del self.files[key]  # another path to it may do (a container's copy whose process left)
+            return 0
+        self.failures.pop(path, None)
         return self.files[key]
+
+    def load_programs(self) -> None:
+        """Load (verify) the link programs now, not when a process maps a library: there the
+        tenth of a second it takes is calls missed."""
+        if self.multi is not False:
+            try:
+                self._multi_programs()
+            except Exception:  # an older kernel: the per-probe programs will do
+                self.multi = False
+
+    def _multi_programs(self) -> tuple[int, int]:
+        """(entry, return) program fds for uprobe_multi links (bcc loads each once)."""
+        from bcc import BPF
+
+        return tuple(self.bpf.load_func(name.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+                     for name in (MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM))
 
     def _attach_multi(self, path: str, calls: dict[int, str]) -> bool:
         """Two uprobe_multi links (returns, then entries with the op as cookie); False, and
@@ -112,11 +138,16 @@ class LibraryProbes:
         offsets = [BPF._check_path_symbol(path, b"", address, -1)[1] for address in sorted(calls)]
         cookies = [ev.OP_CODES[calls[address]] for address in sorted(calls)]
         try:
-            entry = self.bpf.load_func(MULTI_ENTRY_PROGRAM.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
-            exit_ = self.bpf.load_func(MULTI_RETURN_PROGRAM.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
+            entry, exit_ = self._multi_programs()
             self.links.append(link_uprobes(exit_, path, offsets, returns=True))
             self.links.append(link_uprobes(entry, path, offsets, cookies))
-        except Exception:  # an older kernel: no uprobe_multi links, or no programs for them
+        except OSError as exc:
+            gone = exc.errno in (errno.ENOENT, errno.ESRCH)  # the path left with its process
+            if self.multi is None and not gone:  # an older kernel: no uprobe_multi links
+                self.multi = False
+                return False
+            raise
+        except Exception:  # bcc could not load the programs for links: an older kernel
             if self.multi is None:
                 self.multi = False
                 return False
@@ -135,7 +166,7 @@ class LibraryProbes:
             return 0
         # Through the process's root (a container's copy); the host path once it has exited.
         inside = f"/proc/{pid}/root{path}"
-        return self.attach_file(inside if os.path.exists(inside) else path)
+        return (os.path.exists(inside) and self.attach_file(inside)) or self.attach_file(path)
 
     @property
     def functions(self) -> int:

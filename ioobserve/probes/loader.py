@@ -12,13 +12,13 @@ import numpy as np
 
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
-from ioobserve.probes.call_table import LIBC, call_spec_array
+from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
-from ioobserve.probes.libraries import LIBC_FILE, LibraryProbes, mapped_files
+from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 
@@ -49,6 +49,10 @@ CACHE_ATTACHMENTS = (
 VFS_FUNCTIONS = (("vfs_read", "vfs_enter_read"), ("vfs_write", "vfs_enter_write"), ("vfs_open", "vfs_enter_open"),
                  ("vfs_fsync_range", "vfs_enter_fsync"))
 VFS_RETURN = "vfs_return"
+# The library layers: their calls, the files (by name) that implement them, and the names
+# the system's linker knows them by (probed from the start, before any process maps them).
+LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPIIO: (MPIIO, MPI_FILE)}
+SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO: ("mpi", "mpich")}
 # Stack pointer at a function's return minus at its entry: x86 pops the return address.
 RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}
 
@@ -99,7 +103,8 @@ class SyscallProbes:
             self.bpf = compile_bpf(src_file=str(source_dir / SOURCE), cflags=cflags, headers=headers)
         except ProbeError as exc:
             raise ProbeError(f"compiling {SOURCE} failed: {exc}") from exc
-        self.libc = LibraryProbes(self.bpf, LIBC, LIBC_FILE) if ly.LIBC in layers else None
+        self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
+                          if layer in layers}
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
@@ -129,10 +134,11 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
-        if self.libc is not None:
-            cfg["layers"] |= ev.LAYER_LIBC | ev.LAYER_LIBS
+        if self.libraries:
+            cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
             calls = self.bpf["call_specs"]
-            for op, row in enumerate(call_spec_array()):
+            specs = tuple(spec for probes in self.libraries.values() for spec in probes.specs)
+            for op, row in enumerate(call_spec_array(specs)):
                 if row["library"]:
                     calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
         self._config = cfg
@@ -171,8 +177,8 @@ class SyscallProbes:
             self.attached_layers[ly.BLOCK] = f"raw tracepoints {block}"
         if ly.CACHE in self.layers and (cache := self._attach_cache()):
             self.attached_layers[ly.CACHE] = f"tracepoints {cache}"
-        if self.libc is not None:
-            self._attach_libc()
+        for layer in self.libraries:
+            self._attach_library_layer(layer)
         if ly.VFS in self.layers:
             self._attach_vfs()
 
@@ -224,31 +230,43 @@ class SyscallProbes:
                 attached.append(tracepoint.split(":")[1])
         return ", ".join(attached) if any("filemap" in name for name in attached) else None
 
-    def _attach_libc(self) -> None:
-        """Probe the system's libc and every other libc a running process maps; copies mapped
-        later are probed as the kernel reports them (library_mapped)."""
+    def _attach_library_layer(self, layer: str) -> None:
+        """Probe the system's copy of a layer's library and every other copy a running process
+        maps; copies mapped later are probed as the kernel reports them (library_mapped)."""
         from bcc import BPF  # deferred: only probes import bcc
 
-        system = BPF.find_library(b"c")
-        paths = ([system.decode()] if system else []) + mapped_files(LIBC_FILE)
-        for path in paths:
-            self.libc.attach_file(path)
-        if not self.libc.functions:
+        probes = self.libraries[layer]
+        probes.load_programs()
+        system = [found.decode() for name in SYSTEM_LIBRARIES[layer] if (found := BPF.find_library(name.encode()))]
+        for path in system + mapped_files(probes.pattern):
+            probes.attach_file(path)
+        if layer == ly.LIBC and not probes.functions:  # every process has a libc: something is wrong
             self.detach()
-            why = "; ".join(f"{path}: {reason}" for path, reason in self.libc.failures.items()) or "no libc found"
+            why = "; ".join(f"{path}: {reason}" for path, reason in probes.failures.items()) or "no libc found"
             raise ProbeError(f"the libc layer could not probe any libc ({why})")
-        how = "uprobe_multi links" if self.libc.multi else "uprobes"
-        self.attached_layers[ly.LIBC] = f"{how} on {self.libc.functions} functions in {len(self.libc.files)} libc file(s)"
+        self._describe_library_layer(layer)
+
+    def _describe_library_layer(self, layer: str) -> None:
+        """How a library layer is probed so far (HDF5 and MPI-IO grow as processes map them)."""
+        probes = self.libraries[layer]
+        how = "uprobes" if probes.multi is False else "uprobe_multi links"
+        what = f"{how} on {probes.functions} functions in {len(probes.files)} {layer} file(s)"
+        if layer != ly.LIBC:
+            what += ", probed as processes map them"
+        if probes.failures:
+            what += f" ({len(probes.failures)} could not be probed: {next(iter(probes.failures.values()))})"
+        self.attached_layers[layer] = what
 
     def library_mapped(self, pid: int, path: str) -> None:
         """A selected process mapped `path` executable: probe it if a library layer wants it."""
-        if self.libc is not None:
-            self.libc.consider(pid, path)
+        for layer, probes in self.libraries.items():
+            if probes.consider(pid, path):
+                self._describe_library_layer(layer)
 
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""
-        if self.libc is not None:
-            self.libc.close()
+        for probes in self.libraries.values():
+            probes.close()
         for name in list(getattr(self.bpf, "uprobe_fds", {})):
             with contextlib.suppress(Exception):
                 self.bpf.detach_uprobe_event(name)

@@ -38,9 +38,10 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_KINDS %d\\n", IOO_AUX_KINDS);')
     lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
-    lines.append('printf("const.LAYER_LIBC %d\\n", IOO_LAYER_LIBC);')
+    lines.append('printf("const.LAYER_CALLS %d\\n", IOO_LAYER_CALLS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
-    lines.append('printf("const.C_FLAGS %d %d %d\\n", IOO_C_RET_STREAM, IOO_C_RET_FD, IOO_C_RET_ITEMS);')
+    lines.append('printf("const.C_FLAGS %d %d %d %d %d %d %d %d %d %d\\n", IOO_C_RET_STREAM, IOO_C_RET_FD, IOO_C_RET_ITEMS, '
+                 'IOO_C_RET_HANDLE, IOO_C_OUT_HANDLE, IOO_C_HANDLE_PTR, IOO_C_CLOSE_HANDLE, IOO_C_MPI_TYPE, IOO_C_KNOWN_HANDLE, IOO_C_RET_INT);')
     lines.append('printf("const.LIBS %d %d %d\\n", IOO_LIB_LIBC, IOO_LIB_HDF5, IOO_LIB_MPIIO);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
@@ -93,6 +94,7 @@ def test_constants_match(layout):
     assert layout["const.AUX_KINDS"] == ev.AUX_KINDS
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
     assert layout["const.AUX_LIB"] == ev.AUX_LIB
-    assert (layout["const.LAYER_LIBC"], layout["const.LAYER_LIBS"]) == (ev.LAYER_LIBC, ev.LAYER_LIBS)
-    assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS)
+    assert (layout["const.LAYER_CALLS"], layout["const.LAYER_LIBS"]) == (ev.LAYER_CALLS, ev.LAYER_LIBS)
+    assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
+                                       ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)
     assert layout["const.LIBS"] == (ev.LIB_LIBC, ev.LIB_HDF5, ev.LIB_MPIIO)

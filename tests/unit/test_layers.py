@@ -9,9 +9,9 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.enrich import _LAYERS
 from ioobserve.probes import layers as ly
-from ioobserve.probes.call_table import LIBC, call_spec_array
+from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
 from ioobserve.probes.capabilities import vfs_mechanism
-from ioobserve.probes.libraries import LIBC_FILE, resolve_calls
+from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, resolve_calls
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
 
 FILEMAP_FORMAT = """name: mm_filemap_add_to_page_cache
@@ -34,6 +34,7 @@ def test_layers_add_to_the_defaults_and_remove_with_no():
     assert ly.parse_layers("libc") == ly.DEFAULT | {ly.LIBC}
     assert ly.parse_layers("libc, no-cache") == {ly.SYSCALL, ly.BLOCK, ly.LIBC}
     assert ly.parse_layers("all,no-vfs") == set(ly.KNOWN) - {ly.VFS}
+    assert ly.parse_layers("hdf5,mpiio") == ly.DEFAULT | {ly.HDF5, ly.MPIIO}
 
 
 @pytest.mark.parametrize("text", ["libcc", "no-syscall", "hdf"])
@@ -58,6 +59,11 @@ def test_each_op_has_one_layer():
     assert layer[ev.OP_CODES["fwrite"]] == s.LAYER_STDIO
     assert layer[ev.OP_CODES["posix_pread"]] == s.LAYER_POSIX
     assert ev.OP_LABELS[ev.OP_CODES["posix_pread"]] == "pread"
+    assert layer[ev.OP_CODES["vfs_fsync"]] == s.LAYER_VFS
+    assert {layer[ev.OP_CODES[spec.op]] for spec in HDF5} == {s.LAYER_HDF5}
+    assert {layer[ev.OP_CODES[spec.op]] for spec in MPIIO} == {s.LAYER_MPIIO}
+    assert layer[len(ev.OP_NAMES)] == s.LAYER_SYSCALL  # an op code from a newer probe: not MPI-IO
+    assert len(ev.OP_NAMES) < ev.MAX_OPS
 
 
 def test_call_table_rows():
@@ -65,9 +71,29 @@ def test_call_table_rows():
     fwrite = table[ev.OP_CODES["fwrite"]]
     assert (fwrite["library"], fwrite["stream_arg"], fwrite["count_arg"], fwrite["size_arg"]) == (ev.LIB_LIBC, 3, 2, 1)
     assert fwrite["flags"] == ev.C_RET_ITEMS
-    assert table[ev.OP_CODES["posix_open"]]["flags"] == ev.C_RET_FD
+    assert table[ev.OP_CODES["posix_open"]]["flags"] == ev.C_RET_FD | ev.C_RET_INT
     assert table[ev.OP_CODES["read"]]["library"] == 0  # syscalls are not library calls
-    assert len({spec.op for spec in LIBC}) == len(LIBC)
+    assert table[ev.OP_CODES["posix_close"]]["flags"] == ev.C_RET_INT  # int: the upper register half is noise
+    specs = LIBC + HDF5 + MPIIO
+    assert len({spec.op for spec in specs}) == len(specs)
+    # Every library op of the enum has a row, and only those.
+    assert {ev.OP_NAMES[op] for op in range(ev.MAX_OPS) if table[op]["library"]} == {spec.op for spec in specs}
+
+
+def test_library_handles_name_their_files():
+    """HDF5 ids and MPI_File handles carry their file from the call that opened them."""
+    table = call_spec_array()
+    row = {op: table[ev.OP_CODES[op]] for op in ("H5Fopen", "H5Dopen2", "H5Dwrite", "H5Idec_ref",
+                                                  "MPI_File_open", "MPI_File_close", "MPI_File_write_at_all")}
+    assert row["H5Fopen"]["flags"] & ev.C_RET_HANDLE and row["H5Fopen"]["handle_arg"] == -1
+    assert row["H5Dopen2"]["flags"] & ev.C_RET_HANDLE and row["H5Dopen2"]["handle_arg"] == 0
+    assert row["H5Dwrite"]["handle_arg"] == 0 and row["H5Dwrite"]["library"] == ev.LIB_HDF5
+    assert row["H5Idec_ref"]["flags"] & ev.C_KNOWN_HANDLE and row["H5Idec_ref"]["flags"] & ev.C_CLOSE_HANDLE
+    assert row["MPI_File_open"]["flags"] & ev.C_OUT_HANDLE and row["MPI_File_open"]["handle_arg"] == 4
+    assert row["MPI_File_close"]["flags"] & ev.C_HANDLE_PTR
+    write_at_all = row["MPI_File_write_at_all"]  # (fh, offset, buf, count, datatype, status)
+    assert (write_at_all["offset_arg"], write_at_all["count_arg"], write_at_all["size_arg"]) == (1, 3, 4)
+    assert write_at_all["flags"] & ev.C_MPI_TYPE and write_at_all["library"] == ev.LIB_MPIIO
 
 
 def test_aliases_are_probed_once_under_the_first_op():
@@ -79,6 +105,22 @@ def test_aliases_are_probed_once_under_the_first_op():
 def test_libc_file_names():
     assert LIBC_FILE.match("libc.so.6") and LIBC_FILE.match("libc-2.31.so")
     assert not LIBC_FILE.match("libcrypt.so.1") and not LIBC_FILE.match("libc.so.6.bak")
+
+
+@pytest.mark.parametrize("name", ["libhdf5.so.310", "libhdf5_serial.so.103.3.0", "libhdf5-9e18f0c6.so.320.0.0",
+                                  "libhdf5_mpich.so.103"])
+def test_hdf5_file_names(name):
+    assert HDF5_FILE.match(name)
+
+
+@pytest.mark.parametrize("name", ["libhdf5_hl-69da89c9.so.320.0.0", "libhdf5_cpp.so.310", "libhdf5.so.310.py"])
+def test_not_hdf5_file_names(name):
+    assert not HDF5_FILE.match(name)
+
+
+def test_mpi_file_names():
+    assert MPI_FILE.match("libmpich.so.12.2.2") and MPI_FILE.match("libmpi.so.40") and MPI_FILE.match("libmpi.so.12")
+    assert not MPI_FILE.match("libmpichcxx.so.12") and not MPI_FILE.match("libmpi_cxx.so.40")
 
 
 def test_tracepoint_format_offsets(tmp_path):
