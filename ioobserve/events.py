@@ -78,6 +78,8 @@ STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x 
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
 VFS_BYTES_OPS = frozenset({"vfs_read", "vfs_write"})
+# MPI-IO reads and writes: ret is MPI's error code; on success the bytes asked for moved.
+MPIIO_TRANSFER_OPS = frozenset(name for name in OP_NAMES if name.startswith(("MPI_File_read", "MPI_File_write")))
 # Labels of ops whose return is bytes moved, whatever their layer.
 BYTES_OPS = (READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS
              | CACHE_BYTES_OPS | VFS_BYTES_OPS)

@@ -21,6 +21,7 @@ from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
 from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
+from ioobserve.derived import bytes_moved, errno_of
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
@@ -38,7 +39,6 @@ def _layer_of(code: int) -> str:
 
 
 _LAYERS = pl.Series("layers", [_layer_of(code) for code in range(ev.MAX_OPS)])
-_DATA_OPS = sorted(ev.BYTES_OPS)
 _NAME_KEYS = ["tid", "ts_ns"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
@@ -97,7 +97,6 @@ class Enricher:
         pids = with_names.get_column("pid").unique().to_list()
         ppids = self.processes.ppids(pids)
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
-        done = pl.col("ret").clip(lower_bound=0).cast(pl.UInt64)
         codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
         events = (
             with_names.join(ppid_frame, on="pid", how="left")
@@ -116,9 +115,9 @@ class Enricher:
                 pl.col("name_path2").alias(s.PATH2),
                 pl.col("fd").alias(s.FD),
                 pl.col("ret").alias(s.RET),
-                pl.when(pl.col("ret") < 0).then(-pl.col("ret")).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
+                errno_of(pl.col("ret"), pl.col(s.LAYER)).alias(s.ERRNO),
                 pl.col("bytes_req").alias(s.BYTES_REQ),
-                pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(done).otherwise(0).cast(pl.UInt64).alias(s.BYTES),
+                bytes_moved(pl.col(s.OP), pl.col("ret"), pl.col("bytes_req")).alias(s.BYTES),
                 pl.col("offset").alias(s.OFFSET),
                 pl.when((pl.col("flags") & (ev.F_FILE | ev.F_BLOCK)) != 0).then(pl.col("udev")).otherwise(0).alias(s.DEV),
                 pl.col("ino").alias(s.INO),

@@ -114,9 +114,10 @@ _MPI = {"library": ev.LIB_MPIIO, "handle": 0}
 
 
 def _mpi_data(op: str, at: bool) -> CallSpec:
-    """A read/write: (fh, [offset,] buf, count, datatype, status)."""
+    """A read/write: (fh, [offset,] buf, count, datatype, status); MPI-4's large-count `_c`
+    twin (which mpi4py prefers) has the same arguments."""
     first = 2 if at else 1
-    return CallSpec(op, (op,), **_MPI, flags=ev.C_MPI_TYPE, offset=1 if at else -1, count=first + 1,
+    return CallSpec(op, (op, f"{op}_c"), **_MPI, flags=ev.C_MPI_TYPE, offset=1 if at else -1, count=first + 1,
                     size=first + 2, aux=first + 1)
 
 

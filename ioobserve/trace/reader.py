@@ -24,13 +24,13 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA, join_process_context
+from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
-_DATA_OPS = sorted(ev.BYTES_OPS)
 
 
 class TraceError(Exception):
@@ -260,7 +260,6 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
     lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
     files, procs = _files(lines), _processes(lines)
-    done = pl.when(pl.col(s.OP).is_in(_DATA_OPS)).then(pl.col(s.RET).clip(lower_bound=0)).otherwise(0).cast(pl.UInt64)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
     # One lazy query, so that no intermediate frame of every event is built; left joins that
@@ -281,14 +280,14 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
             pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID).fill_null(0), pl.col("uid").alias(s.UID),
             pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
             pl.col("fd").alias(s.FD), ret.alias(s.RET),
-            pl.when(ret < 0).then(-ret).otherwise(0).alias(s.ERRNO),  # syscalls return -errno
+            errno_of(ret, pl.col("cat")).alias(s.ERRNO),
             pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
             pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
             pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
             flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
             *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
         )
-        .with_columns(done.alias(s.BYTES))
+        .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))
     )
     if selection.path_prefixes is not None:
         wanted = pl.lit(False)
