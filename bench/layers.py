@@ -1,7 +1,8 @@
 """Cost per event of each layer: microbenchmarks (pread loop, fwrite loop) run plain, under
 ioobserve with the syscall layer alone, with the default layers, with `--layers libc`, and
-under DFTracer's LD_PRELOAD, interleaved round by round; medians of ns per call as the
-programs measure it, and ns added per event of each layer.
+under DFTracer's LD_PRELOAD; an h5py read loop plain and with `--layers hdf5` (DFTracer has
+no HDF5 layer). Interleaved round by round; medians of ns per call as the programs measure
+it, and ns added per event of each layer.
 
   sudo .venv/bin/python bench/layers.py --rounds 5 [--dftracer-venv .venv-peers]
 """
@@ -27,11 +28,16 @@ CONFIGS = {
     "syscall layer only": ["--layers", "no-block,no-cache"],
     "default layers": [],
     "--layers libc": ["--layers", "libc"],
+    "--layers hdf5": ["--layers", "hdf5"],
     "DFTracer": None,
 }
-# Events each layer adds per loop iteration: (syscalls, libc calls). fwrite: one write per
-# 409.6 calls of 10 bytes into a 4096-byte buffer.
-EVENTS_PER_CALL = {"pread loop": (1.0, 1.0), "fwrite loop": (1 / 409.6, 1.0)}
+C_LOOP_CONFIGS = ["baseline", "syscall layer only", "default layers", "--layers libc", "DFTracer"]
+TARGET_CONFIGS = {"pread loop": C_LOOP_CONFIGS, "fwrite loop": C_LOOP_CONFIGS,
+                  "h5py read loop": ["baseline", "default layers", "--layers hdf5"]}
+# Events each layer adds per loop iteration: (syscalls, library calls). fwrite: one write per
+# 409.6 calls of 10 bytes into a 4096-byte buffer; h5py: one H5Dread per element read, served
+# from HDF5's own buffer.
+EVENTS_PER_CALL = {"pread loop": (1.0, 1.0), "fwrite loop": (1 / 409.6, 1.0), "h5py read loop": (0.0, 1.0)}
 
 
 def build_fwrite(work: Path) -> Path:
@@ -54,16 +60,17 @@ def run(rounds: int, calls: int, dftracer_venv: Path | None) -> dict:
     """{target: {config: [ns per call, ...]}}, configurations interleaved round by round."""
     work = Path(tempfile.mkdtemp(prefix="ioobserve-layers-"))
     preload = dftracer_preload(dftracer_venv)
-    configs = [c for c in CONFIGS if c != "DFTracer" or preload]
     targets = {
         "pread loop": [str(build_microbench(work)), str(work / "pread.dat"), str(calls)],
         "fwrite loop": [str(build_fwrite(work)), str(work / "fwrite.dat"), str(calls)],
+        "h5py read loop": [sys.executable, str(BENCH / "h5py_bench.py"), str(work / "h5py.h5"), str(calls // 10)],
     }
-    results: dict = {name: {config: [] for config in configs} for name in targets}
+    configs = {name: [c for c in TARGET_CONFIGS[name] if c != "DFTracer" or preload] for name in targets}
+    results: dict = {name: {config: [] for config in configs[name]} for name in targets}
     try:
         for _ in range(rounds):
             for name, command in targets.items():
-                for config in configs:
+                for config in configs[name]:
                     argv, env = command_for(config, command, work, preload)
                     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
                     if done.returncode != 0:
@@ -80,13 +87,13 @@ def report(results: dict) -> str:
     lines = ["| loop | config | ns/call (median) | added ns/call | added ns per event of the layer |", "|---|---|---|---|---|"]
     for name, by_config in results.items():
         med = {config: statistics.median(values) for config, values in by_config.items()}
-        syscalls, libc_calls = EVENTS_PER_CALL[name]
-        per_event = {
-            "syscall layer only": (med["syscall layer only"] - med["baseline"]) / syscalls,
-            "default layers": None,  # block and cache add no event to a warm loop
-            "--layers libc": (med["--layers libc"] - med["default layers"]) / libc_calls,
-            "DFTracer": (med["DFTracer"] - med["baseline"]) / libc_calls if "DFTracer" in med else None,
-        }
+        syscalls, library_calls = EVENTS_PER_CALL[name]
+        # Each step's cost over the configuration below it, per event of the layer it adds
+        # (block and cache add no event to a warm loop).
+        steps = {"syscall layer only": ("baseline", syscalls), "--layers libc": ("default layers", library_calls),
+                 "--layers hdf5": ("default layers", library_calls), "DFTracer": ("baseline", library_calls)}
+        per_event = {config: (med[config] - med[below]) / events for config, (below, events) in steps.items()
+                     if config in med and events}
         for config, value in med.items():
             added = "" if config == "baseline" else f"{value - med['baseline']:+.0f}"
             event = per_event.get(config)

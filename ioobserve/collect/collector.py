@@ -8,6 +8,7 @@ behind after a burst of events."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -31,7 +32,7 @@ FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive wel
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
-QUEUED_BATCHES = 64  # read ahead of the worker; beyond it the capture process holds the backlog
+QUEUED_BATCHES = 16  # read ahead of the worker; beyond it the capture process holds the backlog
 
 
 class Sink(Protocol):
@@ -128,8 +129,9 @@ class Collector:
         """Take batches off the capture stream, learn their paths, probe newly mapped
         libraries, and queue them for the worker; the stream's end (or error) goes last."""
         end: BaseException | None = None
+        batches = self._capture.batches()
         try:
-            for batch, aux in self._capture.batches():
+            for batch, aux in batches:
                 records = decode_aux(aux)
                 self.files.add(records.paths)
                 for lib in records.libs:  # its path record came first, in the same ring
@@ -139,6 +141,9 @@ class Collector:
                 self._queue.put((batch, records))
         except BaseException as exc:  # surfaced by stop() through the worker
             end = exc
+            with contextlib.suppress(BaseException):  # the capture process ends only once read out
+                for _ in batches:
+                    pass
         self._queue.put(end)
 
     def _work_loop(self) -> None:

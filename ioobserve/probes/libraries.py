@@ -166,7 +166,12 @@ class LibraryProbes:
             return 0
         # Through the process's root (a container's copy); the host path once it has exited.
         inside = f"/proc/{pid}/root{path}"
-        return (os.path.exists(inside) and self.attach_file(inside)) or self.attach_file(path)
+        if os.path.exists(inside) and (done := self.attach_file(inside)):
+            return done
+        done = self.attach_file(path)
+        if done:  # the same file, reached once the process had gone: not a failure
+            self.failures.pop(inside, None)
+        return done
 
     @property
     def functions(self) -> int:
