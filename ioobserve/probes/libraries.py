@@ -139,8 +139,12 @@ class LibraryProbes:
         cookies = [ev.OP_CODES[calls[address]] for address in sorted(calls)]
         try:
             entry, exit_ = self._multi_programs()
-            self.links.append(link_uprobes(exit_, path, offsets, returns=True))
-            self.links.append(link_uprobes(entry, path, offsets, cookies))
+            self.links.append(link_uprobes(exit_, path, offsets, returns=True))  # closed after the entries
+            try:
+                self.links.append(link_uprobes(entry, path, offsets, cookies))
+            except BaseException:
+                os.close(self.links.pop())  # no return probes left behind without their entries
+                raise
         except OSError as exc:
             gone = exc.errno in (errno.ENOENT, errno.ESRCH)  # the path left with its process
             if self.multi is None and not gone:  # an older kernel: no uprobe_multi links
