@@ -47,6 +47,13 @@ def build_layers(text: str | None) -> frozenset[str]:
         layers = ly.parse_layers(text)
     except ly.LayerError as exc:
         raise UserError(str(exc)) from exc
+    libraries = [layer for layer in ly.LIBRARY_LAYERS if layer in layers]
+    if libraries:
+        from ioobserve.probes.capabilities import uprobes_available
+
+        if not uprobes_available():
+            raise UserError(f"--layers {','.join(libraries)}: this kernel has no uprobes (CONFIG_UPROBE_EVENTS); "
+                            "run 'ioobserve doctor'; the syscall layer still sees every call")
     if ly.VFS in layers:
         from ioobserve.probes.capabilities import vfs_available
 

@@ -179,6 +179,12 @@ def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:
     return None, "unavailable: no fentry and no kprobes on this kernel"
 
 
+def uprobes_available() -> bool:
+    """Whether this kernel has uprobes (the library layers' probes)."""
+    tracefs = tracefs_dir()
+    return bool(tracefs and (tracefs / "uprobe_events").exists())
+
+
 def vfs_available() -> tuple[str | None, str]:
     """The VFS layer's mechanism on this kernel, checked (fentry by loading a program)."""
     tracefs = tracefs_dir()

@@ -43,6 +43,18 @@ def test_layers_refused(text):
         ly.parse_layers(text)
 
 
+def test_library_layers_refused_without_uprobes(monkeypatch):
+    """A kernel without uprobes: one clear line naming the layers, before anything starts."""
+    from ioobserve.cli.errors import UserError
+    from ioobserve.cli.filters import build_layers
+    from ioobserve.probes import capabilities
+
+    monkeypatch.setattr(capabilities, "uprobes_available", lambda: False)
+    with pytest.raises(UserError, match=r"--layers libc,hdf5: this kernel has no uprobes"):
+        build_layers("hdf5,libc")
+    assert build_layers("no-cache") == {ly.SYSCALL, ly.BLOCK}  # the other layers need none
+
+
 def test_vfs_plan_follows_the_kernel():
     assert vfs_mechanism(True, True)[0] == "kprobes"
     assert vfs_mechanism(False, True)[0] == "kprobes"
