@@ -146,6 +146,7 @@ struct ioo_config {
 /* Bits of ioo_config.layers. */
 #define IOO_LAYER_CALLS   0x1 /* a library layer's uprobes are on: a syscall's parent is the open call */
 #define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
+#define IOO_LAYER_PYTHON  0x4 /* walk the Python stack of processes in `py_procs` on each traced syscall */
 
 /* Bits of ioo_event.flags. */
 #define IOO_F_FILE      0x0001 /* dev and ino name the file */
@@ -180,10 +181,12 @@ struct ioo_event {
 	__u16 op;
 	__u16 flags;
 	char comm[IOO_COMM_LEN];
+	__u64 py_chain;    /* the Python frames the call was made from (an IOO_AUX_PY_CHAIN record); 0 if none */
 };
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */
-enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4, IOO_AUX_LIB = 5 };
+enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4, IOO_AUX_LIB = 5,
+		   IOO_AUX_PY_CHAIN = 6, IOO_AUX_PY_CODE = 7 };
 #define IOO_AUX_KINDS 8       /* loss counters kept per auxiliary record kind */
 
 struct ioo_aux_header {
@@ -255,6 +258,101 @@ struct ioo_lib_record {
 	__u64 ino;
 	__u32 dev;
 	__u32 pid;
+};
+
+/* The Python layer (ioobserve/python/): how to read one CPython version's structures from
+ * outside, given per process by user space; the field offsets come from CPython's headers
+ * (3.10-3.12) or from the interpreter's own _Py_DebugOffsets (3.13+). */
+#define IOO_PY_LAYOUTS 64
+#define IOO_PY_MAX_FRAMES 32
+#define IOO_PY_NO_FIELD 0xffffffff
+#define IOO_PY_LASTI 0x1         /* frame_instr is an int index of code units (3.10), not a pointer */
+#define IOO_PY_NAME_BYTES 128     /* bytes of a qualified name kept */
+#define IOO_PY_FILE_BYTES 256     /* bytes of a file name kept */
+#define IOO_PY_TABLE_BYTES 2048   /* bytes of a line table kept */
+struct ioo_py_layout {
+	__u32 runtime_interpreters;  /* _PyRuntimeState.interpreters.head */
+	__u32 interp_next;
+	__u32 interp_threads;        /* PyInterpreterState's first thread state */
+	__u32 tstate_next;
+	__u32 tstate_native_id;      /* native_thread_id: the thread's id in its pid namespace */
+	__u32 tstate_frame;          /* the current frame, or the _PyCFrame holding it */
+	__u32 cframe_frame;          /* _PyCFrame.current_frame (3.11, 3.12); IOO_PY_NO_FIELD: none */
+	__u32 frame_previous;
+	__u32 frame_code;
+	__u32 frame_instr;
+	__u32 frame_owner;           /* IOO_PY_NO_FIELD: frames have no owner (3.10) */
+	__u32 frame_localsplus;
+	__u32 owner_cstack;          /* owner of the C-stack shim frames to skip; IOO_PY_NO_FIELD: none */
+	__u32 code_argcount;
+	__u32 code_firstlineno;
+	__u32 code_qualname;         /* co_qualname (co_name where there is none) */
+	__u32 code_filename;
+	__u32 code_linetable;
+	__u32 code_adaptive;         /* the first code unit (3.11+): instruction pointers count from it */
+	__u32 unicode_length;
+	__u32 unicode_state;
+	__u32 unicode_ascii_data;    /* sizeof(PyASCIIObject): an ASCII string's characters */
+	__u32 unicode_compact_data;  /* sizeof(PyCompactUnicodeObject): other compact strings' */
+	__u32 unicode_ascii_mask;    /* bits of the state word */
+	__u32 unicode_kind_mask;
+	__u32 unicode_kind_shift;
+	__u32 bytes_size;
+	__u32 bytes_data;
+	__u32 flags;                 /* IOO_PY_* */
+	__u32 version;               /* major << 8 | minor */
+};
+
+/* A process running CPython: where its runtime state is and how to read it. */
+struct ioo_py_proc {
+	__u64 runtime;     /* address of _PyRuntime */
+	__u64 pidns_dev;   /* its pid namespace, in which native_thread_id counts */
+	__u64 pidns_ino;
+	__u32 layout;      /* index into py_layouts */
+	__u32 depth;       /* frames walked, at most IOO_PY_MAX_FRAMES */
+	__u32 sample;      /* walk one traced call in `sample` per thread (1: every one) */
+	__u32 pad;
+};
+
+/* One frame of a Python stack, innermost first. */
+struct ioo_py_frame {
+	__u64 code;        /* the code object's address */
+	__u64 instance;    /* this call of it: its frame's address and first arguments, hashed */
+	__u32 instr;       /* code units from the code's start to the instruction being run */
+	__u32 pad;
+};
+
+/* A thread's Python frames, sent the first time this chain (by its hash) is seen. */
+#define IOO_PY_TRUNCATED 0x1 /* the stack goes deeper than the frames walked */
+struct ioo_py_chain_record {
+	struct ioo_aux_header hdr;
+	__u64 chain;
+	__u32 pid;
+	__u32 depth;
+	__u32 flags;
+	__u32 pad;
+	struct ioo_py_frame frames[IOO_PY_MAX_FRAMES];
+};
+
+/* A code object, sent once per process the first time one of its frames is seen: enough to
+ * name it and number its lines after the process has gone. Strings are CPython's raw
+ * characters, `kind` bytes each (1 Latin-1, 2 UCS-2, 4 UCS-4). */
+struct ioo_py_code_record {
+	struct ioo_aux_header hdr;
+	__u64 code;
+	__u32 pid;
+	__s32 firstlineno;
+	__u32 name_len;    /* bytes kept in name */
+	__u32 file_len;
+	__u32 table_len;   /* bytes kept in table */
+	__u32 table_size;  /* bytes the line table has */
+	__u8 name_kind;
+	__u8 file_kind;
+	__u16 version;     /* the interpreter's: major << 8 | minor (line tables differ) */
+	__u32 pad;
+	char name[IOO_PY_NAME_BYTES];
+	char file[IOO_PY_FILE_BYTES];
+	char table[IOO_PY_TABLE_BYTES];
 };
 
 /* Keys of the in-kernel tables user space fills. */

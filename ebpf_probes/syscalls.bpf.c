@@ -47,6 +47,7 @@ struct inflight {
 	u64 cache_ts;     /* page cache: first page added during the call */
 	u64 cache_ino;    /* ... to this file */
 	u64 cache_index;  /* ... at this page index */
+	u64 py_chain;     /* the Python frames it was made from (python_stacks.bpf.c) */
 	u32 cache_dev;
 	u32 cache_pages;  /* pages added to the page cache during the call */
 	u64 args[6];
@@ -130,6 +131,7 @@ BPF_ARRAY(call_specs, struct ioo_call_spec, IOO_MAX_OPS);
 BPF_TABLE("lru_hash", struct ioo_file_key, u8, libraries, 4096);  /* executable files reported */
 BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
+BPF_HASH(py_procs, u32, struct ioo_py_proc, 16384);  /* processes running CPython (python_stacks.bpf.c) */
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
 BPF_HASH(prefix_dirs, struct ioo_file_key, u8, 64);
@@ -494,8 +496,9 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (st.have & HAVE_POS)
 		st.pos = (st.have & HAVE_FILE) ? file_pos : -1;
 	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (slot)
-		*slot = st;
+	if (!slot)
+		return 0;
+	*slot = st;
 	return 0;
 }
 
@@ -629,6 +632,7 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->dev = has_file ? id->dev : 0;
 	ev->arg = arg;
 	ev->parent_ts = st->parent_ts;
+	ev->py_chain = st->py_chain;
 	ev->fd = fd;
 	ev->op = st->op;
 	ev->flags = flags | (has_file ? IOO_F_FILE : 0);
@@ -655,6 +659,7 @@ static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, 
 	ev->dev = dev;
 	ev->arg = arg;
 	ev->parent_ts = parent_ts;
+	ev->py_chain = 0;
 	ev->fd = -1;
 	ev->op = op;
 	ev->flags = IOO_F_FILE;
@@ -827,6 +832,10 @@ int on_fork(struct bpf_raw_tracepoint_args *ctx)
 		u8 one = 1;
 		traced_tgids.update(&child_tgid, &one);
 	}
+	/* A forked child runs the parent's interpreter at the same addresses, from its first call. */
+	struct ioo_py_proc *py = py_procs.lookup(&parent_tgid);
+	if (py)
+		py_procs.update(&child_tgid, py);
 	if (!process_selected(cfg, parent_tgid))
 		return 0;
 	struct ioo_proc_record *rec = proc_record(IOO_PROC_FORK);
@@ -845,7 +854,9 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct ioo_config *cfg = get_config();
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+	u32 tgid = pid_tgid >> 32;
+	py_procs.delete(&tgid);  /* a new program: user space looks for an interpreter again */
+	if (!cfg || !process_selected(cfg, tgid))
 		return 0;
 	struct ioo_proc_record *rec = proc_record(IOO_PROC_EXEC);
 	if (!rec)
@@ -893,6 +904,7 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	traced_tgids.delete(&tgid);
+	py_procs.delete(&tgid);
 	return 0;
 }
 
@@ -1027,6 +1039,7 @@ int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
 	ev->cgroup_id = req->origin.cgroup_id;
 	ev->arg = req->issue_ts - req->origin.start_ts;
 	ev->parent_ts = req->origin.parent_ts;
+	ev->py_chain = 0;
 	ev->dev = req->origin.dev;
 	ev->fd = -1;
 	ev->pid = req->origin.pid;
@@ -1348,6 +1361,7 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev->dev = has_file == 1 ? id.dev : 0;
 	ev->arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
 	ev->parent_ts = frame.parent_ts;
+	ev->py_chain = 0;
 	ev->fd = fd;
 	ev->op = frame.op;
 	ev->flags = has_file == 1 ? IOO_F_FILE : 0;
@@ -1532,6 +1546,7 @@ int vfs_return(struct pt_regs *ctx)
 	ev->dev = id.dev;
 	ev->arg = 0;
 	ev->parent_ts = (st && st->op) ? st->ts : 0;
+	ev->py_chain = 0;
 	ev->fd = -1;
 	ev->op = call.op;
 	ev->flags = IOO_F_FILE;

@@ -66,6 +66,28 @@ class LibRecord(NamedTuple):
     ino: int
 
 
+class PyChainRecord(NamedTuple):
+    """A thread's Python frames (innermost first) as the kernel walked them."""
+
+    pid: int
+    chain: int
+    truncated: bool
+    frames: np.ndarray  # PY_FRAME rows: code, instance, instr
+
+
+class PyCodeRecord(NamedTuple):
+    """A code object of one process: its names and line table."""
+
+    pid: int
+    code: int
+    firstlineno: int
+    name: str
+    file: str
+    table: bytes
+    table_complete: bool
+    version: tuple[int, int]  # the interpreter's (line tables differ)
+
+
 @dataclass
 class AuxBatch:
     """Auxiliary records drained together, by kind."""
@@ -75,6 +97,8 @@ class AuxBatch:
     procs: list[ProcRecord] = field(default_factory=list)
     envs: list[EnvRecord] = field(default_factory=list)
     libs: list[LibRecord] = field(default_factory=list)
+    py_chains: list[PyChainRecord] = field(default_factory=list)
+    py_codes: list[PyCodeRecord] = field(default_factory=list)
 
 
 def _text(raw: bytes) -> str:
@@ -131,15 +155,40 @@ def _decode_lib(raw: bytes) -> LibRecord:
     return LibRecord(int(head["pid"]), int(head["ts_ns"]), int(head["dev"]), int(head["ino"]))
 
 
+_PY_ENCODINGS = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}
+
+
+def _py_text(raw: bytes, kind: int) -> str:
+    return raw.decode(_PY_ENCODINGS.get(kind, "latin-1"), "replace")
+
+
+def _decode_py_chain(raw: bytes) -> PyChainRecord:
+    rec = np.frombuffer(raw, dtype=ev.PY_CHAIN_RECORD, count=1)[0]
+    depth = min(int(rec["depth"]), ev.PY_MAX_FRAMES)
+    return PyChainRecord(int(rec["pid"]), int(rec["chain"]), bool(int(rec["flags"]) & ev.PY_TRUNCATED),
+                         rec["frames"][:depth].copy())
+
+
+def _decode_py_code(raw: bytes) -> PyCodeRecord:
+    rec = np.frombuffer(raw, dtype=ev.PY_CODE_RECORD, count=1)[0]
+    name = _py_text(bytes(raw[ev.PY_CODE_RECORD.fields["name"][1]:][: int(rec["name_len"])]), int(rec["name_kind"]))
+    file = _py_text(bytes(raw[ev.PY_CODE_RECORD.fields["file"][1]:][: int(rec["file_len"])]), int(rec["file_kind"]))
+    table_len = int(rec["table_len"])
+    table = bytes(raw[ev.PY_CODE_RECORD.fields["table"][1]:][:table_len])
+    version = int(rec["version"])
+    return PyCodeRecord(int(rec["pid"]), int(rec["code"]), int(rec["firstlineno"]), name, file, table,
+                        table_len == int(rec["table_size"]), (version >> 8, version & 0xFF))
+
+
 _DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env,
-             ev.AUX_LIB: _decode_lib}
+             ev.AUX_LIB: _decode_lib, ev.AUX_PY_CHAIN: _decode_py_chain, ev.AUX_PY_CODE: _decode_py_code}
 
 
 def decode_aux(records: list[bytes]) -> AuxBatch:
     """Sort auxiliary records by kind, keeping their order within each kind."""
     batch = AuxBatch()
     targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs,
-               ev.AUX_LIB: batch.libs}
+               ev.AUX_LIB: batch.libs, ev.AUX_PY_CHAIN: batch.py_chains, ev.AUX_PY_CODE: batch.py_codes}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

@@ -94,11 +94,11 @@ F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0
 F_BLOCK, F_ASYNC, F_WRITEBACK = 0x40, 0x80, 0x100
 
 # ioo_config.layers
-LAYER_CALLS, LAYER_LIBS = 0x1, 0x2
+LAYER_CALLS, LAYER_LIBS, LAYER_PYTHON = 0x1, 0x2, 0x4
 
-AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB = 1, 2, 3, 4, 5
+AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE = 1, 2, 3, 4, 5, 6, 7
 AUX_KINDS = 8  # loss counters per auxiliary record kind
-AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib")
+AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib", "aux:py_chain", "aux:py_code")
 PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
 PATH_TRUNCATED = 0x1
 ENV_TRUNCATED = 0x1
@@ -137,7 +137,7 @@ EVENT = np.dtype(
         ("ts_ns", "<u8"), ("dur_ns", "<u8"), ("ret", "<i8"), ("bytes_req", "<u8"),
         ("offset", "<i8"), ("ino", "<u8"), ("cgroup_id", "<u8"), ("arg", "<u8"), ("parent_ts", "<u8"),
         ("dev", "<u4"), ("fd", "<i4"), ("pid", "<u4"), ("tid", "<u4"), ("uid", "<u4"),
-        ("op", "<u2"), ("flags", "<u2"), ("comm", "S16"),
+        ("op", "<u2"), ("flags", "<u2"), ("comm", "S16"), ("py_chain", "<u8"),
     ]
 )
 
@@ -171,6 +171,37 @@ ENV_RECORD = np.dtype(
 
 LIB_RECORD = np.dtype(
     [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("ino", "<u8"), ("dev", "<u4"), ("pid", "<u4")]
+)
+
+# The Python layer (ebpf_probes/common.h, ioobserve/python/)
+PY_LAYOUTS = 64
+PY_MAX_FRAMES = 32
+PY_NO_FIELD = 0xFFFFFFFF
+PY_LASTI = 0x1
+PY_TRUNCATED = 0x1
+PY_NAME_BYTES, PY_FILE_BYTES, PY_TABLE_BYTES = 128, 256, 2048
+PY_LAYOUT_FIELDS = (
+    "runtime_interpreters", "interp_next", "interp_threads", "tstate_next", "tstate_native_id", "tstate_frame",
+    "cframe_frame", "frame_previous", "frame_code", "frame_instr", "frame_owner", "frame_localsplus", "owner_cstack",
+    "code_argcount", "code_firstlineno", "code_qualname", "code_filename", "code_linetable", "code_adaptive",
+    "unicode_length", "unicode_state", "unicode_ascii_data", "unicode_compact_data", "unicode_ascii_mask",
+    "unicode_kind_mask", "unicode_kind_shift", "bytes_size", "bytes_data", "flags", "version",
+)
+PY_LAYOUT = np.dtype([(name, "<u4") for name in PY_LAYOUT_FIELDS])
+PY_PROC = np.dtype(
+    [("runtime", "<u8"), ("pidns_dev", "<u8"), ("pidns_ino", "<u8"), ("layout", "<u4"), ("depth", "<u4"),
+     ("sample", "<u4"), ("pad", "<u4")]
+)
+PY_FRAME = np.dtype([("code", "<u8"), ("instance", "<u8"), ("instr", "<u4"), ("pad", "<u4")])
+PY_CHAIN_RECORD = np.dtype(
+    [("kind", "<u4"), ("size", "<u4"), ("chain", "<u8"), ("pid", "<u4"), ("depth", "<u4"), ("flags", "<u4"),
+     ("pad", "<u4"), ("frames", PY_FRAME, (PY_MAX_FRAMES,))]
+)
+PY_CODE_RECORD = np.dtype(
+    [("kind", "<u4"), ("size", "<u4"), ("code", "<u8"), ("pid", "<u4"), ("firstlineno", "<i4"), ("name_len", "<u4"),
+     ("file_len", "<u4"), ("table_len", "<u4"), ("table_size", "<u4"), ("name_kind", "u1"), ("file_kind", "u1"),
+     ("version", "<u2"), ("pad", "<u4"), ("name", f"S{PY_NAME_BYTES}"), ("file", f"S{PY_FILE_BYTES}"),
+     ("table", f"V{PY_TABLE_BYTES}")]
 )
 
 FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])

@@ -28,6 +28,12 @@ ARG = "arg"  # op-specific: open flags, whence, mode, the other fd ...; block: n
 FLAGS = "flags"
 COUNTED = "counted"  # False for the second record of a two-file call
 PARENT_TS = "parent_ts"  # ts of the same thread's event this one happened inside (block: the syscall)
+# The Python code a call was made from (ioobserve.python): the innermost frame and the stack
+# (an id into the recording's stack table).
+PY_STACK = "py_stack"
+PY_FUNCTION = "py_function"  # qualified name
+PY_FILE = "py_file"
+PY_LINE = "py_line"
 # Job context, from the event's cgroup (ioobserve.context.cgroups) and uid.
 CGROUP_PATH = "cgroup"  # relative to the cgroup v2 mount
 JOB = "job"  # Slurm job id: from the cgroup, else SLURM_JOB_ID in the environment
@@ -62,7 +68,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     COMM: pl.String, LAYER: pl.String, OP: pl.String, PATH: pl.String, PATH2: pl.String, FD: pl.Int32,
     RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
-    PARENT_TS: pl.UInt64,
+    PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
     **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 

@@ -59,6 +59,9 @@ class SummarySink:
     def processes(self, changed: list[Process]) -> None:
         """Processes matter only once they do I/O."""
 
+    def stacks(self, new) -> None:
+        """Python stacks are the trace's; the summary counts events."""
+
     def events(self, frame: pl.DataFrame) -> None:
         """Add a batch's counts and bytes."""
         out = self.summary

@@ -26,6 +26,7 @@ from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
 from ioobserve.decode import AuxBatch, decode_aux
+from ioobserve.python.stacks import PythonStacks, Stack
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
@@ -40,6 +41,9 @@ class Sink(Protocol):
 
     def processes(self, changed: list[Process]) -> None:
         """Processes born, exec'd or first seen."""
+
+    def stacks(self, new: dict[int, Stack]) -> None:
+        """Python stacks first used by the events that follow (id -> frames)."""
 
     def events(self, frame: pl.DataFrame) -> None:
         """One enriched batch of events."""
@@ -93,7 +97,9 @@ class Collector:
         self.files = FileTable()
         self.processes = ProcessTable()
         self.timeline = ContextTimeline()
-        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline)
+        self.stacks = PythonStacks()
+        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline,
+                                 stacks=self.stacks)
         self._rings = {name: probes.ring(name) for name in ("events", "aux")}
         self._backlog_bytes = backlog_bytes
         self._capture_nice = capture_nice
@@ -134,6 +140,10 @@ class Collector:
             for batch, aux in batches:
                 records = decode_aux(aux)
                 self.files.add(records.paths)
+                self.stacks.add(records.py_chains, records.py_codes)
+                for proc in records.procs:
+                    if proc.kind == ev.PROC_EXEC:
+                        self.probes.program_started(proc.pid)
                 for lib in records.libs:  # its path record came first, in the same ring
                     path = self.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:
@@ -161,6 +171,7 @@ class Collector:
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
                     self._announced.difference_update(gone)
                     self.timeline.forget(gone)
+                    self.stacks.forget(gone)
                     self._accounting_check.forget(gone)
                     self._check_accounting()
                     self.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
@@ -187,6 +198,9 @@ class Collector:
             frame = self.enricher.frame(batch)
             if self._outside_prefixes is not None:
                 frame = frame.filter(~self._outside_prefixes)
+            if new_stacks := self.stacks.take_new():
+                for sink in self.sinks:
+                    sink.stacks(new_stacks)
             for sink in self.sinks:
                 sink.events(frame)
             if self._accounting is not None:
@@ -236,7 +250,8 @@ class Collector:
 
     def counters(self) -> dict[str, int]:
         """Counts of what user space made of the records (beyond events and losses)."""
-        counts = {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed}
+        counts = {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed,
+                  "py_chains_unknown": self.stacks.unknown_chains}
         if self._accounting is not None:
             counts["accounting_overruns"] = self._accounting.overruns
         return counts

@@ -22,6 +22,7 @@ from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.python.stacks import PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
@@ -63,13 +64,14 @@ class Enricher:
 
     def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int,
                  cgroups: CgroupTable | None = None, users: UserNames | None = None,
-                 timeline: ContextTimeline | None = None):
+                 timeline: ContextTimeline | None = None, stacks: PythonStacks | None = None):
         self.files = files
         self.processes = processes
         self.clock_offset_ns = clock_offset_ns
         self.cgroups = cgroups if cgroups is not None else CgroupTable()
         self.users = users if users is not None else UserNames()
         self.timeline = timeline if timeline is not None else ContextTimeline()
+        self.stacks = stacks if stacks is not None else PythonStacks()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, records: list[NameRecord]) -> None:
@@ -98,8 +100,9 @@ class Enricher:
         ppids = self.processes.ppids(pids)
         ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
         codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
+        stacks = self.stacks.frame(with_names.get_column("py_chain"))
         events = (
-            with_names.join(ppid_frame, on="pid", how="left")
+            with_names.join(ppid_frame, on="pid", how="left").join(stacks, on="py_chain", how="left")
             .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER))
             .select(
                 (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
@@ -127,6 +130,7 @@ class Enricher:
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
                 pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
                 .alias(s.PARENT_TS),
+                pl.col(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
             )
         )
         return self._with_context(events, int(batch["ts_ns"].min()))

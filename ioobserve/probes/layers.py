@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO = "syscall", "block", "cache", "libc", "vfs", "hdf5", "mpiio"
-KNOWN = (SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO)
+PYTHON = "python"  # the Python stack of each syscall a CPython process makes
+KNOWN = (SYSCALL, BLOCK, CACHE, PYTHON, LIBC, VFS, HDF5, MPIIO)
 LIBRARY_LAYERS = (LIBC, HDF5, MPIIO)  # uprobes on shared libraries
-DEFAULT = frozenset({SYSCALL, BLOCK, CACHE})
+DEFAULT = frozenset({SYSCALL, BLOCK, CACHE, PYTHON})
 
 
 class LayerError(ValueError):

@@ -19,11 +19,13 @@ from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
 from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
+from ioobserve.probes.python_probes import DEFAULT_DEPTH, PythonProbes
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
-SOURCE = "syscalls.bpf.c"
+# Compiled as one unit, in this order: bcc rewrites map calls only in its main file.
+SOURCES = ("syscalls.bpf.c", "python_stacks.bpf.c")
 
 # (raw tracepoint, program) pairs, attached in this order and detached in reverse.
 ATTACHMENTS = (
@@ -76,7 +78,7 @@ class SyscallProbes:
     """The syscall and process-lineage probes of one recording."""
 
     def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes(),
-                 layers: frozenset[str] = ly.DEFAULT):
+                 layers: frozenset[str] = ly.DEFAULT, py_depth: int = DEFAULT_DEPTH, py_sample: int = 1):
         self.sizes = sizes
         self.layers = layers
         self._attached: list[str] = []
@@ -99,12 +101,14 @@ class SyscallProbes:
             *(f"-D{name}={value}" for name, value in sorted(tracepoint_flags.items())),
             "-Wno-unused-function",
         ]
+        text = "".join(f'#line 1 "{source_dir / name}"\n' + (source_dir / name).read_text() + "\n" for name in SOURCES)
         try:
-            self.bpf = compile_bpf(src_file=str(source_dir / SOURCE), cflags=cflags, headers=headers)
+            self.bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
         except ProbeError as exc:
-            raise ProbeError(f"compiling {SOURCE} failed: {exc}") from exc
+            raise ProbeError(f"compiling {' and '.join(SOURCES)} failed: {exc}") from exc
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
+        self.python = PythonProbes(self.bpf, py_depth, py_sample) if ly.PYTHON in layers else None
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
@@ -141,6 +145,8 @@ class SyscallProbes:
             for op, row in enumerate(call_spec_array(specs)):
                 if row["library"]:
                     calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
+        if self.python is not None:  # libpython is found through the kernel's report of mappings
+            cfg["layers"] |= ev.LAYER_PYTHON | ev.LAYER_LIBS
         self._config = cfg
         self._write_config()
 
@@ -173,6 +179,8 @@ class SyscallProbes:
             self.detach()
             raise ProbeError(f"attaching {program} to raw tracepoint {tracepoint} failed: {exc}") from exc
         self.attached_layers[ly.SYSCALL] = "raw tracepoints sys_enter/sys_exit"
+        if self.python is not None:
+            self._attach_python()
         if ly.BLOCK in self.layers and (block := self._attach_block()):
             self.attached_layers[ly.BLOCK] = f"raw tracepoints {block}"
         if ly.CACHE in self.layers and (cache := self._attach_cache()):
@@ -181,6 +189,14 @@ class SyscallProbes:
             self._attach_library_layer(layer)
         if ly.VFS in self.layers:
             self._attach_vfs()
+
+    def _attach_python(self) -> None:
+        try:
+            self.python.attach()
+        except Exception as exc:  # bcc raises bare Exceptions
+            self.detach()
+            raise ProbeError(f"the Python layer could not attach: {exc}") from exc
+        self.attached_layers[ly.PYTHON] = self.python.describe()
 
     def _attach_vfs(self) -> None:
         """kprobes on the VFS functions (`record` checked the kernel has them)."""
@@ -258,13 +274,23 @@ class SyscallProbes:
         self.attached_layers[layer] = what
 
     def library_mapped(self, pid: int, path: str) -> None:
-        """A selected process mapped `path` executable: probe it if a library layer wants it."""
+        """A selected process mapped `path` executable: probe it if a library layer wants it,
+        read its interpreter if it is libpython."""
         for layer, probes in self.libraries.items():
             if probes.consider(pid, path):
                 self._describe_library_layer(layer)
+        if self.python is not None and self.python.consider(pid, path):
+            self.attached_layers[ly.PYTHON] = self.python.describe()
+
+    def program_started(self, pid: int) -> None:
+        """A selected process exec'd: read its interpreter if the program is a python binary."""
+        if self.python is not None and self.python.consider(pid):
+            self.attached_layers[ly.PYTHON] = self.python.describe()
 
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""
+        if self.python is not None:
+            self.python.detach()
         for probes in self.libraries.values():
             probes.close()
         for name in list(getattr(self.bpf, "uprobe_fds", {})):

@@ -2,7 +2,8 @@
 
 One event per line: {"name","cat","type","pid","tid","ts","dur","ph","args"} with integer
 ph (1 complete, 4 metadata) and ts/dur in µs since the epoch; file names appear as hashes
-that an "FH" metadata line defines before first use, with the file's dev/ino. Our own
+that an "FH" metadata line defines before first use, with the file's dev/ino; a Python
+stack, as an id ("pystack") that a "PS" line defines (frames innermost first). Our own
 fields go in args, the sub-µs part of time and duration as "tns"/"dns", so nanoseconds
 survive while DFTracer's tools see their µs. The host hash ("hhash") is in the metadata
 records, not repeated on every event line: a trace file comes from one host.
@@ -77,7 +78,7 @@ EVENT_FIELDS: tuple[tuple[str, str, pl.DataType], ...] = (
     ("count", "args", pl.UInt64), ("offset", "args", pl.Int64), ("fd", "args", pl.Int32),
     ("arg", "args", pl.UInt64), ("uid", "args", pl.UInt32), ("cgroup", "args", pl.UInt64),
     ("evflags", "args", pl.UInt16), ("tns", "args", pl.UInt16), ("dns", "args", pl.UInt16),
-    ("pts", "args", pl.UInt64),
+    ("pts", "args", pl.UInt64), ("pystack", "args", pl.UInt32),
 )
 _QUOTED = {"name", "fhash", "fhash2"}
 
@@ -108,6 +109,7 @@ def _value(key: str) -> pl.Expr:
         "offset": pl.col(s.OFFSET), "fd": pl.col(s.FD), "arg": pl.col(s.ARG),
         "uid": pl.col(s.UID), "cgroup": pl.col(s.CGROUP), "evflags": pl.col(s.FLAGS),
         "tns": pl.col(s.TS) % 1000, "dns": pl.col(s.DUR) % 1000, "pts": pl.col(s.PARENT_TS),
+        "pystack": pl.col(s.PY_STACK),
     }[key]
     if key in _QUOTED:  # our op names and hex hashes never need JSON escaping
         column = pl.concat_str(pl.lit('"'), column, pl.lit('"'))

@@ -247,6 +247,18 @@ def _users(lines: pl.DataFrame) -> pl.DataFrame:
     return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
 
 
+def _stacks(lines: pl.DataFrame) -> pl.DataFrame:
+    """Python stack id -> its innermost frame, from PS records."""
+    ps = parse.metadata(lines, "PS")
+    if "frames" not in ps.columns:
+        return pl.DataFrame(schema={"pystack": pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String, s.PY_LINE: pl.Int32})
+    top = pl.col("frames").list.first().struct
+    return ps.select(
+        pl.col("stack").alias("pystack"), top.field("function").alias(s.PY_FUNCTION), top.field("file").alias(s.PY_FILE),
+        top.field("line").alias(s.PY_LINE),
+    ).unique("pystack", keep="last")
+
+
 def _contexts(lines: pl.DataFrame) -> pl.DataFrame:
     """Process context rows (pid, since, ...) from PC records, for an as-of join."""
     pc = parse.metadata(lines, "PC")
@@ -274,6 +286,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
         .join(_cgroups(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
         .join(_users(lines).lazy(), on=s.UID, how="left", maintain_order="left")
+        .join(_stacks(lines).lazy(), on="pystack", how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
@@ -285,6 +298,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
             pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
             pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
             flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
+            pl.col("pystack").alias(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
             *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
         )
         .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))

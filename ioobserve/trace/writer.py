@@ -22,6 +22,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.processes import Process
+from ioobserve.python.stacks import Stack
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
 from ioobserve.trace.output import create_private_file
@@ -39,6 +40,13 @@ _STOP = object()
 
 class _Rotate(str):
     """Queue marker: switch to the part file named by this string."""
+
+
+class _Stacks:
+    """New Python stacks, in queue order with the events using them."""
+
+    def __init__(self, stacks: dict[int, Stack]):
+        self.stacks = stacks
 
 
 class _Last(bytes):
@@ -77,6 +85,8 @@ class TraceWriter:
         self._cgroups_described: set[int] = set()
         self._uids_described: set[int] = set()
         self._contexts_described: dict[int, int] = {}  # pid -> hash of the context its last PC line gave
+        self._stacks: dict[int, Stack] = {}  # every Python stack of the recording, by id
+        self._stacks_described: set[int] = set()  # per part: PS lines written
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -242,7 +252,24 @@ class TraceWriter:
             args |= {key: row[key] for key in (s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER, s.TAGS)}
             pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
 
+    def stacks(self, new: dict[int, Stack]) -> None:
+        """Python stacks the next events use (a PS line each, in every part that uses it)."""
+        self._put(_Stacks(new))
+
+    def _describe_stacks(self, frame: pl.DataFrame, pending: _Pending) -> None:
+        """A PS line per Python stack the batch uses and the part has not described."""
+        used = frame.get_column(s.PY_STACK).drop_nulls().unique().to_list()
+        for stack_id in sorted(set(used) - self._stacks_described):
+            stack = self._stacks.get(stack_id)
+            if stack is None:
+                continue
+            frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
+            args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
+            pending.add_meta(metadata_line("PS", self._pid, self._pid, args))
+            self._stacks_described.add(stack_id)
+
     def _forget_described(self) -> None:
+        self._stacks_described.clear()
         self._contexts_described.clear()
         self._fhashes.clear()
         self._cgroups_described.clear()
@@ -313,7 +340,10 @@ class TraceWriter:
                     pending.add_meta(item)
                 elif isinstance(item, bytes):
                     pending.add_meta(item)
+                elif isinstance(item, _Stacks):
+                    self._stacks.update(item.stacks)
                 elif item is not None:
+                    self._describe_stacks(item, pending)
                     self._describe_context(item, pending)
                     self._describe_processes(item, pending)
                     hashed = self._hash_files(item, pending)

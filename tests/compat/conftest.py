@@ -15,6 +15,7 @@ import pytest
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
+from ioobserve.python.stacks import Frame, Stack
 from ioobserve.trace.writer import TraceWriter
 
 PEERS = Path(__file__).resolve().parents[2] / ".venv-peers"
@@ -55,7 +56,15 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
         *(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items()),
         pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
+        # pid 100 reads from Python: stack 1, whose innermost frame is Loader.read
+        pl.when(pl.col(s.PID) == 100).then(pl.lit(1, pl.UInt32)).alias(s.PY_STACK),
+        pl.when(pl.col(s.PID) == 100).then(pl.lit("Loader.read")).alias(s.PY_FUNCTION),
+        pl.when(pl.col(s.PID) == 100).then(pl.lit("/w/loader.py")).alias(s.PY_FILE),
+        pl.when(pl.col(s.PID) == 100).then(pl.lit(12, pl.Int32)).alias(s.PY_LINE),
     ).select(list(s.EVENT_SCHEMA))
+
+
+PY_STACKS = {1: Stack((Frame("Loader.read", "/w/loader.py", 12), Frame("<module>", "/w/main.py", 3)), False)}
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +72,7 @@ def trace(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("ours")
     writer = TraceWriter(directory, "t.pfw.gz", {"command": ["w"]})
     writer.processes([Process(pid=p, ppid=1, comm="w", exe="/bin/w", cmdline=("w",)) for p in (100, 101, 102)])
+    writer.stacks(PY_STACKS)
     writer.events(_frame(3000))
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.events(_frame(500))

@@ -16,8 +16,13 @@ STRUCTS = {
     "ioo_config": ev.CONFIG,
     "ioo_file_key": ev.FILE_KEY,
     "ioo_lib_record": ev.LIB_RECORD,
+    "ioo_py_layout": ev.PY_LAYOUT,
+    "ioo_py_proc": ev.PY_PROC,
+    "ioo_py_frame": ev.PY_FRAME,
+    "ioo_py_chain_record": ev.PY_CHAIN_RECORD,
+    "ioo_py_code_record": ev.PY_CODE_RECORD,
 }
-FIXED_WITH_HEADER = {"ioo_lib_record"}
+FIXED_WITH_HEADER = {"ioo_lib_record", "ioo_py_chain_record", "ioo_py_code_record"}
 HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
            "ioo_env_record": ev.ENV_RECORD}
 
@@ -40,6 +45,9 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
     lines.append('printf("const.LAYER_CALLS %d\\n", IOO_LAYER_CALLS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
+    lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
+                 'IOO_PY_NO_FIELD, IOO_PY_LAYOUTS, IOO_PY_MAX_FRAMES, IOO_PY_LASTI, IOO_PY_TRUNCATED, IOO_PY_NAME_BYTES, '
+                 'IOO_PY_TABLE_BYTES);')
     lines.append('printf("const.C_FLAGS %d %d %d %d %d %d %d %d %d %d\\n", IOO_C_RET_STREAM, IOO_C_RET_FD, IOO_C_RET_ITEMS, '
                  'IOO_C_RET_HANDLE, IOO_C_OUT_HANDLE, IOO_C_HANDLE_PTR, IOO_C_CLOSE_HANDLE, IOO_C_MPI_TYPE, IOO_C_KNOWN_HANDLE, IOO_C_RET_INT);')
     lines.append('printf("const.LIBS %d %d %d\\n", IOO_LIB_LIBC, IOO_LIB_HDF5, IOO_LIB_MPIIO);')
@@ -98,3 +106,5 @@ def test_constants_match(layout):
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)
     assert layout["const.LIBS"] == (ev.LIB_LIBC, ev.LIB_HDF5, ev.LIB_MPIIO)
+    assert layout["const.PYTHON"] == (ev.LAYER_PYTHON, ev.AUX_PY_CHAIN, ev.AUX_PY_CODE, ev.PY_NO_FIELD, ev.PY_LAYOUTS,
+                                      ev.PY_MAX_FRAMES, ev.PY_LASTI, ev.PY_TRUNCATED, ev.PY_NAME_BYTES, ev.PY_TABLE_BYTES)

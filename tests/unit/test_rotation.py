@@ -12,12 +12,13 @@ from ioobserve.trace.index import read_index
 from ioobserve.trace.members import intact_text
 from ioobserve.trace.reader import load
 from ioobserve.trace.writer import TraceWriter
-from tests.unit.test_trace_roundtrip import _frame
+from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
 
 def test_each_part_is_self_contained(tmp_path):
     writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []}, rotate_seconds=0)
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
+    writer.stacks(PY_STACKS)
     for _ in range(3):
         writer.events(_frame())  # rotate_seconds=0: every batch after the first starts a part
     writer.close()

@@ -12,6 +12,7 @@ import pytest
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
+from ioobserve.python.stacks import Frame, Stack
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
 
@@ -40,6 +41,11 @@ def _frame() -> pl.DataFrame:
         pl.lit(True).alias(s.COUNTED),
         # pid 12's event happened inside another of its thread's (a block request in its syscall)
         pl.when(pl.col(s.PID) == 12).then(pl.lit(1_700_000_000_000_002_500, pl.UInt64)).alias(s.PARENT_TS),
+        # pid 10 reads from Python (stack 1)
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(1, pl.UInt32)).alias(s.PY_STACK),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit("Dataset.__getitem__")).alias(s.PY_FUNCTION),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit("/w/data.py")).alias(s.PY_FILE),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(42, pl.Int32)).alias(s.PY_LINE),
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
@@ -60,10 +66,14 @@ def _frame() -> pl.DataFrame:
     ).select(list(s.EVENT_SCHEMA))
 
 
+PY_STACKS = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<module>", "/w/train.py", 7)), False)}
+
+
 @pytest.fixture
 def trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
     writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
+    writer.stacks(PY_STACKS)
     writer.events(_frame())
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.close()

@@ -1,0 +1,328 @@
+/* The Python layer: the Python frames a traced syscall was made from.
+ *
+ * When a process user space found running CPython (`py_procs`) makes a traced syscall,
+ * py_walk (attached to sys_enter after on_sys_enter) finds the thread's PyThreadState by its native
+ * thread id (the thread released the GIL before the syscall, so "the GIL holder" would be
+ * another thread), walks up to `depth` frames and stores the chain's hash in the inflight
+ * record; on_sys_exit puts it in the event. A chain is sent once (IOO_AUX_PY_CHAIN), and
+ * each of its code objects once per process (IOO_AUX_PY_CODE, from py_codes), so user space
+ * names frames of processes that have already exited. Never a probe on the eval loop: the
+ * walk costs only on traced I/O.
+ *
+ * Compiled as one unit after syscalls.bpf.c (ioobserve/probes/loader.py joins them: bcc
+ * rewrites map calls only in its main file), whose inflight, aux and py_procs it uses.
+ */
+
+#define PY_CHUNK 128            /* bytes of a frame read at once: every field the walk uses lies in it */
+#define PY_ARGS 3
+#define PY_WALK_STEPS 8     /* frames walked per program run (py_frames tail-calls itself) */
+#define PY_MAX_INTERPRETERS 4
+#define PY_MAX_THREADS 128
+#define PY_PROG_FRAMES 0
+#define PY_PROG_CODES 1
+
+struct py_thread {
+	u64 tstate;   /* this thread's PyThreadState, once found */
+	u32 tgid;     /* ... in this process (a thread's storage outlives an exec) */
+	u32 calls;    /* traced calls so far, for sampling */
+};
+
+struct py_code_key {
+	u64 code;
+	u32 tgid;
+	u32 pad;
+};
+
+/* The walk in progress on this CPU, carried across py_walk's tail calls. */
+struct py_scratch {
+	u8 chunk[PY_CHUNK];
+	u64 frame;      /* the next frame to read (0: none left) */
+	u64 hash;       /* the chain's hash so far */
+	u64 ts;         /* the syscall's entry time: the inflight record to give the chain to */
+	u32 max_depth;
+	u32 pad;
+	struct ioo_py_chain_record chain;
+};
+
+BPF_ARRAY(py_layouts, struct ioo_py_layout, IOO_PY_LAYOUTS);
+BPF_TASK_STORAGE(py_threads, struct py_thread);
+BPF_TABLE("lru_hash", u64, u8, py_chains_seen, 65536);
+BPF_TABLE("lru_hash", struct py_code_key, u8, py_codes_seen, 65536);
+BPF_PERCPU_ARRAY(py_scratch, struct py_scratch, 1);
+BPF_PERCPU_ARRAY(py_code_scratch, struct ioo_py_code_record, 1);
+BPF_PROG_ARRAY(py_programs, 2);
+
+static __always_inline u64 py_mix(u64 hash, u64 value)
+{
+	hash ^= value;
+	hash *= 0x9e3779b97f4a7c15ULL;
+	return hash ^ (hash >> 31);
+}
+
+static __always_inline u64 user_u64(u64 addr)
+{
+	u64 value = 0;
+	bpf_probe_read_user(&value, sizeof(value), (void *)addr);
+	return value;
+}
+
+/* A field of the frame chunk at a layout offset; the masks bound it for the verifier and
+ * are applied in asm, where clang cannot drop them. */
+static __always_inline u64 chunk_u64(u8 *chunk, u32 off)
+{
+	u64 index = off;
+	asm volatile("%0 &= 0x78" : "+r"(index));  /* 8-aligned, below PY_CHUNK */
+	return *(u64 *)(chunk + index);
+}
+
+static __always_inline u32 chunk_u32(u8 *chunk, u32 off)
+{
+	u64 index = off;
+	asm volatile("%0 &= 0x7c" : "+r"(index));
+	return *(u32 *)(chunk + index);
+}
+
+static __always_inline u8 chunk_u8(u8 *chunk, u32 off)
+{
+	u64 index = off;
+	asm volatile("%0 &= 0x7f" : "+r"(index));
+	return chunk[index];
+}
+
+/* The calling thread's PyThreadState: the one remembered for it if its native id still
+ * matches, else found by walking every interpreter's thread list. */
+static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_py_layout *lay,
+					   struct py_thread *thread, u32 tgid)
+{
+	if (lay->tstate_native_id == IOO_PY_NO_FIELD)
+		return 0;  /* 3.10 keeps no native thread id */
+	struct bpf_pidns_info ns = {};
+	if (bpf_get_ns_current_pid_tgid(proc->pidns_dev, proc->pidns_ino, &ns, sizeof(ns)))
+		return 0;
+	u64 native = ns.pid;
+	if (thread->tgid == tgid && thread->tstate && user_u64(thread->tstate + lay->tstate_native_id) == native)
+		return thread->tstate;
+	u64 interp = user_u64(proc->runtime + lay->runtime_interpreters);
+	for (int i = 0; i < PY_MAX_INTERPRETERS && interp; i++) {
+		u64 tstate = user_u64(interp + lay->interp_threads);
+		for (int j = 0; j < PY_MAX_THREADS && tstate; j++) {
+			if (user_u64(tstate + lay->tstate_native_id) == native) {
+				thread->tstate = tstate;
+				thread->tgid = tgid;
+				return tstate;
+			}
+			tstate = user_u64(tstate + lay->tstate_next);
+		}
+		interp = user_u64(interp + lay->interp_next);
+	}
+	return 0;
+}
+
+/* py_walk: runs on sys_enter after on_sys_enter (attached after it), so a traced syscall's
+ * inflight record is there to take the chain. Finds the thread's current frame and hands
+ * the walk to py_frames. */
+int py_walk(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	if (!proc)
+		return 0;
+	u32 layout = proc->layout;
+	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	struct py_thread *thread = py_threads.task_storage_get(bpf_get_current_task_btf(), 0,
+								BPF_LOCAL_STORAGE_GET_F_CREATE);
+	u32 zero = 0;
+	struct py_scratch *scratch = py_scratch.lookup(&zero);
+	if (!lay || !st || !st->op || !thread || !scratch)
+		return 0;
+	if (proc->sample > 1 && thread->calls++ % proc->sample)
+		return 0;
+	u64 tstate = py_thread_state(proc, lay, thread, tgid);
+	if (!tstate)
+		return 0;
+	u64 frame = user_u64(tstate + lay->tstate_frame);
+	if (lay->cframe_frame != IOO_PY_NO_FIELD && frame)
+		frame = user_u64(frame + lay->cframe_frame);
+	if (!frame)
+		return 0;
+	scratch->frame = frame;
+	scratch->hash = py_mix(0x10b5, tgid);
+	scratch->max_depth = proc->depth < IOO_PY_MAX_FRAMES ? proc->depth : IOO_PY_MAX_FRAMES;
+	scratch->chain.depth = 0;
+	scratch->ts = st->ts;
+	py_programs.call(ctx, PY_PROG_FRAMES);
+	return 0;
+}
+
+/* Record the chain walked in the syscall's inflight record and send it if it is new; then
+ * py_codes sends the code objects new to the process. */
+static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, struct py_scratch *scratch, u32 tgid)
+{
+	struct ioo_py_chain_record *rec = &scratch->chain;
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!rec->depth || !st || st->ts != scratch->ts)
+		return 0;
+	u64 chain = scratch->hash;
+	st->py_chain = chain;
+	if (py_chains_seen.lookup(&chain))
+		return 0;
+	rec->hdr.kind = IOO_AUX_PY_CHAIN;
+	rec->hdr.size = sizeof(*rec);
+	rec->chain = chain;
+	rec->pid = tgid;
+	rec->flags = scratch->frame ? IOO_PY_TRUNCATED : 0;
+	if (aux.ringbuf_output(rec, sizeof(*rec), 0)) {
+		count_lost(LOST_AUX_BASE + IOO_AUX_PY_CHAIN);
+		return 0;
+	}
+	u8 one = 1;
+	py_chains_seen.update(&chain, &one);
+	py_programs.call(ctx, PY_PROG_CODES);
+	return 0;
+}
+
+/* Walk up to PY_WALK_STEPS frames from scratch->frame, then tail-call itself for more (the
+ * verifier checks a short loop quickly; a long one, not at all). */
+int py_frames(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	u32 zero = 0;
+	struct py_scratch *scratch = py_scratch.lookup(&zero);
+	if (!proc || !scratch)
+		return 0;
+	u32 layout = proc->layout;
+	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	if (!lay)
+		return 0;
+	struct ioo_py_chain_record *rec = &scratch->chain;
+	u8 *chunk = scratch->chunk;
+	u64 frame = scratch->frame;
+	u64 chain = scratch->hash;
+	u32 depth = rec->depth;
+	u32 max_depth = scratch->max_depth;
+	for (int i = 0; i < PY_WALK_STEPS; i++) {
+		if (!frame || depth >= max_depth)
+			break;
+		if (bpf_probe_read_user(chunk, PY_CHUNK, (void *)frame)) {
+			frame = 0;
+			break;
+		}
+		u64 code = chunk_u64(chunk, lay->frame_code);
+		u64 previous = chunk_u64(chunk, lay->frame_previous);
+		if (lay->frame_owner != IOO_PY_NO_FIELD && chunk_u8(chunk, lay->frame_owner) == lay->owner_cstack) {
+			frame = previous;  /* a shim frame of a C call into Python: no code of its own */
+			continue;
+		}
+		if (!code) {
+			frame = 0;
+			break;
+		}
+		u32 instr;
+		if (lay->flags & IOO_PY_LASTI)
+			instr = chunk_u32(chunk, lay->frame_instr);
+		else
+			instr = (chunk_u64(chunk, lay->frame_instr) - code - lay->code_adaptive) / 2;
+		/* A call is its frame plus its first arguments: a loop calling the same function
+		 * from one line reuses the frame's address, not (usually) its arguments. */
+		s32 argcount = 0;
+		bpf_probe_read_user(&argcount, sizeof(argcount), (void *)(code + lay->code_argcount));
+		u64 args[PY_ARGS] = {};
+		if (argcount > 0)
+			bpf_probe_read_user(args, sizeof(args), (void *)(frame + lay->frame_localsplus));
+		u64 instance = py_mix(frame, argcount > 0 ? args[0] : 0);
+		instance = py_mix(instance, argcount > 1 ? args[1] : 0);
+		instance = py_mix(instance, argcount > 2 ? args[2] : 0);
+		struct ioo_py_frame *out = &rec->frames[depth & (IOO_PY_MAX_FRAMES - 1)];
+		out->code = code;
+		out->instance = instance;
+		out->instr = instr;
+		chain = py_mix(py_mix(py_mix(chain, code), instr), instance);
+		depth++;
+		frame = previous;
+	}
+	scratch->frame = frame;
+	scratch->hash = chain;
+	rec->depth = depth;
+	if (frame && depth < max_depth)
+		py_programs.call(ctx, PY_PROG_FRAMES);
+	return py_chain_done(ctx, scratch, tgid);
+}
+
+/* `bytes` of a str object's characters into `out`; returns the count and sets `kind`. */
+static __always_inline u32 py_string(struct ioo_py_layout *lay, u64 str, char *out, u32 limit, u8 *kind)
+{
+	u64 length = 0;
+	u32 state = 0;
+	if (!str || bpf_probe_read_user(&length, sizeof(length), (void *)(str + lay->unicode_length)) ||
+	    bpf_probe_read_user(&state, sizeof(state), (void *)(str + lay->unicode_state)))
+		return 0;
+	u32 char_kind = (state & lay->unicode_kind_mask) >> lay->unicode_kind_shift;
+	if (char_kind != 1 && char_kind != 2 && char_kind != 4)
+		return 0;
+	u64 data = str + ((state & lay->unicode_ascii_mask) ? lay->unicode_ascii_data : lay->unicode_compact_data);
+	u64 bytes = length * char_kind;
+	if (bytes > limit)
+		bytes = limit;
+	bytes &= 0xfff;
+	if (bytes > limit || bpf_probe_read_user(out, bytes, (void *)data))
+		return 0;
+	*kind = char_kind;
+	return bytes;
+}
+
+/* py_codes: tail-called by py_walk after a new chain; sends the code objects not yet sent
+ * for this process. */
+int py_codes(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	if (!proc)
+		return 0;
+	u32 layout = proc->layout;
+	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	u32 zero = 0;
+	struct py_scratch *scratch = py_scratch.lookup(&zero);
+	struct ioo_py_code_record *rec = py_code_scratch.lookup(&zero);
+	if (!lay || !scratch || !rec)
+		return 0;
+	u32 depth = scratch->chain.depth;
+	u8 one = 1;
+	for (int i = 0; i < IOO_PY_MAX_FRAMES; i++) {
+		if (i >= depth)
+			break;
+		u64 code = scratch->chain.frames[i & (IOO_PY_MAX_FRAMES - 1)].code;
+		struct py_code_key key = {.code = code, .tgid = tgid};
+		if (py_codes_seen.lookup(&key))
+			continue;
+		rec->hdr.kind = IOO_AUX_PY_CODE;
+		rec->hdr.size = sizeof(*rec);
+		rec->code = code;
+		rec->pid = tgid;
+		rec->version = lay->version;
+		rec->firstlineno = 0;
+		bpf_probe_read_user(&rec->firstlineno, sizeof(rec->firstlineno), (void *)(code + lay->code_firstlineno));
+		rec->name_len = py_string(lay, user_u64(code + lay->code_qualname), rec->name, IOO_PY_NAME_BYTES,
+					  &rec->name_kind);
+		rec->file_len = py_string(lay, user_u64(code + lay->code_filename), rec->file, IOO_PY_FILE_BYTES,
+					  &rec->file_kind);
+		u64 table = user_u64(code + lay->code_linetable);
+		u64 size = table ? user_u64(table + lay->bytes_size) : 0;
+		u64 keep = size < IOO_PY_TABLE_BYTES ? size : IOO_PY_TABLE_BYTES;
+		keep &= 0xfff;
+		rec->table_size = size;
+		rec->table_len = 0;
+		if (keep && keep <= IOO_PY_TABLE_BYTES &&
+		    bpf_probe_read_user(rec->table, keep, (void *)(table + lay->bytes_data)) == 0)
+			rec->table_len = keep;
+		if (aux.ringbuf_output(rec, sizeof(*rec), 0)) {
+			count_lost(LOST_AUX_BASE + IOO_AUX_PY_CODE);
+			/* The chain names a code object user space will not know: send the chain again. */
+			py_chains_seen.delete(&scratch->chain.chain);
+			return 0;
+		}
+		py_codes_seen.update(&key, &one);
+	}
+	return 0;
+}

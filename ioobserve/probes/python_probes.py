@@ -1,0 +1,108 @@
+"""The Python layer's kernel side: tells python_stacks.bpf.c which processes run CPython and
+how to read each one (ioobserve.python), and attaches the walk.
+
+Processes are found when the recording starts (every running one), at exec (a python
+binary holding the runtime) and when they map libpython (the kernel's report of each new
+executable mapping); a forked child inherits its parent's entry in the kernel at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ioobserve import events as ev
+from ioobserve.python.interpreters import INTERPRETER_FILE, InterpreterFinder, pid_namespace
+
+WALK_PROGRAM = "py_walk"
+CHAINED = (("py_frames", 0), ("py_codes", 1))  # tail-called: program, index in py_programs
+DEFAULT_DEPTH = 16
+
+
+class PythonProbes:
+    """The stack walk of one recording and the processes it knows run CPython."""
+
+    def __init__(self, bpf, depth: int = DEFAULT_DEPTH, sample: int = 1):
+        self.bpf = bpf
+        self.depth = min(depth, ev.PY_MAX_FRAMES)
+        self.sample = max(sample, 1)
+        self.finder = InterpreterFinder()
+        self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
+        self._link_fd: int | None = None
+        self.processes = 0  # processes given to the kernel so far
+        self.versions: set[tuple[int, int]] = set()
+
+    def attach(self) -> None:
+        """Load the walk and attach it to sys_enter, after on_sys_enter (which must be attached
+        first: programs on one tracepoint run in the order they were attached)."""
+        from bcc import BPF  # deferred: only probes import bcc
+        from bcc.libbcc import lib
+
+        programs = self.bpf["py_programs"]
+        for name, index in CHAINED:
+            programs[ctypes.c_int(index)] = ctypes.c_int(self.bpf.load_func(name.encode(), BPF.RAW_TRACEPOINT).fd)
+        walk = self.bpf.load_func(WALK_PROGRAM.encode(), BPF.RAW_TRACEPOINT)
+        # bcc's attach_raw_tracepoint allows one program per tracepoint: attach directly.
+        fd = lib.bpf_attach_raw_tracepoint(walk.fd, b"sys_enter")
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), f"attaching {WALK_PROGRAM} to sys_enter failed")
+        self._link_fd = fd
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                self.consider(int(entry.name))
+
+    def consider(self, pid: int, path: str | None = None) -> bool:
+        """Give the kernel `pid`'s interpreter if it runs one (`path`: a file it just mapped,
+        looked at only if its name is an interpreter's)."""
+        if path is not None and not INTERPRETER_FILE.match(os.path.basename(path)):
+            return False
+        running = self.finder.in_process(pid)
+        namespace = pid_namespace(pid)
+        if running is None or namespace is None:
+            return False
+        index = self._layout_index(running.interpreter.path, running.interpreter.layout)
+        if index is None:
+            return False
+        row = np.zeros(1, dtype=ev.PY_PROC)
+        row["runtime"] = running.runtime
+        row["pidns_dev"], row["pidns_ino"] = namespace
+        row["layout"] = index
+        row["depth"] = self.depth
+        row["sample"] = self.sample
+        table = self.bpf["py_procs"]
+        table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
+        self.processes += 1
+        self.versions.add(running.interpreter.version)
+        return True
+
+    def _layout_index(self, path: str, layout: np.ndarray) -> int | None:
+        index = self._layouts.get(path)
+        if index is None:
+            if len(self._layouts) >= ev.PY_LAYOUTS:
+                return None
+            index = self._layouts[path] = len(self._layouts)
+            table = self.bpf["py_layouts"]
+            table[ctypes.c_int(index)] = table.Leaf.from_buffer_copy(layout.tobytes())
+        return index
+
+    def describe(self) -> str:
+        """How the layer is probed so far, for the recording's summary."""
+        versions = ", ".join(f"{major}.{minor}" for major, minor in sorted(self.versions)) or "none yet"
+        what = f"stack walk on traced syscalls, {self.depth} frames"
+        if self.sample > 1:
+            what += f", one call in {self.sample}"
+        what += f"; CPython {versions}"
+        if self.finder.unsupported:
+            what += f" ({len(self.finder.unsupported)} interpreter(s) unsupported: {next(iter(self.finder.unsupported.values()))})"
+        return what
+
+    def detach(self) -> None:
+        """Detach the walk (safe to call twice)."""
+        if self._link_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._link_fd)
+            self._link_fd = None

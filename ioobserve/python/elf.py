@@ -1,0 +1,88 @@
+"""The little of ELF64 the Python layer needs: a symbol's address and the bytes the file
+gives a virtual address (initialized data), read from the file, not from a process."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+ET_EXEC = 2
+PT_LOAD = 1
+SHT_SYMTAB, SHT_DYNSYM = 2, 11
+_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_PHDR = struct.Struct("<IIQQQQQQ")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+
+
+class ElfError(ValueError):
+    """Not a 64-bit little-endian ELF file, or a truncated one."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A PT_LOAD segment: file bytes [offset, offset + filesz) at vaddr."""
+
+    vaddr: int
+    offset: int
+    filesz: int
+
+
+class ElfFile:
+    """Symbols and loadable segments of one ELF64 little-endian file."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._data = self.path.read_bytes()
+        if len(self._data) < _HEADER.size or self._data[:4] != b"\x7fELF" or self._data[4] != 2 or self._data[5] != 1:
+            raise ElfError(f"{self.path}: not a 64-bit little-endian ELF file")
+        (_, self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = _HEADER.unpack_from(self._data)
+        self.segments = [
+            Segment(vaddr, offset, filesz)
+            for kind, _, offset, vaddr, _, filesz, _, _ in (
+                _PHDR.unpack_from(self._data, phoff + i * phentsize) for i in range(phnum))
+            if kind == PT_LOAD
+        ]
+        self._sections = [_SHDR.unpack_from(self._data, shoff + i * shentsize) for i in range(shnum)] if shoff else []
+        self._symbols: dict[int, dict[str, int]] = {}
+
+    @property
+    def is_executable(self) -> bool:
+        """ET_EXEC: loaded at its link addresses (no base to add)."""
+        return self.e_type == ET_EXEC
+
+    def symbol(self, name: str) -> int | None:
+        """The link-time address of a symbol: dynamic, else static if the file has them."""
+        for kind in (SHT_DYNSYM, SHT_SYMTAB):
+            if kind not in self._symbols:
+                self._symbols[kind] = self._read_symbols(kind)
+            if name in self._symbols[kind]:
+                return self._symbols[kind][name]
+        return None
+
+    def _read_symbols(self, wanted: int) -> dict[str, int]:
+        symbols: dict[str, int] = {}
+        for _, kind, _, _, offset, size, link, _, _, entsize in self._sections:
+            if kind != wanted or not entsize or link >= len(self._sections):
+                continue
+            strings_at = self._sections[link][4]
+            for at in range(offset, offset + size - entsize + 1, entsize):
+                name_at, _, _, shndx, value, _ = _SYM.unpack_from(self._data, at)
+                if not value or not shndx or not name_at:
+                    continue
+                end = self._data.find(b"\0", strings_at + name_at)
+                symbols.setdefault(self._data[strings_at + name_at:end].decode("ascii", "replace"), value)
+        return symbols
+
+    def read(self, vaddr: int, size: int) -> bytes | None:
+        """The file's bytes at a virtual address (None outside the file's initialized data)."""
+        for seg in self.segments:
+            if seg.vaddr <= vaddr and vaddr + size <= seg.vaddr + seg.filesz:
+                start = seg.offset + vaddr - seg.vaddr
+                return self._data[start:start + size]
+        return None
+
+    def first_vaddr(self) -> int:
+        """The lowest loaded address: a shared object's mappings start there plus its base."""
+        return min((seg.vaddr - seg.offset for seg in self.segments), default=0)

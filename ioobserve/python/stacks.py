@@ -1,0 +1,124 @@
+"""The kernel's Python chains and code objects as named frames and stack ids.
+
+The reader thread adds records as they are drained; the worker resolves the chains of each
+batch (once per chain) into a stack id and its innermost frame. Stack ids count from 1 per
+recording; the trace writes each stack's frames once, before the first event using it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.decode import PyChainRecord, PyCodeRecord
+from ioobserve.python.linetable import NO_LINE, LineTable
+
+UNKNOWN = "<unknown>"  # a code object whose record was lost
+
+
+class Frame(NamedTuple):
+    """One Python frame: the function's qualified name, its file and the line being run."""
+
+    function: str
+    file: str
+    line: int
+
+
+class Stack(NamedTuple):
+    """Frames innermost first; truncated when the walk stopped before the outermost."""
+
+    frames: tuple[Frame, ...]
+    truncated: bool
+
+
+class _Code(NamedTuple):
+    function: str
+    file: str
+    firstlineno: int
+    lines: LineTable | None
+
+
+STACK_FRAME_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String,
+                      s.PY_LINE: pl.Int32}
+
+
+class PythonStacks:
+    """Chains and code objects by process; stacks by id."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._codes: dict[tuple[int, int], _Code] = {}
+        self._chains: dict[int, PyChainRecord] = {}
+        self._resolved: dict[int, tuple[int, Frame]] = {}  # chain -> (stack id, innermost frame)
+        self._ids: dict[Stack, int] = {}
+        self.stacks: dict[int, Stack] = {}
+        self._new: list[int] = []
+        self.unknown_chains = 0  # events whose chain record was lost
+
+    def add(self, chains: list[PyChainRecord], codes: list[PyCodeRecord]) -> None:
+        """Records from the kernel (reader thread)."""
+        if not chains and not codes:
+            return
+        with self._lock:
+            for code in codes:
+                complete = code.table_complete or code.table
+                lines = LineTable.parse(code.table, code.firstlineno, code.version) if complete else None
+                self._codes[(code.pid, code.code)] = _Code(code.name or UNKNOWN, code.file, code.firstlineno, lines)
+            for chain in chains:
+                self._chains[chain.chain] = chain
+
+    def forget(self, pids: list[int]) -> None:
+        """Processes gone a while ago: their code objects will not be seen again."""
+        gone = set(pids)
+        with self._lock:
+            self._codes = {key: code for key, code in self._codes.items() if key[0] not in gone}
+            self._chains = {key: chain for key, chain in self._chains.items() if chain.pid not in gone}
+
+    def frame(self, chains: pl.Series) -> pl.DataFrame:
+        """py_chain -> stack id, function, file and line of the innermost frame, for the
+        distinct non-zero chains of a batch (unknown chains get nulls)."""
+        rows = []
+        with self._lock:
+            for chain in chains.unique().to_list():
+                if not chain:
+                    continue
+                resolved = self._resolved.get(chain)
+                if resolved is None:
+                    resolved = self._resolve(chain)
+                    if resolved is None:
+                        self.unknown_chains += 1
+                        continue
+                stack_id, top = resolved
+                rows.append((chain, stack_id, top.function, top.file, top.line if top.line != NO_LINE else None))
+        return pl.DataFrame(rows, schema=STACK_FRAME_SCHEMA, orient="row")
+
+    def _resolve(self, chain: int) -> tuple[int, Frame] | None:
+        record = self._chains.get(chain)
+        if record is None:
+            return None
+        frames = []
+        for code_addr, instr in zip(record.frames["code"].tolist(), record.frames["instr"].tolist()):
+            code = self._codes.get((record.pid, code_addr))
+            if code is None:
+                frames.append(Frame(UNKNOWN, "", NO_LINE))
+                continue
+            line = code.lines.line(instr * 2) if code.lines is not None else NO_LINE
+            frames.append(Frame(code.function, code.file, line))
+        stack = Stack(tuple(frames), record.truncated)
+        stack_id = self._ids.get(stack)
+        if stack_id is None:
+            stack_id = self._ids[stack] = len(self._ids) + 1
+            self.stacks[stack_id] = stack
+            self._new.append(stack_id)
+        self._resolved[chain] = (stack_id, frames[0])
+        return self._resolved[chain]
+
+    def take_new(self) -> dict[int, Stack]:
+        """Stacks first seen since the last call (for the sinks, before their events)."""
+        with self._lock:
+            new = {stack_id: self.stacks[stack_id] for stack_id in self._new}
+            self._new.clear()
+        return new
