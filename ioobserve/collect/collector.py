@@ -33,7 +33,11 @@ FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive wel
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
 DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
-QUEUED_BATCHES = 16  # read ahead of the worker; beyond it the capture process holds the backlog
+# Read ahead of the worker up to this many event bytes (beyond it the capture process holds
+# the backlog): by bytes, not batches, so that a worker behind on many small batches (a
+# burst of process starts) does not hold up the reader, which probes libraries and finds
+# interpreters as processes start.
+QUEUED_BYTES = 64 << 20
 
 
 class Sink(Protocol):
@@ -112,7 +116,9 @@ class Collector:
         self._accounting_check = AccountingCheck()
         self._accounted_roots: set[int] = set()
         self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
+        self._queue: queue.Queue = queue.Queue()
+        self._queued_bytes = 0
+        self._queue_room = threading.Condition()
         self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
@@ -140,7 +146,6 @@ class Collector:
             for batch, aux in batches:
                 records = decode_aux(aux)
                 self.files.add(records.paths)
-                self.stacks.add(records.py_chains, records.py_codes)
                 for proc in records.procs:
                     if proc.kind == ev.PROC_EXEC:
                         self.probes.program_started(proc.pid)
@@ -148,6 +153,9 @@ class Collector:
                     path = self.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:
                         self.probes.library_mapped(lib.pid, path)
+                with self._queue_room:
+                    self._queue_room.wait_for(lambda: self._queued_bytes < QUEUED_BYTES)
+                    self._queued_bytes += batch.nbytes
                 self._queue.put((batch, records))
         except BaseException as exc:  # surfaced by stop() through the worker
             end = exc
@@ -159,6 +167,10 @@ class Collector:
     def _work_loop(self) -> None:
         next_loss = time.monotonic() + self.loss_interval
         while (item := self._queue.get()) is not None:
+            if isinstance(item, tuple):
+                with self._queue_room:
+                    self._queued_bytes -= item[0].nbytes
+                    self._queue_room.notify()
             if isinstance(item, BaseException):
                 self.error = self.error or item
                 break
@@ -185,6 +197,7 @@ class Collector:
         changed = self.processes.apply(records.procs)
         apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)
+        self.stacks.add(records.py_chains, records.py_codes)
         if batch.size:
             # Processes are announced when they first do I/O (or fork/exec under a filter).
             fresh = set(np.unique(batch["pid"]).tolist()) - self._announced

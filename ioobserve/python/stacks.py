@@ -1,13 +1,13 @@
 """The kernel's Python chains and code objects as named frames and stack ids.
 
-The reader thread adds records as they are drained; the worker resolves the chains of each
-batch (once per chain) into a stack id and its innermost frame. Stack ids count from 1 per
+The collector's worker adds each batch's records, then resolves the chains of its events
+(once per chain) into a stack id and its innermost frame; line tables are parsed when a
+line is first asked of them. Stack ids count from 1 per
 recording; the trace writes each stack's frames once, before the first event using it.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
 import polars as pl
@@ -34,11 +34,21 @@ class Stack(NamedTuple):
     truncated: bool
 
 
-class _Code(NamedTuple):
-    function: str
-    file: str
-    firstlineno: int
-    lines: LineTable | None
+class _Code:
+    """A code object's names, and its line table parsed on first use."""
+
+    def __init__(self, record: PyCodeRecord):
+        self.function = record.name or UNKNOWN
+        self.file = record.file
+        self._record = record
+        self._lines: LineTable | None = None
+
+    def line(self, instr: int) -> int:
+        """The line of the instruction `instr` code units in (NO_LINE if unknown)."""
+        if self._lines is None:
+            record = self._record
+            self._lines = LineTable.parse(record.table, record.firstlineno, record.version)
+        return self._lines.line(instr * 2)
 
 
 STACK_FRAME_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String,
@@ -46,10 +56,9 @@ STACK_FRAME_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FUNCTIO
 
 
 class PythonStacks:
-    """Chains and code objects by process; stacks by id."""
+    """Chains and code objects by process; stacks by id (used by one thread)."""
 
     def __init__(self):
-        self._lock = threading.Lock()
         self._codes: dict[tuple[int, int], _Code] = {}
         self._chains: dict[int, PyChainRecord] = {}
         self._resolved: dict[int, tuple[int, Frame]] = {}  # chain -> (stack id, innermost frame)
@@ -59,21 +68,16 @@ class PythonStacks:
         self.unknown_chains = 0  # events whose chain record was lost
 
     def add(self, chains: list[PyChainRecord], codes: list[PyCodeRecord]) -> None:
-        """Records from the kernel (reader thread)."""
-        if not chains and not codes:
-            return
-        with self._lock:
-            for code in codes:
-                complete = code.table_complete or code.table
-                lines = LineTable.parse(code.table, code.firstlineno, code.version) if complete else None
-                self._codes[(code.pid, code.code)] = _Code(code.name or UNKNOWN, code.file, code.firstlineno, lines)
-            for chain in chains:
-                self._chains[chain.chain] = chain
+        """Records from the kernel."""
+        for code in codes:
+            self._codes[(code.pid, code.code)] = _Code(code)
+        for chain in chains:
+            self._chains[chain.chain] = chain
 
     def forget(self, pids: list[int]) -> None:
         """Processes gone a while ago: their code objects will not be seen again."""
         gone = set(pids)
-        with self._lock:
+        if gone:
             self._codes = {key: code for key, code in self._codes.items() if key[0] not in gone}
             self._chains = {key: chain for key, chain in self._chains.items() if chain.pid not in gone}
 
@@ -81,18 +85,17 @@ class PythonStacks:
         """py_chain -> stack id, function, file and line of the innermost frame, for the
         distinct non-zero chains of a batch (unknown chains get nulls)."""
         rows = []
-        with self._lock:
-            for chain in chains.unique().to_list():
-                if not chain:
-                    continue
-                resolved = self._resolved.get(chain)
+        for chain in chains.unique().to_list():
+            if not chain:
+                continue
+            resolved = self._resolved.get(chain)
+            if resolved is None:
+                resolved = self._resolve(chain)
                 if resolved is None:
-                    resolved = self._resolve(chain)
-                    if resolved is None:
-                        self.unknown_chains += 1
-                        continue
-                stack_id, top = resolved
-                rows.append((chain, stack_id, top.function, top.file, top.line if top.line != NO_LINE else None))
+                    self.unknown_chains += 1
+                    continue
+            stack_id, top = resolved
+            rows.append((chain, stack_id, top.function, top.file, top.line if top.line != NO_LINE else None))
         return pl.DataFrame(rows, schema=STACK_FRAME_SCHEMA, orient="row")
 
     def _resolve(self, chain: int) -> tuple[int, Frame] | None:
@@ -105,8 +108,7 @@ class PythonStacks:
             if code is None:
                 frames.append(Frame(UNKNOWN, "", NO_LINE))
                 continue
-            line = code.lines.line(instr * 2) if code.lines is not None else NO_LINE
-            frames.append(Frame(code.function, code.file, line))
+            frames.append(Frame(code.function, code.file, code.line(instr)))
         stack = Stack(tuple(frames), record.truncated)
         stack_id = self._ids.get(stack)
         if stack_id is None:
@@ -118,7 +120,6 @@ class PythonStacks:
 
     def take_new(self) -> dict[int, Stack]:
         """Stacks first seen since the last call (for the sinks, before their events)."""
-        with self._lock:
-            new = {stack_id: self.stacks[stack_id] for stack_id in self._new}
-            self._new.clear()
+        new = {stack_id: self.stacks[stack_id] for stack_id in self._new}
+        self._new.clear()
         return new

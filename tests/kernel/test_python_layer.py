@@ -1,0 +1,95 @@
+"""The Python layer on real interpreters: every read a Python program makes carries the
+Python stack it was made from, walked in the kernel. A DataLoader-like workload (a
+Dataset's __getitem__ calling numpy.load) in 4 spawned and 4 forked workers, two threads
+reading in different functions on Debian's python3.11 (runtime in the executable), on
+pyenv's (runtime in libpython) and on the other CPythons the machine has, and a process
+that was already running when the recording started."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.trace.reader import load, records
+from tests.conftest import PYTHON, ROOT
+from tests.kernel.recorder import Recorder, Workload, json_line, record_command
+
+WORKLOADS = ROOT / "tests" / "workloads"
+DEBIAN_PYTHON = "/usr/bin/python3.11"
+PYENV_PYTHONS = sorted(glob.glob("/root/.pyenv/versions/3.1[1-9].*/bin/python3.1[1-9]"))
+PYENV_311 = next((p for p in PYENV_PYTHONS if "/3.11." in p), None)
+
+
+def _stacks(traces: list[Path]) -> dict[int, list[dict]]:
+    """Stack id -> frames (innermost first) from the traces' PS records."""
+    table = records(traces, "PS").select(pl.col("args").struct.field("stack"), pl.col("args").struct.field("frames"))
+    return {row["stack"]: row["frames"] for row in table.iter_rows(named=True)}
+
+
+def _reads(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"]))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, method):
+    """Every read of every worker names Dataset.__getitem__ at its numpy.load line, with
+    numpy's loader beneath it."""
+    done = record_command(tmp_path / "trace", [PYTHON, str(WORKLOADS / "python_dataset.py"), str(tmp_path / "data"),
+                                              method, "4"])
+    assert done.returncode == 0, done.stderr
+    report = json_line(done.stdout, "workers")
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(report["workers"]) & pl.col(s.PATH).is_in(report["files"]))
+    assert set(reads.get_column(s.PID).to_list()) == set(report["workers"])
+    assert set(reads.get_column(s.PATH).to_list()) == set(report["files"])
+    assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
+    stacks = _stacks(traces)
+    for stack_id in reads.get_column(s.PY_STACK).unique().to_list():
+        frames = stacks[stack_id]
+        getitem = [i for i, f in enumerate(frames) if f["function"] == "NpyDataset.__getitem__"]
+        assert getitem, frames
+        where = frames[getitem[0]]
+        assert (where["file"], where["line"]) == (report["file"], report["load_line"]), frames
+        loader = frames[getitem[0] - 1]  # the frame __getitem__ called
+        assert loader["function"] == "load" and "/numpy/" in loader["file"], frames
+
+
+def _check_threads(frame: pl.DataFrame, report: dict) -> None:
+    """Each thread's reads of its file name its own function and line."""
+    for name, function in (("alpha", "read_in_alpha"), ("beta", "read_in_beta")):
+        reads = _reads(frame).filter(pl.col(s.PATH) == report["files"][name])
+        assert reads.height == report["reads_each"], (name, reads)
+        assert reads.get_column(s.TID).unique().to_list() == [report["threads"][name]]
+        assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
+            (function, report["file"], report["lines"][name])], reads
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("python", [DEBIAN_PYTHON, *PYENV_PYTHONS])
+def test_two_threads_reading_in_different_functions(root_required, tmp_path, python):
+    """Told apart by their native thread ids, on each CPython of the machine."""
+    assert Path(python).exists(), f"{python} is missing"
+    done = record_command(tmp_path / "trace", [python, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data")])
+    assert done.returncode == 0, done.stderr
+    report = json_line(done.stdout, "threads")
+    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
+    _check_threads(frame, report)
+
+
+@pytest.mark.kernel
+def test_a_python_process_running_before_the_recording(root_required, tmp_path):
+    """Found in /proc when the recording starts (pyenv's 3.11: the runtime in libpython)."""
+    assert PYENV_311, "pyenv's Python 3.11 (with libpython) is missing"
+    workload = Workload([PYENV_311, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data"), "--wait"])
+    recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
+    out = workload.go()
+    code, _, stderr = recorder.stop()
+    assert code == 0, stderr
+    report = json_line(out, "threads")
+    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    _check_threads(frame, report)
