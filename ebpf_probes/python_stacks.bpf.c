@@ -118,23 +118,31 @@ static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_
 	return 0;
 }
 
+/* The layout of the interpreter process `tgid` runs (NULL if none), and its entry. */
+static __always_inline struct ioo_py_layout *py_layout_of(u32 tgid, struct ioo_py_proc **proc_out)
+{
+	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	if (!proc)
+		return NULL;
+	u32 layout = proc->layout;
+	*proc_out = proc;
+	return py_layouts.lookup(&layout);
+}
+
 /* py_walk: runs on sys_enter after on_sys_enter (attached after it), so a traced syscall's
  * inflight record is there to take the chain. Finds the thread's current frame and hands
  * the walk to py_frames. */
 int py_walk(struct bpf_raw_tracepoint_args *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
-	if (!proc)
-		return 0;
-	u32 layout = proc->layout;
-	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	struct ioo_py_proc *proc = NULL;
+	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
 	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	struct py_thread *thread = py_threads.task_storage_get(bpf_get_current_task_btf(), 0,
 								BPF_LOCAL_STORAGE_GET_F_CREATE);
 	u32 zero = 0;
 	struct py_scratch *scratch = py_scratch.lookup(&zero);
-	if (!lay || !st || !st->op || !thread || !scratch)
+	if (!lay || !proc || !st || !st->op || !thread || !scratch)
 		return 0;
 	if (proc->sample > 1 && thread->calls++ % proc->sample)
 		return 0;
@@ -187,14 +195,11 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 int py_frames(struct bpf_raw_tracepoint_args *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	struct ioo_py_proc *proc = NULL;
+	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
 	u32 zero = 0;
 	struct py_scratch *scratch = py_scratch.lookup(&zero);
-	if (!proc || !scratch)
-		return 0;
-	u32 layout = proc->layout;
-	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
-	if (!lay)
+	if (!lay || !scratch)
 		return 0;
 	struct ioo_py_chain_record *rec = &scratch->chain;
 	u8 *chunk = scratch->chunk;
@@ -277,11 +282,8 @@ static __always_inline u32 py_string(struct ioo_py_layout *lay, u64 str, char *o
 int py_codes(struct bpf_raw_tracepoint_args *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
-	if (!proc)
-		return 0;
-	u32 layout = proc->layout;
-	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	struct ioo_py_proc *proc = NULL;
+	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
 	u32 zero = 0;
 	struct py_scratch *scratch = py_scratch.lookup(&zero);
 	struct ioo_py_code_record *rec = py_code_scratch.lookup(&zero);
