@@ -306,12 +306,20 @@ struct ioo_py_layout {
 /* A process running CPython: where its runtime state is and how to read it. */
 struct ioo_py_proc {
 	__u64 runtime;     /* address of _PyRuntime */
-	__u64 pidns_dev;   /* its pid namespace, in which native_thread_id counts */
-	__u64 pidns_ino;
 	__u32 layout;      /* index into py_layouts */
 	__u32 depth;       /* frames walked, at most IOO_PY_MAX_FRAMES */
 	__u32 sample;      /* walk one traced call in `sample` per thread (1: every one) */
 	__u32 pad;
+};
+
+/* A file holding a CPython runtime that user space has read once (py_images, keyed by
+ * inode): the kernel then places the runtime itself when a process execs the file or maps
+ * its text, so the process's first calls already have stacks. */
+struct ioo_py_image {
+	struct ioo_py_proc proc;        /* runtime: unused (it differs per process) */
+	__u64 text_offset;              /* file offset of the text segment's mapping (page-aligned) */
+	__s64 runtime_from_text_map;    /* _PyRuntime minus the address that mapping starts at */
+	__s64 runtime_from_start_code;  /* _PyRuntime minus mm->start_code (the text's first byte) */
 };
 
 /* One frame of a Python stack, innermost first. */

@@ -139,6 +139,18 @@ static __always_inline int mode_is_io(u16 mode)
 	return type == S_IFREG_ || type == S_IFDIR_ || type == S_IFLNK_ || type == S_IFBLK_;
 }
 
+/* The calling thread's id as its own pid namespace numbers it: what gettid() told it. */
+static __always_inline u32 current_ns_tid(void)
+{
+	char *task = (char *)bpf_get_current_task_btf();
+	char *pid = *(char **)(task + OFF_TASK_THREAD_PID);
+	if (!pid)
+		return 0;
+	u64 level = *(u32 *)(pid + OFF_PID_LEVEL);
+	asm volatile("%0 &= 0x3f" : "+r"(level));  /* MAX_PID_NS_LEVEL is 32 */
+	return read_u32(pid, OFF_PID_NUMBERS + level * SIZEOF_UPID);  /* upid.nr comes first */
+}
+
 /* The syscall argument `index` from the pt_regs the raw sys_enter tracepoint gives. */
 static __always_inline u64 syscall_arg(const void *regs, int index)
 {

@@ -96,10 +96,7 @@ static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_
 {
 	if (lay->tstate_native_id == IOO_PY_NO_FIELD)
 		return 0;  /* 3.10 keeps no native thread id */
-	struct bpf_pidns_info ns = {};
-	if (bpf_get_ns_current_pid_tgid(proc->pidns_dev, proc->pidns_ino, &ns, sizeof(ns)))
-		return 0;
-	u64 native = ns.pid;
+	u64 native = current_ns_tid();
 	if (thread->tgid == tgid && thread->tstate && user_u64(thread->tstate + lay->tstate_native_id) == native)
 		return thread->tstate;
 	u64 interp = user_u64(proc->runtime + lay->runtime_interpreters);

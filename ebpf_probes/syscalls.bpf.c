@@ -26,6 +26,8 @@
 #define F_DUPFD_CLOEXEC_ 1030
 #define PROT_EXEC_ 0x4
 #define MMAP_PROT_ARG 2
+#define MMAP_OFFSET_ARG 5
+#define MAX_ERRNO_ 4095
 #define LOST_AUX_BASE IOO_MAX_OPS
 
 /* known_files values */
@@ -60,6 +62,7 @@ struct inflight {
 	u32 nr;
 	u16 op;
 	u16 have;  /* HAVE_* */
+	u32 py_text;  /* an mmap of an interpreter's text: 1 + its py_images index (0: none) */
 };
 #define HAVE_FILE 0x1
 #define HAVE_FILE2 0x2
@@ -132,6 +135,8 @@ BPF_TABLE("lru_hash", struct ioo_file_key, u8, libraries, 4096);  /* executable 
 BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(py_procs, u32, struct ioo_py_proc, 16384);  /* processes running CPython (python_stacks.bpf.c) */
+BPF_HASH(py_image_files, struct ioo_file_key, u32, IOO_PY_LAYOUTS);  /* files holding a CPython runtime ... */
+BPF_ARRAY(py_images, struct ioo_py_image, IOO_PY_LAYOUTS);           /* ... and how to place it */
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
 BPF_HASH(prefix_dirs, struct ioo_file_key, u8, 64);
@@ -395,6 +400,42 @@ static __always_inline void note_library(void *file, u64 ts)
 		count_lost(LOST_AUX_BASE + IOO_AUX_LIB);
 }
 
+/* A process maps the text of a file known to hold a CPython runtime (py_images): remember it
+ * in its inflight slot, so on_sys_exit places the runtime at the address the mapping got. */
+static __always_inline void note_python_text(void *file, u64 offset, struct inflight *st)
+{
+	struct file_ident id = {};
+	s64 unused_pos;
+	if (!file || inode_ident(file_inode_pos(file, &unused_pos), &id) < 0)
+		return;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	u32 *index = py_image_files.lookup(&key);
+	if (!index)
+		return;
+	u32 at = *index;
+	struct ioo_py_image *image = py_images.lookup(&at);
+	if (!image || image->text_offset != offset)
+		return;
+	/* Set in the slot now, since the call may be filtered out before the slot is written. */
+	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!slot)
+		return;
+	slot->py_text = at + 1;
+	st->py_text = at + 1;
+}
+
+/* Give process `tgid` the interpreter py_images[index], whose text starts at `base` (the address
+ * its text mapping got, or mm->start_code). */
+static __always_inline void place_python(u32 tgid, u32 index, u64 base, int from_map)
+{
+	struct ioo_py_image *image = py_images.lookup(&index);
+	if (!image)
+		return;
+	struct ioo_py_proc proc = image->proc;
+	proc.runtime = base + (from_map ? image->runtime_from_text_map : image->runtime_from_start_code);
+	py_procs.insert(&tgid, &proc);  /* no overwrite: user space's own reading, if there, stands */
+}
+
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 nr = ctx->args[1];
@@ -428,8 +469,13 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if ((arg_at(&st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(&st, spec->fd_arg) < 0)
 			return 0;
 		/* Before the path filter: a library is reported wherever it lives. */
-		if ((cfg->layers & IOO_LAYER_LIBS) && (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_))
-			note_library(fd_file((s32)arg_at(&st, spec->fd_arg)), st.ts);
+		if (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_) {
+			void *mapped = fd_file((s32)arg_at(&st, spec->fd_arg));
+			if (cfg->layers & IOO_LAYER_LIBS)
+				note_library(mapped, st.ts);
+			if (cfg->layers & IOO_LAYER_PYTHON)
+				note_python_text(mapped, arg_at(&st, MMAP_OFFSET_ARG), &st);
+		}
 	}
 	if (cfg->layers & IOO_LAYER_CALLS)
 		st.parent_ts = innermost_call_ts();
@@ -679,12 +725,19 @@ static __always_inline void submit_cache(struct inflight *st)
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct inflight *stored = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
-	if (!stored || !stored->op)
+	if (!stored)
+		return 0;
+	s64 ret = ctx->args[1];
+	if (stored->py_text) {
+		if ((u64)ret < (u64)-MAX_ERRNO_)
+			place_python(bpf_get_current_pid_tgid() >> 32, stored->py_text - 1, ret, 1);
+		stored->py_text = 0;
+	}
+	if (!stored->op)
 		return 0;
 	struct inflight st = *stored;
 	stored->op = 0;
 	u64 dur = bpf_ktime_get_ns() - st.ts;
-	s64 ret = ctx->args[1];
 	struct ioo_syscall_spec *spec = syscall_specs.lookup(&st.nr);
 	if (!spec)
 		return 0;
@@ -855,21 +908,29 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	struct ioo_config *cfg = get_config();
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	u32 tgid = pid_tgid >> 32;
-	py_procs.delete(&tgid);  /* a new program: user space looks for an interpreter again */
+	void *task = (void *)ctx->args[0];
+	void *bprm = (void *)ctx->args[2];
+	void *mm = read_ptr(task, OFF_TASK_MM);
+	py_procs.delete(&tgid);  /* a new program: its interpreter, if a known one, is placed anew */
+	struct file_ident exe = {};
+	s64 unused_pos;
+	if (mm && inode_ident(file_inode_pos(read_ptr(bprm, OFF_LINUX_BINPRM_FILE), &unused_pos), &exe) == 0) {
+		struct ioo_file_key key = {.ino = exe.ino, .dev = exe.dev};
+		u32 *index = py_image_files.lookup(&key);
+		if (index)
+			place_python(tgid, *index, read_u64(mm, OFF_MM_STRUCT_START_CODE), 0);
+	}
 	if (!cfg || !process_selected(cfg, tgid))
 		return 0;
 	struct ioo_proc_record *rec = proc_record(IOO_PROC_EXEC);
 	if (!rec)
 		return 0;
-	void *task = (void *)ctx->args[0];
-	void *bprm = (void *)ctx->args[2];
 	rec->pid = pid_tgid >> 32;
 	rec->tid = pid_tgid;
 	void *real_parent = read_ptr(task, OFF_TASK_REAL_PARENT);
 	rec->ppid = real_parent ? read_u32(real_parent, OFF_TASK_TGID) : 0;
 	int n = bpf_probe_read_kernel_str(rec->data, IOO_EXEC_BYTES / 2, read_ptr(bprm, OFF_LINUX_BINPRM_FILENAME));
 	u32 off = n > 0 ? n : 0;
-	void *mm = read_ptr(task, OFF_TASK_MM);
 	if (mm && off < IOO_EXEC_BYTES / 2) {
 		u64 start = read_u64(mm, OFF_MM_STRUCT_ARG_START);
 		u64 end = read_u64(mm, OFF_MM_STRUCT_ARG_END);

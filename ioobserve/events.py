@@ -188,9 +188,9 @@ PY_LAYOUT_FIELDS = (
     "unicode_kind_mask", "unicode_kind_shift", "bytes_size", "bytes_data", "flags", "version",
 )
 PY_LAYOUT = np.dtype([(name, "<u4") for name in PY_LAYOUT_FIELDS])
-PY_PROC = np.dtype(
-    [("runtime", "<u8"), ("pidns_dev", "<u8"), ("pidns_ino", "<u8"), ("layout", "<u4"), ("depth", "<u4"),
-     ("sample", "<u4"), ("pad", "<u4")]
+PY_PROC = np.dtype([("runtime", "<u8"), ("layout", "<u4"), ("depth", "<u4"), ("sample", "<u4"), ("pad", "<u4")])
+PY_IMAGE = np.dtype(
+    [("proc", PY_PROC), ("text_offset", "<u8"), ("runtime_from_text_map", "<i8"), ("runtime_from_start_code", "<i8")]
 )
 PY_FRAME = np.dtype([("code", "<u8"), ("instance", "<u8"), ("instr", "<u4"), ("pad", "<u4")])
 PY_CHAIN_RECORD = np.dtype(

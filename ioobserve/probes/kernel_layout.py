@@ -49,12 +49,22 @@ FIELDS: dict[str, tuple[str, str]] = {
     "MM_STRUCT_ENV_START": ("mm_struct", "env_start"),
     "MM_STRUCT_ENV_END": ("mm_struct", "env_end"),
     "LINUX_BINPRM_FILENAME": ("linux_binprm", "filename"),
+    "LINUX_BINPRM_FILE": ("linux_binprm", "file"),
+    "MM_STRUCT_START_CODE": ("mm_struct", "start_code"),
+    "TASK_THREAD_PID": ("task_struct", "thread_pid"),
+    "PID_LEVEL": ("pid", "level"),
+    "PID_NUMBERS": ("pid", "numbers"),
     "BIO_BI_BDEV": ("bio", "bi_bdev"),
     "BLOCK_DEVICE_BD_DEV": ("block_device", "bd_dev"),
     "REQUEST_SECTOR": ("request", "__sector"),
     "REQUEST_DATA_LEN": ("request", "__data_len"),
     "REQUEST_CMD_FLAGS": ("request", "cmd_flags"),
     "REQUEST_BIO": ("request", "bio"),
+}
+
+# SIZEOF_<macro> -> struct
+SIZES: dict[str, str] = {
+    "UPID": "upid",  # struct pid's numbers[], one per pid namespace level
 }
 
 # pt_regs members holding syscall arguments 0..5 (the syscall ABI, not the C one).
@@ -72,8 +82,10 @@ class KernelLayout:
     source: str  # "BTF" or an explanation
 
     def cflags(self) -> list[str]:
-        """-D flags: OFF_<field> for struct members, SYSCALL_ARGS_LO/HI for the pt_regs span."""
-        return [f"-D{'' if name.startswith('SYSCALL_ARGS_') else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
+        """-D flags: OFF_<field> for struct members, SIZEOF_<struct> for sizes, SYSCALL_ARGS_LO/HI
+        for the pt_regs span."""
+        bare = ("SYSCALL_ARGS_", "SIZEOF_")
+        return [f"-D{'' if name.startswith(bare) else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
 
 
 def _reg_offset(btf: Btf, member: str) -> int:
@@ -86,6 +98,7 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
     """Every offset the probes read, taken from `btf`; raises BtfError if one is missing."""
     arch = arch or machine_arch()
     offsets = {name: btf.offset(struct, member) for name, (struct, member) in FIELDS.items()}
+    offsets.update({f"SIZEOF_{name}": btf.struct_size(struct) for name, struct in SIZES.items()})
     regs = SYSCALL_ARG_REGS.get(arch)
     if regs is None:
         raise BtfError(f"no syscall argument registers known for {arch}")

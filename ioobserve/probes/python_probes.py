@@ -3,7 +3,9 @@ how to read each one (ioobserve.python), and attaches the walk.
 
 Processes are found when the recording starts (every running one), at exec (a python
 binary holding the runtime) and when they map libpython (the kernel's report of each new
-executable mapping); a forked child inherits its parent's entry in the kernel at once.
+executable mapping). Once an interpreter file has been read, the kernel places its runtime
+itself in every later process that execs or maps it (py_images), and a forked child
+inherits its parent's entry: both are covered from their first call.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ioobserve import events as ev
-from ioobserve.python.interpreters import INTERPRETER_FILE, InterpreterFinder, pid_namespace
+from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, InterpreterFinder
 
 WALK_PROGRAM = "py_walk"
 CHAINED = (("py_frames", 0), ("py_codes", 1))  # tail-called: program, index in py_programs
@@ -61,33 +63,52 @@ class PythonProbes:
         if path is not None and not INTERPRETER_FILE.match(os.path.basename(path)):
             return False
         running = self.finder.in_process(pid)
-        namespace = pid_namespace(pid)
-        if running is None or namespace is None:
+        if running is None:
             return False
-        index = self._layout_index(running.interpreter.path, running.interpreter.layout)
+        interpreter = running.interpreter
+        index = self._layout_index(interpreter)
         if index is None:
             return False
         row = np.zeros(1, dtype=ev.PY_PROC)
         row["runtime"] = running.runtime
-        row["pidns_dev"], row["pidns_ino"] = namespace
         row["layout"] = index
         row["depth"] = self.depth
         row["sample"] = self.sample
         table = self.bpf["py_procs"]
         table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
         self.processes += 1
-        self.versions.add(running.interpreter.version)
+        self.versions.add(interpreter.version)
         return True
 
-    def _layout_index(self, path: str, layout: np.ndarray) -> int | None:
-        index = self._layouts.get(path)
+    def _layout_index(self, interpreter: Interpreter) -> int | None:
+        """The interpreter's py_layouts index; the first time, its layout and file go to the kernel."""
+        index = self._layouts.get(interpreter.path)
         if index is None:
             if len(self._layouts) >= ev.PY_LAYOUTS:
                 return None
-            index = self._layouts[path] = len(self._layouts)
+            index = self._layouts[interpreter.path] = len(self._layouts)
             table = self.bpf["py_layouts"]
-            table[ctypes.c_int(index)] = table.Leaf.from_buffer_copy(layout.tobytes())
+            table[ctypes.c_int(index)] = table.Leaf.from_buffer_copy(interpreter.layout.tobytes())
+            self._add_image(interpreter, index)
         return index
+
+    def _add_image(self, interpreter: Interpreter, layout: int) -> None:
+        """Let the kernel place this interpreter's runtime itself in processes that exec it or
+        map its text from now on (python_stacks.bpf.c cannot wait for user space to find them)."""
+        page = os.sysconf("SC_PAGE_SIZE")
+        row = np.zeros(1, dtype=ev.PY_IMAGE)
+        row["proc"]["layout"] = layout
+        row["proc"]["depth"] = self.depth
+        row["proc"]["sample"] = self.sample
+        row["text_offset"] = interpreter.text_offset & ~(page - 1)
+        row["runtime_from_text_map"] = interpreter.runtime_vaddr - (interpreter.text_vaddr & ~(page - 1))
+        row["runtime_from_start_code"] = interpreter.runtime_vaddr - interpreter.text_vaddr
+        images = self.bpf["py_images"]
+        images[ctypes.c_int(layout)] = images.Leaf.from_buffer_copy(row.tobytes())
+        key = np.zeros(1, dtype=ev.FILE_KEY)
+        key["dev"], key["ino"] = interpreter.inode
+        files = self.bpf["py_image_files"]  # one per layout index: never full
+        files[files.Key.from_buffer_copy(key.tobytes())] = ctypes.c_uint32(layout)
 
     def describe(self) -> str:
         """How the layer is probed so far, for the recording's summary."""

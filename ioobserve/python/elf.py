@@ -9,6 +9,7 @@ from pathlib import Path
 
 ET_EXEC = 2
 PT_LOAD = 1
+PF_X = 1
 SHT_SYMTAB, SHT_DYNSYM = 2, 11
 _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -27,6 +28,7 @@ class Segment:
     vaddr: int
     offset: int
     filesz: int
+    executable: bool
 
 
 class ElfFile:
@@ -39,8 +41,8 @@ class ElfFile:
             raise ElfError(f"{self.path}: not a 64-bit little-endian ELF file")
         (_, self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = _HEADER.unpack_from(self._data)
         self.segments = [
-            Segment(vaddr, offset, filesz)
-            for kind, _, offset, vaddr, _, filesz, _, _ in (
+            Segment(vaddr, offset, filesz, bool(flags & PF_X))
+            for kind, flags, offset, vaddr, _, filesz, _, _ in (
                 _PHDR.unpack_from(self._data, phoff + i * phentsize) for i in range(phnum))
             if kind == PT_LOAD
         ]
@@ -86,3 +88,7 @@ class ElfFile:
     def first_vaddr(self) -> int:
         """The lowest loaded address: a shared object's mappings start there plus its base."""
         return min((seg.vaddr - seg.offset for seg in self.segments), default=0)
+
+    def text(self) -> Segment | None:
+        """The first executable segment (the kernel's mm->start_code lies at its vaddr)."""
+        return min((seg for seg in self.segments if seg.executable), key=lambda seg: seg.vaddr, default=None)

@@ -30,6 +30,9 @@ class Interpreter:
     executable: bool  # ET_EXEC: no load base to add
     first_vaddr: int
     layout: np.ndarray  # one PY_LAYOUT row
+    text_vaddr: int  # the first executable segment's link-time address
+    text_offset: int  # ... and its file offset
+    inode: tuple[int, int]  # (kernel dev_t, inode number): how the kernel names the file
 
 
 @dataclass(frozen=True)
@@ -72,10 +75,11 @@ class InterpreterFinder:
         key = (info.st_dev, info.st_ino, info.st_mtime_ns)
         with self._lock:
             if key not in self._files:
-                self._files[key] = self._read(real, path, (int(match[1]), int(match[2])))
+                inode = ((os.major(info.st_dev) << 20) | os.minor(info.st_dev), info.st_ino)
+                self._files[key] = self._read(real, path, (int(match[1]), int(match[2])), inode)
             return self._files[key]
 
-    def _read(self, real: str, path: str, named: tuple[int, int]) -> Interpreter | None:
+    def _read(self, real: str, path: str, named: tuple[int, int], inode: tuple[int, int]) -> Interpreter | None:
         try:
             elf = ElfFile(real)
         except (OSError, ElfError):
@@ -95,7 +99,11 @@ class InterpreterFinder:
         except LayoutError as exc:
             self.unsupported[path] = str(exc)
             return None
-        return Interpreter(path, version, runtime, elf.is_executable, elf.first_vaddr(), layout)
+        text = elf.text()
+        if text is None:
+            return None
+        return Interpreter(path, version, runtime, elf.is_executable, elf.first_vaddr(), layout, text.vaddr, text.offset,
+                           inode)
 
 
 def _file_mappings(pid: int) -> dict[str, int]:
@@ -114,12 +122,3 @@ def _file_mappings(pid: int) -> dict[str, int]:
     except OSError:
         pass
     return starts
-
-
-def pid_namespace(pid: int) -> tuple[int, int] | None:
-    """(kernel dev_t, inode) of `pid`'s pid namespace, as bpf_get_ns_current_pid_tgid wants."""
-    try:
-        info = os.stat(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
-    return (os.major(info.st_dev) << 20) | os.minor(info.st_dev), info.st_ino

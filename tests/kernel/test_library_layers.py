@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -14,7 +15,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import PYTHON, ROOT
-from tests.kernel.recorder import record_command
+from tests.kernel.recorder import Recorder, Workload, record_command
 
 WORKLOADS = ROOT / "tests" / "workloads"
 MPICH = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
@@ -36,14 +37,20 @@ def _syscalls(frame: pl.DataFrame, op: str) -> pl.DataFrame:
 @pytest.mark.kernel
 def test_hdf5_calls_of_h5py_and_their_syscalls(root_required, tmp_path):
     data = tmp_path / "values.h5"
-    # h5py's libhdf5 is probed when a process first maps it, a few tens of ms later: calls made
-    # before that are missed. A first process maps it; the measured one finds it probed.
-    script = f"{PYTHON} -c 'import h5py' && {PYTHON} {WORKLOADS / 'hdf5_workload.py'} {data}"
-    done = record_command(tmp_path / "trace", ["sh", "-c", script], "--layers", "hdf5")
-    assert done.returncode == 0, done.stderr
-    assert "functions in 1 hdf5 file(s)" in " ".join(done.stdout.split()), done.stdout
-    report = _reports(done.stdout)[0]
-    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
+    # h5py's libhdf5 is probed when a process first maps it, some ms later under load: calls
+    # made before that are missed. A process holding it when the recording starts has it
+    # probed at the start; the measured one then finds it probed.
+    holder = Workload([PYTHON, "-c", "import h5py; print('READY', flush=True); input()"])
+    recorder = Recorder(tmp_path / "trace", "--layers", "hdf5")
+    workload = subprocess.run([PYTHON, str(WORKLOADS / "hdf5_workload.py"), str(data)], capture_output=True, text=True,
+                              timeout=120)
+    holder.go()
+    code, out, stderr = recorder.stop()
+    assert workload.returncode == 0, workload.stderr
+    assert code == 0, stderr
+    assert "functions in 1 hdf5 file(s)" in " ".join(out.split()), out
+    report = _reports(workload.stdout)[0]
+    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
     hdf5 = frame.filter(pl.col(s.LAYER) == s.LAYER_HDF5)
     ops = hdf5.get_column(s.OP).to_list()
     for op in ("H5Fcreate", "H5Dcreate2", "H5Dwrite", "H5Awrite", "H5Fopen", "H5Oopen", "H5Dread"):

@@ -2,8 +2,9 @@
 Python stack it was made from, walked in the kernel. A DataLoader-like workload (a
 Dataset's __getitem__ calling numpy.load) in 4 spawned and 4 forked workers, two threads
 reading in different functions on Debian's python3.11 (runtime in the executable), on
-pyenv's (runtime in libpython) and on the other CPythons the machine has, and a process
-that was already running when the recording started."""
+pyenv's (runtime in libpython) and on the other CPythons the machine has, a process
+that was already running when the recording started, and new interpreters it starts
+(placed by the kernel itself, from their first import)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,22 @@ def test_a_python_process_running_before_the_recording(root_required, tmp_path):
     report = json_line(out, "threads")
     frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
     _check_threads(frame, report)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
+def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp_path, python):
+    """A known interpreter exec'd anew (Debian's: the runtime in the executable) or mapping
+    libpython (pyenv's) is placed by the kernel at exec or at the mapping, before user space
+    hears of it: every .pyc file its startup imports read has a stack."""
+    assert python and Path(python).exists(), f"{python} is missing"
+    workload = Workload([python, str(WORKLOADS / "python_starts.py")])
+    recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
+    out = workload.go()
+    code, _, stderr = recorder.stop()
+    assert code == 0, stderr
+    children = json_line(out, "children")["children"]
+    reads = _reads(load(recorder.traces())).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).str.ends_with(".pyc"))
+    assert set(reads.get_column(s.PID).to_list()) == set(children)
+    assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
+    assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads

@@ -18,6 +18,7 @@ STRUCTS = {
     "ioo_lib_record": ev.LIB_RECORD,
     "ioo_py_layout": ev.PY_LAYOUT,
     "ioo_py_proc": ev.PY_PROC,
+    "ioo_py_image": ev.PY_IMAGE,
     "ioo_py_frame": ev.PY_FRAME,
     "ioo_py_chain_record": ev.PY_CHAIN_RECORD,
     "ioo_py_code_record": ev.PY_CODE_RECORD,
