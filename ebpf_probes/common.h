@@ -11,6 +11,7 @@
 
 #define IOO_COMM_LEN 16
 #define IOO_NAME_LEN 256      /* bytes of a user-supplied path kept per name record */
+#define IOO_NAME_LABEL 2      /* a name record's index when it holds a label, not a path (a module name) */
 #define IOO_PATH_BYTES 4096   /* bytes of a kernel-resolved path (leaf-first components) */
 #define IOO_EXEC_BYTES 512    /* bytes of filename + argv kept per exec */
 #define IOO_ENV_BYTES 16384   /* bytes of a new program's environment kept per exec */
@@ -64,6 +65,8 @@ enum ioo_op {
 	IOO_OP_MPI_FILE_READ, IOO_OP_MPI_FILE_WRITE, IOO_OP_MPI_FILE_READ_AT, IOO_OP_MPI_FILE_WRITE_AT,
 	IOO_OP_MPI_FILE_READ_ALL, IOO_OP_MPI_FILE_WRITE_ALL, IOO_OP_MPI_FILE_READ_AT_ALL, IOO_OP_MPI_FILE_WRITE_AT_ALL,
 	IOO_OP_MPI_FILE_READ_SHARED, IOO_OP_MPI_FILE_WRITE_SHARED, IOO_OP_MPI_FILE_READ_ORDERED, IOO_OP_MPI_FILE_WRITE_ORDERED,
+	/* The Python interpreter (uprobes on libpython or the python binary) */
+	IOO_OP_IMPORT,
 	IOO_OP_COUNT
 };
 
@@ -114,8 +117,14 @@ struct ioo_syscall_spec {
 #define IOO_C_KNOWN_HANDLE 0x100 /* recorded only on a handle opened on a traced file (H5Idec_ref
 				  * is I/O only when it closes a file, dataset or attribute) */
 #define IOO_C_RET_INT      0x200 /* returns a C int: the register's upper half is not part of it */
+#define IOO_C_NESTS        0x400 /* recorded inside an open call of its own library too (an import
+				  * made while importing) */
+#define IOO_C_NEEDS_IO     0x800 /* recorded only if a call below it touched a traced file (most
+				  * imports find the module already loaded) */
+#define IOO_C_PY_NAME      0x1000 /* arg 0 is a Python str: its text follows in a name record
+				   * (index IOO_NAME_LABEL) */
 
-enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3 };
+enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3, IOO_LIB_PYTHON = 4 };
 
 struct ioo_call_spec {
 	__u16 library;     /* enum ioo_library: a call inside an open call of its own library is
@@ -214,7 +223,7 @@ struct ioo_name_record {
 	__u64 base_ino;    /* directory a relative path starts from (dirfd or cwd) */
 	__u32 base_dev;
 	__u32 tid;
-	__u16 index;       /* 0: the path, 1: the second path of rename */
+	__u16 index;       /* 0: the path, 1: the second path of rename, IOO_NAME_LABEL: a label */
 	__u16 len;
 	char data[IOO_NAME_LEN];
 };

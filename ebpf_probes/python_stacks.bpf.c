@@ -20,6 +20,7 @@
 #define PY_MAX_THREADS 128
 #define PY_PROG_FRAMES 0
 #define PY_PROG_CODES 1
+#define PY_LABEL_DOTS 7     /* at most this many dots of a relative import's level in its label */
 
 struct py_thread {
 	u64 tstate;   /* this thread's PyThreadState, once found */
@@ -324,4 +325,46 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 		py_codes_seen.update(&key, &one);
 	}
 	return 0;
+}
+
+/* An import's module name as a name record of the event of this thread at `ts` (index
+ * IOO_NAME_LABEL): the str at `str` after one dot per `level` of a relative import
+ * ("from . import x" names "."). One-byte characters only: a module name is ASCII all but
+ * always. */
+static __always_inline void py_send_label(u64 str, u64 level, u64 ts)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ioo_py_proc *proc = NULL;
+	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
+	u32 zero = 0;
+	struct ioo_name_record *rec = name_scratch.lookup(&zero);
+	if (!lay || !rec)
+		return;
+	u32 dots = (u32)level < PY_LABEL_DOTS ? (u32)level : PY_LABEL_DOTS;  /* a C int */
+	for (int i = 0; i < PY_LABEL_DOTS; i++) {
+		if (i < dots)
+			rec->data[i] = '.';
+	}
+	u64 at = dots;
+	asm volatile("%0 &= 7" : "+r"(at));  /* PY_LABEL_DOTS at most, kept by the verifier */
+	u8 kind = 1;
+	u32 n = py_string(lay, str, rec->data + at, IOO_NAME_LEN - 1 - PY_LABEL_DOTS, &kind);
+	if (kind != 1)
+		return;
+	n += dots;
+	if (!n)
+		return;
+	rec->hdr.kind = IOO_AUX_NAME;
+	rec->ts_ns = ts;
+	rec->tid = bpf_get_current_pid_tgid();
+	rec->index = IOO_NAME_LABEL;
+	rec->base_ino = 0;
+	rec->base_dev = 0;
+	u64 len = n;
+	asm volatile("%0 &= 0xff" : "+r"(len));  /* below IOO_NAME_LEN, kept by the verifier */
+	rec->len = len;
+	u64 size = __builtin_offsetof(struct ioo_name_record, data) + len;
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0) != 0)
+		count_lost(LOST_AUX_BASE + IOO_AUX_NAME);
 }

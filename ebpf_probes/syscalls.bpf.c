@@ -1232,6 +1232,9 @@ static __always_inline u32 live_depth(struct call_frames *fr, u64 sp)
 	return *(volatile u32 *)&fr->depth;
 }
 
+/* python_stacks.bpf.c: the text of a Python str as a name record of the event at `ts`. */
+static __always_inline void py_send_label(u64 str, u64 level, u64 ts);
+
 static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 {
 	struct ioo_config *cfg = get_config();
@@ -1248,7 +1251,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	u64 parent_ts = 0;
 	if (depth > 0) {
 		struct call_frame *outer = frame_at(fr, depth);
-		if (outer->library == spec->library)
+		if (outer->library == spec->library && !(spec->flags & IOO_C_NESTS))
 			return 0;
 		parent_ts = outer->ts;
 	}
@@ -1339,6 +1342,8 @@ static __always_inline int call_file(struct ioo_config *cfg, struct ioo_call_spe
 		id->dev = frame->child_dev;
 		return 1;
 	}
+	if (spec->flags & IOO_C_NEEDS_IO)
+		return 0;
 	/* No file (a failed open, a bad descriptor, nothing touched): kept unless a path filter is on. */
 	return cfg->filter_path ? 0 : 2;
 }
@@ -1399,6 +1404,8 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	}
 	if (spec->flags & IOO_C_RET_STREAM)
 		ret = ret ? fd : -1;  /* the new stream's descriptor: its address means nothing later */
+	if (spec->flags & IOO_C_PY_NAME)
+		ret = ret != 0;  /* an import: 1 if it returned the module, 0 if it raised */
 	u64 count = spec->count_arg >= 0 ? frame.args[spec->count_arg & (CALL_ARGS - 1)] : 0;
 	if (spec->size_arg >= 0) {
 		u64 size = frame.args[spec->size_arg & (CALL_ARGS - 1)];
@@ -1428,6 +1435,8 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev->flags = has_file == 1 ? IOO_F_FILE : 0;
 	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	if (spec->flags & IOO_C_PY_NAME)
+		py_send_label(frame.args[0], frame.args[4], frame.ts);  /* (name, ..., level) */
 	return 0;
 }
 
@@ -1520,6 +1529,7 @@ CALL_ENTRY(MPI_File_read_shared, IOO_OP_MPI_FILE_READ_SHARED)
 CALL_ENTRY(MPI_File_write_shared, IOO_OP_MPI_FILE_WRITE_SHARED)
 CALL_ENTRY(MPI_File_read_ordered, IOO_OP_MPI_FILE_READ_ORDERED)
 CALL_ENTRY(MPI_File_write_ordered, IOO_OP_MPI_FILE_WRITE_ORDERED)
+CALL_ENTRY(import, IOO_OP_IMPORT)
 
 /* The VFS (opt-in, kprobes where the kernel has them): vfs_read, vfs_write, vfs_open and
  * vfs_fsync_range, the file operations every syscall path and in-kernel reader (nfsd,

@@ -34,6 +34,7 @@ PY_STACK = "py_stack"
 PY_FUNCTION = "py_function"  # qualified name
 PY_FILE = "py_file"
 PY_LINE = "py_line"
+PY_MODULE = "py_module"  # PYTHON-layer import events: the module imported
 # Job context, from the event's cgroup (ioobserve.context.cgroups) and uid.
 CGROUP_PATH = "cgroup"  # relative to the cgroup v2 mount
 JOB = "job"  # Slurm job id: from the cgroup, else SLURM_JOB_ID in the environment
@@ -69,7 +70,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
     PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
-    **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
+    PY_MODULE: pl.String, **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 
 # Layers (the trace's `cat`), top to bottom; parent_ts links an event to one a layer above.

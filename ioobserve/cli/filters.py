@@ -34,8 +34,16 @@ PrefixOption = Annotated[
 ]
 LayersOption = Annotated[
     Optional[str],
-    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache), comma-separated: libc, hdf5, mpiio, vfs, all; "
-                 "no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
+    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache, python), comma-separated: libc, hdf5, mpiio, "
+                 "vfs, all; no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
+]
+PyStacksOption = Annotated[
+    Optional[str],
+    typer.Option("--py-stacks", help="Python stacks of traced calls: all (default), N (one call in N per thread) or off."),
+]
+PyDepthOption = Annotated[
+    Optional[int],
+    typer.Option("--py-depth", help=f"Python frames walked per call, 1 to {ev.PY_MAX_FRAMES} (default 16)."),
 ]
 
 
@@ -61,6 +69,26 @@ def build_layers(text: str | None) -> frozenset[str]:
         if mechanism is None:
             raise UserError(f"--layers vfs: {why} (run 'ioobserve doctor'; the syscall layer still sees every call)")
     return layers
+
+
+def build_python(stacks: str | None, depth: int | None, layers: frozenset[str]):
+    """The layers and Python stack options of --py-stacks and --py-depth."""
+    from ioobserve.probes import layers as ly
+    from ioobserve.probes.python_probes import PythonOptions
+
+    options = PythonOptions()
+    if depth is not None:
+        if not 1 <= depth <= ev.PY_MAX_FRAMES:
+            raise UserError(f"--py-depth {depth}: must be between 1 and {ev.PY_MAX_FRAMES}")
+        options = PythonOptions(depth=depth)
+    choice = (stacks or "all").strip().lower()
+    if choice == "off":
+        return layers - {ly.PYTHON}, options
+    if choice == "all":
+        return layers, options
+    if not choice.isdigit() or int(choice) < 1:
+        raise UserError(f"--py-stacks {stacks}: expected all, off or a number N (walk one traced call in N per thread)")
+    return layers, PythonOptions(depth=options.depth, sample=int(choice))
 
 
 def _kernel_dev(st_dev: int) -> int:

@@ -19,9 +19,12 @@ from ioobserve.cli.filters import (
     LayersOption,
     PidOption,
     PrefixOption,
+    PyDepthOption,
+    PyStacksOption,
     UnitOption,
     build_filters,
     build_layers,
+    build_python,
 )
 
 MAX_WORK_THREADS = 2
@@ -40,6 +43,8 @@ EPILOG = """Examples:
   sudo ioobserve record --layers libc -- ./simulation            # stdio and libc calls too, linked to their syscalls
 
   sudo ioobserve record --layers hdf5,mpiio -- mpiexec -n 4 ./sim # HDF5 and MPI-IO calls above them
+
+  sudo ioobserve record --py-stacks 10 -- python train.py         # the Python stack of one call in 10
 """
 
 
@@ -54,6 +59,8 @@ def record(
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
     layers: LayersOption = None,
+    py_stacks: PyStacksOption = None,
+    py_depth: PyDepthOption = None,
     all_processes: Annotated[bool, typer.Option("--all", "-a", help="Trace every process even when a command is given (the command only bounds the recording).")] = False,
     rotate_mb: Annotated[Optional[float], typer.Option("--rotate-mb", help="Start a new trace file (-1, -2, ...) after this many MB on disk.")] = None,
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
@@ -74,6 +81,7 @@ def record(
     # Deferred: keep `--help` fast and free of polars/bcc imports.
     from ioobserve.cli.summary_view import print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
+    from ioobserve.probes import layers as ly
     from ioobserve.probes.capabilities import privileges_check
     from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
@@ -92,13 +100,13 @@ def record(
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
-        chosen_layers = build_layers(layers)
+        chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
     except (UserError, OutputError) as exc:
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers)
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options)
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:
@@ -109,6 +117,8 @@ def record(
         "command": command or [], "filters": _describe(filters), "recorder_pid": os.getpid(),
         "layers": sorted(chosen_layers),
     }
+    if ly.PYTHON in chosen_layers:
+        details["python_stacks"] = {"depth": python_options.depth, "sample": python_options.sample}
     try:
         writer = TraceWriter(directory, trace_name(), details,
                              rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s)

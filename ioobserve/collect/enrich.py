@@ -30,7 +30,7 @@ _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.
 def _layer_of(code: int) -> str:
     """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
     runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
-            (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5), (ev.FIRST_VFS_OP, s.LAYER_VFS),
+            (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5), (ev.FIRST_VFS_OP, s.LAYER_VFS),
             (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO), (ev.FIRST_CACHE_OP, s.LAYER_CACHE),
             (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))
     for first, layer in runs:
@@ -130,7 +130,7 @@ class Enricher:
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
                 pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
                 .alias(s.PARENT_TS),
-                pl.col(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
+                pl.col(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE), pl.col(s.PY_MODULE),
             )
         )
         return self._with_context(events, int(batch["ts_ns"].min()))
@@ -184,8 +184,10 @@ class Enricher:
         names = self._names
         first = names.filter(pl.col("index") == 0).select(*_NAME_KEYS, pl.col("path").alias("name_path"))
         second = names.filter(pl.col("index") == 1).select(*_NAME_KEYS, pl.col("path").alias("name_path2"))
+        label = names.filter(pl.col("index") == ev.NAME_LABEL).select(*_NAME_KEYS, pl.col("path").alias(s.PY_MODULE))
         joined = (
             frame.join(first, on=_NAME_KEYS, how="left").join(second, on=_NAME_KEYS, how="left")
+            .join(label, on=_NAME_KEYS, how="left")
         )
         # Names whose events have not been drained yet wait for the next batch; a name
         # whose event never came (lost on a full ring) is dropped after NAME_WAIT_NS.

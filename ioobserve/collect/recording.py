@@ -19,6 +19,7 @@ from ioobserve.probes.headers import find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.loader import ProbeSizes, SyscallProbes
+from ioobserve.probes.python_probes import PythonOptions
 
 
 @dataclass
@@ -74,10 +75,10 @@ class GatedCommand:
 
 
 def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
-                layers: frozenset[str] = DEFAULT_LAYERS) -> SyscallProbes:
+                layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> SyscallProbes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes, layers)
+    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes, layers, python)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:
@@ -92,12 +93,13 @@ class Recording:
     """Runs probes and collector until the duration passes, the command ends, or a signal."""
 
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
-                 original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS):
+                 original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
+                 python: PythonOptions = PythonOptions()):
         self.filters = filters
         self.original_nice = original_nice
         self.sinks = sinks
         btf = Btf.load()
-        self.probes = load_probes(sizes, btf, layers)
+        self.probes = load_probes(sizes, btf, layers, python)
         self.accounting, self.accounting_note = exit_accounting(btf)
         self._stop = threading.Event()
         self._stopped_by = "end"

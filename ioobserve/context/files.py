@@ -8,6 +8,7 @@ import threading
 
 import polars as pl
 
+from ioobserve import events as ev
 from ioobserve.decode import NameRecord, PathRecord
 
 UNKNOWN_BASE = "?"
@@ -66,7 +67,7 @@ class FileTable:
 
     def names_frame(self, records: list[NameRecord]) -> pl.DataFrame:
         """tid, ts_ns, index, path for a batch of name records."""
-        rows = [(r.tid, r.ts_ns, r.index, self.join_name(r)) for r in records]
+        rows = [(r.tid, r.ts_ns, r.index, r.name if r.index == ev.NAME_LABEL else self.join_name(r)) for r in records]
         return pl.DataFrame(
             rows, schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String}, orient="row"
         )

@@ -132,6 +132,14 @@ MPIIO = (
     *(_mpi_data(f"MPI_File_{kind}_{how}", at=False) for how in ("shared", "ordered") for kind in ("read", "write")),
 )
 
+# The interpreter (libpython or a python binary holding the runtime): every import statement
+# calls PyImport_ImportModuleLevelObject(name, ...), even for a module already loaded, so only
+# the ones that did file I/O are kept; imports made while importing are their own events.
+PYTHON = (
+    CallSpec("import", ("PyImport_ImportModuleLevelObject",), library=ev.LIB_PYTHON,
+             flags=ev.C_NESTS | ev.C_NEEDS_IO | ev.C_PY_NAME),
+)
+
 
 # Calls that return a C int (status or descriptor), whose register's upper half is noise.
 INT_RETURNS = frozenset(

@@ -19,7 +19,7 @@ from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
 from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
-from ioobserve.probes.python_probes import DEFAULT_DEPTH, PythonProbes
+from ioobserve.probes.python_probes import PythonOptions, PythonProbes
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 
@@ -78,7 +78,7 @@ class SyscallProbes:
     """The syscall and process-lineage probes of one recording."""
 
     def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes(),
-                 layers: frozenset[str] = ly.DEFAULT, py_depth: int = DEFAULT_DEPTH, py_sample: int = 1):
+                 layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions()):
         self.sizes = sizes
         self.layers = layers
         self._attached: list[str] = []
@@ -108,7 +108,7 @@ class SyscallProbes:
             raise ProbeError(f"compiling {' and '.join(SOURCES)} failed: {exc}") from exc
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
-        self.python = PythonProbes(self.bpf, py_depth, py_sample) if ly.PYTHON in layers else None
+        self.python = PythonProbes(self.bpf, python) if ly.PYTHON in layers else None
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
@@ -138,15 +138,16 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
-        if self.libraries:
+        call_layers = [*self.libraries.values(), *([self.python.imports] if self.python is not None else [])]
+        if call_layers:
             cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
             calls = self.bpf["call_specs"]
-            specs = tuple(spec for probes in self.libraries.values() for spec in probes.specs)
+            specs = tuple(spec for probes in call_layers for spec in probes.specs)
             for op, row in enumerate(call_spec_array(specs)):
                 if row["library"]:
                     calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
         if self.python is not None:  # libpython is found through the kernel's report of mappings
-            cfg["layers"] |= ev.LAYER_PYTHON | ev.LAYER_LIBS
+            cfg["layers"] |= ev.LAYER_PYTHON
         self._config = cfg
         self._write_config()
 

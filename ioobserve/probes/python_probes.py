@@ -13,29 +13,40 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ioobserve import events as ev
+from ioobserve.probes.call_table import PYTHON as PYTHON_CALLS
+from ioobserve.probes.libraries import LibraryProbes
 from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, InterpreterFinder
 
 WALK_PROGRAM = "py_walk"
 CHAINED = (("py_frames", 0), ("py_codes", 1))  # tail-called: program, index in py_programs
-DEFAULT_DEPTH = 16
+
+
+@dataclass(frozen=True)
+class PythonOptions:
+    """How much of the Python stack to walk (--py-depth), and on which calls (--py-stacks N)."""
+
+    depth: int = 16  # frames, at most ev.PY_MAX_FRAMES
+    sample: int = 1  # walk one traced call in `sample` per thread
 
 
 class PythonProbes:
     """The stack walk of one recording and the processes it knows run CPython."""
 
-    def __init__(self, bpf, depth: int = DEFAULT_DEPTH, sample: int = 1):
+    def __init__(self, bpf, options: PythonOptions = PythonOptions()):
         self.bpf = bpf
-        self.depth = min(depth, ev.PY_MAX_FRAMES)
-        self.sample = max(sample, 1)
+        self.depth = min(options.depth, ev.PY_MAX_FRAMES)
+        self.sample = max(options.sample, 1)
         self.finder = InterpreterFinder()
         self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
         self._link_fd: int | None = None
         self.processes = 0  # processes given to the kernel so far
+        self.imports = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE)  # uprobes on each interpreter file
         self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
@@ -44,6 +55,7 @@ class PythonProbes:
         from bcc import BPF  # deferred: only probes import bcc
         from bcc.libbcc import lib
 
+        self.imports.load_programs()
         programs = self.bpf["py_programs"]
         for name, index in CHAINED:
             programs[ctypes.c_int(index)] = ctypes.c_int(self.bpf.load_func(name.encode(), BPF.RAW_TRACEPOINT).fd)
@@ -69,6 +81,7 @@ class PythonProbes:
         index = self._layout_index(interpreter)
         if index is None:
             return False
+        self.imports.consider(pid, interpreter.path)  # once per file: cached by inode
         row = np.zeros(1, dtype=ev.PY_PROC)
         row["runtime"] = running.runtime
         row["layout"] = index
@@ -117,12 +130,18 @@ class PythonProbes:
         if self.sample > 1:
             what += f", one call in {self.sample}"
         what += f"; CPython {versions}"
+        if self.imports.files:
+            what += f"; imports probed in {len(self.imports.files)} interpreter file(s)"
+        if self.imports.failures:
+            path, why = next(iter(self.imports.failures.items()))
+            what += f"; imports not probed in {path}: {why}"
         if self.finder.unsupported:
             what += f" ({len(self.finder.unsupported)} interpreter(s) unsupported: {next(iter(self.finder.unsupported.values()))})"
         return what
 
     def detach(self) -> None:
-        """Detach the walk (safe to call twice)."""
+        """Detach the walk and the import probes (safe to call twice)."""
+        self.imports.close()
         if self._link_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._link_fd)

@@ -78,7 +78,7 @@ EVENT_FIELDS: tuple[tuple[str, str, pl.DataType], ...] = (
     ("count", "args", pl.UInt64), ("offset", "args", pl.Int64), ("fd", "args", pl.Int32),
     ("arg", "args", pl.UInt64), ("uid", "args", pl.UInt32), ("cgroup", "args", pl.UInt64),
     ("evflags", "args", pl.UInt16), ("tns", "args", pl.UInt16), ("dns", "args", pl.UInt16),
-    ("pts", "args", pl.UInt64), ("pystack", "args", pl.UInt32),
+    ("pts", "args", pl.UInt64), ("pystack", "args", pl.UInt32), ("module", "args", pl.String),
 )
 _QUOTED = {"name", "fhash", "fhash2"}
 
@@ -110,6 +110,9 @@ def _value(key: str) -> pl.Expr:
         "uid": pl.col(s.UID), "cgroup": pl.col(s.CGROUP), "evflags": pl.col(s.FLAGS),
         "tns": pl.col(s.TS) % 1000, "dns": pl.col(s.DUR) % 1000, "pts": pl.col(s.PARENT_TS),
         "pystack": pl.col(s.PY_STACK),
+        # A module name is the program's text: anything but a name's characters becomes "?",
+        # so it needs no JSON escape and the line stays one template row.
+        "module": pl.concat_str(pl.lit('"'), pl.col(s.PY_MODULE).str.replace_all(r"[^\w.\-]", "?"), pl.lit('"')),
     }[key]
     if key in _QUOTED:  # our op names and hex hashes never need JSON escaping
         column = pl.concat_str(pl.lit('"'), column, pl.lit('"'))

@@ -22,7 +22,7 @@ _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
     "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32, "arg": pl.UInt64,
     "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16, "pts": pl.UInt64,
-    "pystack": pl.UInt32,
+    "pystack": pl.UInt32, "module": pl.String,
     "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
     "cmdline": pl.List(pl.String),
     "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
@@ -107,7 +107,7 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
         # DFTracer keeps open flags and creation modes as "flags" and "mode"; ours as "arg".
         pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
         args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),
-        args.field("pts"), args.field("pystack"),
+        args.field("pts"), args.field("pystack"), args.field("module"),
     ).cast(RAW_SCHEMA)
 
 

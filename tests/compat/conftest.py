@@ -61,6 +61,7 @@ def _frame(n: int) -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 100).then(pl.lit("Loader.read")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 100).then(pl.lit("/w/loader.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 100).then(pl.lit(12, pl.Int32)).alias(s.PY_LINE),
+        pl.lit(None, pl.String).alias(s.PY_MODULE),
     ).select(list(s.EVENT_SCHEMA))
 
 

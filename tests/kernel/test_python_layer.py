@@ -9,6 +9,7 @@ that was already running when the recording started, and new interpreters it sta
 from __future__ import annotations
 
 import glob
+import subprocess
 from pathlib import Path
 
 import polars as pl
@@ -113,3 +114,61 @@ def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp
     assert set(reads.get_column(s.PID).to_list()) == set(children)
     assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
     assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads
+
+
+@pytest.mark.kernel
+def test_py_stacks_sampling_depth_and_off(root_required, tmp_path):
+    """--py-stacks N walks one traced call in N per thread, --py-depth D at most D frames,
+    --py-stacks off none at all."""
+    command = [DEBIAN_PYTHON, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data")]
+    runs = {"sampled": ("--py-stacks", "4", "--py-depth", "2"), "off": ("--py-stacks", "off")}
+    frames = {}
+    for name, options in runs.items():
+        done = record_command(tmp_path / name, command, *options)
+        assert done.returncode == 0, done.stderr
+        report = json_line(done.stdout, "threads")
+        traces = sorted((tmp_path / name).glob("*.pfw.gz"))
+        frames[name] = (_reads(load(traces)).filter(pl.col(s.PATH).is_in(list(report["files"].values()))), traces, done)
+    sampled, traces, done = frames["sampled"]
+    with_stack = sampled.get_column(s.PY_STACK).is_not_null().sum()
+    # Every thread's traced calls (open, reads, close) count; one in 4 is walked.
+    assert 0 < with_stack < sampled.height // 2, (with_stack, sampled.height)
+    assert "one call in 4" in " ".join(done.stdout.split())
+    depths = [len(frames) for frames in _stacks(traces).values()]
+    assert max(depths) == 2 and min(depths) >= 1, depths
+    off, _, done = frames["off"]
+    assert off.height == sampled.height and off.get_column(s.PY_STACK).null_count() == off.height
+    assert "python:" not in " ".join(done.stdout.split())
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
+def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
+    """An import that reads files is a PYTHON-layer event named by its module, with its
+    duration; the reads of the module's file happen inside it; an import made while
+    importing is its own event inside the outer one; an import of a loaded module is none."""
+    assert python and Path(python).exists(), f"{python} is missing"
+    # The interpreter file is probed once a process of it is seen: one is running at the start.
+    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
+    recorder = Recorder(tmp_path / "trace")
+    done = subprocess.run([python, str(WORKLOADS / "python_imports.py"), str(tmp_path / "mods")], capture_output=True,
+                          text=True, timeout=120, check=False)
+    holder.go()
+    code, out, stderr = recorder.stop()
+    assert done.returncode == 0, done.stderr
+    assert code == 0, stderr
+    assert "imports probed in" in " ".join(out.split()), out
+    report = json_line(done.stdout, "files")
+    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    imports = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "import"))
+    mine = {row[s.PY_MODULE]: row for row in imports.filter(pl.col(s.PY_MODULE).is_in(["outer", "inner"])).iter_rows(named=True)}
+    assert sorted(imports.filter(pl.col(s.PY_MODULE).is_in(["outer", "inner"])).get_column(s.PY_MODULE)) == ["inner", "outer"]
+    outer, inner = mine["outer"], mine["inner"]
+    assert inner[s.PARENT_TS] == outer[s.TS]
+    assert outer[s.TS] < inner[s.TS] and inner[s.TS] + inner[s.DUR] <= outer[s.TS] + outer[s.DUR]
+    assert outer[s.RET] == inner[s.RET] == 1
+    for name, event in mine.items():
+        reads = _reads(frame).filter(pl.col(s.PATH) == report["files"][name])
+        assert reads.height > 0, name
+        assert reads.get_column(s.PARENT_TS).unique().to_list() == [event[s.TS]], (name, reads)
+        assert event[s.PATH].startswith(report["dir"]), event

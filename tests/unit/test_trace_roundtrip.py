@@ -46,6 +46,7 @@ def _frame() -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 10).then(pl.lit("Dataset.__getitem__")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 10).then(pl.lit("/w/data.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 10).then(pl.lit(42, pl.Int32)).alias(s.PY_LINE),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit("pkg.sub_mod")).alias(s.PY_MODULE),
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
@@ -92,6 +93,15 @@ def test_events_round_trip_with_ns_precision_and_paths(trace):
     assert failed[s.PATH] is None and failed[s.ERRNO] == 9
     assert loaded.schema == pl.Schema(s.EVENT_SCHEMA)
     assert loaded.equals(_frame()), "every column of every event comes back as written"
+
+
+def test_a_module_name_with_odd_characters_keeps_the_line_valid(tmp_path):
+    """A module name is whatever str the program imported: characters a name cannot hold
+    are written as "?", so the line needs no escape."""
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
+    writer.events(_frame().with_columns(pl.lit('odd"mod\\ule x', pl.String).alias(s.PY_MODULE)))
+    writer.close()
+    assert load(writer.path).get_column(s.PY_MODULE).unique().to_list() == ["odd?mod?ule?x"]
 
 
 def test_job_context_is_described_once_per_cgroup_and_uid(trace):
