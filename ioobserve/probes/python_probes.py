@@ -81,7 +81,6 @@ class PythonProbes:
         index = self._layout_index(interpreter)
         if index is None:
             return False
-        self.imports.consider(pid, interpreter.path)  # once per file: cached by inode
         row = np.zeros(1, dtype=ev.PY_PROC)
         row["runtime"] = running.runtime
         row["layout"] = index
@@ -91,6 +90,7 @@ class PythonProbes:
         table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
         self.processes += 1
         self.versions.add(interpreter.version)
+        self.imports.consider(pid, interpreter.path)  # after the walk is on: the first time, it takes a while
         return True
 
     def _layout_index(self, interpreter: Interpreter) -> int | None:

@@ -19,12 +19,18 @@ from ioobserve.python.linetable import NO_LINE, LineTable
 UNKNOWN = "<unknown>"  # a code object whose record was lost
 
 
+CALL_BITS = 53  # a call id fits a JSON number any reader keeps exact
+
+
 class Frame(NamedTuple):
-    """One Python frame: the function's qualified name, its file and the line being run."""
+    """One Python frame: the function's qualified name, its file, the line being run, and
+    which call of the function it is (its frame and first arguments, hashed in the kernel:
+    consecutive I/O with the same call id up a stack is one call, see ioobserve.python.spans)."""
 
     function: str
     file: str
     line: int
+    call: int = 0
 
 
 class Stack(NamedTuple):
@@ -103,12 +109,13 @@ class PythonStacks:
         if record is None:
             return None
         frames = []
-        for code_addr, instr in zip(record.frames["code"].tolist(), record.frames["instr"].tolist()):
+        calls = (record.frames["instance"] & ((1 << CALL_BITS) - 1)).tolist()
+        for code_addr, instr, call in zip(record.frames["code"].tolist(), record.frames["instr"].tolist(), calls):
             code = self._codes.get((record.pid, code_addr))
             if code is None:
-                frames.append(Frame(UNKNOWN, "", NO_LINE))
+                frames.append(Frame(UNKNOWN, "", NO_LINE, call))
                 continue
-            frames.append(Frame(code.function, code.file, code.line(instr)))
+            frames.append(Frame(code.function, code.file, code.line(instr), call))
         stack = Stack(tuple(frames), record.truncated)
         stack_id = self._ids.get(stack)
         if stack_id is None:

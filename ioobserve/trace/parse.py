@@ -29,7 +29,8 @@ _ARGS = pl.Struct({
     "since": pl.UInt64, "rank": pl.Int32, "local_rank": pl.Int32, "world_size": pl.Int32, "worker": pl.Int32,
     "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
     # PS records: a Python stack
-    "stack": pl.UInt32, "frames": pl.List(pl.Struct({"function": pl.String, "file": pl.String, "line": pl.Int32})),
+    "stack": pl.UInt32, "frames": pl.List(pl.Struct({"function": pl.String, "file": pl.String, "line": pl.Int32,
+                                                  "call": pl.UInt64})),
     "truncated": pl.Boolean,
     # TS records: an exited process's traced calls and bytes beside the kernel's accounting
     **dict.fromkeys(("read_syscalls", "write_syscalls", "read_char", "write_char", "read_bytes", "write_bytes",

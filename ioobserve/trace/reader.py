@@ -25,6 +25,7 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA, join_process_context
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.python.spans import STACK_TABLE_SCHEMA, with_python_spans
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
@@ -259,6 +260,14 @@ def _stacks(lines: pl.DataFrame) -> pl.DataFrame:
     ).unique("pystack", keep="last")
 
 
+def _stack_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """Python stack id -> all its frames, from PS records."""
+    ps = parse.metadata(lines, "PS")
+    if "frames" not in ps.columns:
+        return pl.DataFrame(schema=STACK_TABLE_SCHEMA)
+    return ps.select("stack", "frames").unique("stack", keep="last").cast(STACK_TABLE_SCHEMA)
+
+
 def _contexts(lines: pl.DataFrame) -> pl.DataFrame:
     """Process context rows (pid, since, ...) from PC records, for an as-of join."""
     pc = parse.metadata(lines, "PC")
@@ -325,13 +334,19 @@ def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
 
 def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
          path_prefix: str | Iterable[str] | None = None, damage: list[Damage] | None = None,
-         progress: bool | None = None) -> pl.DataFrame:
+         progress: bool | None = None, python_spans: bool = False) -> pl.DataFrame:
     """Events of one or more traces (ours or DFTracer's) as a DataFrame with the columns of
     ioobserve.schema, sorted by time. pids, [start_ns, end_ns) and path_prefix select events;
     indexed members outside them are never inflated. Damaged members are skipped and
-    described in `damage` (if given)."""
+    described in `damage` (if given). python_spans adds the Python calls the events were
+    made in (ioobserve.python.spans) as PYTHON-layer events, parents of their I/O."""
     selection = _selection(pids, start_ns, end_ns, path_prefix)
-    return _events(_run(_paths(paths), selection, damage, progress), selection)
+    parts = _run(_paths(paths), selection, damage, progress)
+    events = _events(parts, selection)
+    if not python_spans:
+        return events
+    lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
+    return with_python_spans(events, _stack_table(lines))
 
 
 def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,

@@ -263,7 +263,7 @@ class TraceWriter:
             stack = self._stacks.get(stack_id)
             if stack is None:
                 continue
-            frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
+            frames = [{"function": f.function, "file": f.file, "line": f.line, "call": f.call} for f in stack.frames]
             args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
             pending.add_meta(metadata_line("PS", self._pid, self._pid, args))
             self._stacks_described.add(stack_id)

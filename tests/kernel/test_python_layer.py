@@ -59,6 +59,30 @@ def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, meth
         assert (where["file"], where["line"]) == (report["file"], report["load_line"]), frames
         loader = frames[getitem[0] - 1]  # the frame __getitem__ called
         assert loader["function"] == "load" and "/numpy/" in loader["file"], frames
+    _check_getitem_spans(traces, report)
+
+
+def _check_getitem_spans(traces: list[Path], report: dict) -> None:
+    """One NpyDataset.__getitem__ span per item, holding the reads of that item's file
+    only, with a numpy `load` span inside it and the worker's `work` span above it."""
+    frame = load(traces, pids=report["workers"], python_spans=True)
+    spans = frame.filter(pl.col(s.LAYER) == s.LAYER_PYTHON)
+    getitems = spans.filter(pl.col(s.OP) == "NpyDataset.__getitem__")
+    assert getitems.height == len(report["files"]), getitems
+    # __getitem__ is called from the generator expression in work(): one call per worker
+    # (a generator keeps its frame and its iterator argument across resumes).
+    callers = spans.filter(pl.col(s.TS).is_in(getitems.get_column(s.PARENT_TS).implode()))
+    assert callers.get_column(s.OP).unique().to_list() == ["work.<locals>.<genexpr>"], callers
+    assert callers.height == len(report["workers"])
+    works = spans.filter(pl.col(s.OP) == "work")
+    assert set(callers.get_column(s.PARENT_TS)) == set(works.get_column(s.TS))
+    loads = spans.filter(pl.col(s.OP) == "load")
+    assert set(loads.get_column(s.PARENT_TS)) == set(getitems.get_column(s.TS))
+    reads = _reads(frame).filter(pl.col(s.PATH).is_in(report["files"]))
+    for span in getitems.iter_rows(named=True):
+        inside = reads.filter((pl.col(s.TID) == span[s.TID]) & (pl.col(s.TS) >= span[s.TS])
+                              & (pl.col(s.TS) + pl.col(s.DUR) <= span[s.TS] + span[s.DUR]))
+        assert inside.height > 0 and inside.get_column(s.PATH).n_unique() == 1, (span, inside)
 
 
 def _check_threads(frame: pl.DataFrame, report: dict) -> None:
@@ -76,10 +100,18 @@ def _check_threads(frame: pl.DataFrame, report: dict) -> None:
 def test_two_threads_reading_in_different_functions(root_required, tmp_path, python):
     """Told apart by their native thread ids, on each CPython of the machine."""
     assert Path(python).exists(), f"{python} is missing"
-    done = record_command(tmp_path / "trace", [python, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data")])
+    # An interpreter never seen before is read a few ms after its first process maps it (more
+    # under load), which this short workload may outrun: one is running when recording starts.
+    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
+    recorder = Recorder(tmp_path / "trace")
+    done = subprocess.run([python, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data")], capture_output=True,
+                          text=True, timeout=120, check=False)
+    holder.go()
+    code, _, stderr = recorder.stop()
     assert done.returncode == 0, done.stderr
+    assert code == 0, stderr
     report = json_line(done.stdout, "threads")
-    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
+    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
     _check_threads(frame, report)
 
 
