@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
@@ -99,6 +99,11 @@ class AuxBatch:
     libs: list[LibRecord] = field(default_factory=list)
     py_chains: list[PyChainRecord] = field(default_factory=list)
     py_codes: list[PyCodeRecord] = field(default_factory=list)
+
+    def extend(self, later: AuxBatch) -> None:
+        """Append the records of a batch drained after this one."""
+        for kind in fields(self):
+            getattr(self, kind.name).extend(getattr(later, kind.name))
 
 
 def _text(raw: bytes) -> str:

@@ -38,6 +38,9 @@ DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after
 # burst of process starts) does not hold up the reader, which probes libraries and finds
 # interpreters as processes start.
 QUEUED_BYTES = 64 << 20
+# A worker behind takes the queued batches together, up to this many events: each batch has
+# a fixed cost (some tens of Polars calls), which a flood of small drains would multiply.
+MERGED_EVENTS = 1 << 18
 
 
 class Sink(Protocol):
@@ -119,6 +122,7 @@ class Collector:
         self._queue: queue.Queue = queue.Queue()
         self._queued_bytes = 0
         self._queue_room = threading.Condition()
+        self._held: tuple | BaseException | None = None  # an item _take looked at but left for next
         self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
@@ -164,13 +168,32 @@ class Collector:
                     pass
         self._queue.put(end)
 
+    def _take(self) -> tuple[np.ndarray, AuxBatch] | BaseException | None:
+        """The next queue item; batches queued behind a batch come with it, merged."""
+        item = self._queue.get() if self._held is None else self._held
+        self._held = None
+        if not isinstance(item, tuple):
+            return item
+        batches, records, events = [item[0]], item[1], item[0].size
+        while events < MERGED_EVENTS:
+            try:
+                later = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if not isinstance(later, tuple):
+                self._held = later  # the stream's end: after this batch
+                break
+            batches.append(later[0])
+            records.extend(later[1])
+            events += later[0].size
+        with self._queue_room:
+            self._queued_bytes -= sum(batch.nbytes for batch in batches)
+            self._queue_room.notify()
+        return (np.concatenate(batches) if len(batches) > 1 else batches[0]), records
+
     def _work_loop(self) -> None:
         next_loss = time.monotonic() + self.loss_interval
-        while (item := self._queue.get()) is not None:
-            if isinstance(item, tuple):
-                with self._queue_room:
-                    self._queued_bytes -= item[0].nbytes
-                    self._queue_room.notify()
+        while (item := self._take()) is not None:
             if isinstance(item, BaseException):
                 self.error = self.error or item
                 break

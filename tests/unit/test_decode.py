@@ -40,3 +40,12 @@ def test_decode_aux_sorts_records_by_kind():
     assert batch.procs[0].exe == "/usr/bin/python3"
     assert batch.procs[0].argv == ("python3", "-c", "pass")
     assert batch.procs[0].comm == "python3"
+
+
+def test_batches_drained_later_extend_an_earlier_one_in_order():
+    first = decode_aux([_record(ev.NAME_RECORD, b"a", kind=ev.AUX_NAME, tid=1, ts_ns=1, len=1)])
+    later = decode_aux([_record(ev.NAME_RECORD, b"b", kind=ev.AUX_NAME, tid=1, ts_ns=2, len=1),
+                        _record(ev.PATH_RECORD, b"f\0", kind=ev.AUX_PATH, dev=5, ino=7, mode=0o100644, len=2)])
+    first.extend(later)
+    assert [n.name for n in first.names] == ["a", "b"]
+    assert [p.path for p in first.paths] == ["/f"]
