@@ -66,7 +66,7 @@ enum ioo_op {
 	IOO_OP_MPI_FILE_READ_ALL, IOO_OP_MPI_FILE_WRITE_ALL, IOO_OP_MPI_FILE_READ_AT_ALL, IOO_OP_MPI_FILE_WRITE_AT_ALL,
 	IOO_OP_MPI_FILE_READ_SHARED, IOO_OP_MPI_FILE_WRITE_SHARED, IOO_OP_MPI_FILE_READ_ORDERED, IOO_OP_MPI_FILE_WRITE_ORDERED,
 	/* The Python interpreter (uprobes on libpython or the python binary) */
-	IOO_OP_IMPORT,
+	IOO_OP_PY_IMPORT, IOO_OP_PY_OPEN,
 	IOO_OP_COUNT
 };
 
@@ -123,6 +123,7 @@ struct ioo_syscall_spec {
 				  * imports find the module already loaded) */
 #define IOO_C_PY_NAME      0x1000 /* arg 0 is a Python str: its text follows in a name record
 				   * (index IOO_NAME_LABEL) */
+#define IOO_C_RET_OBJECT   0x2000 /* returns a Python object: ret becomes 1, or 0 if it raised */
 
 enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3, IOO_LIB_PYTHON = 4 };
 

@@ -1404,8 +1404,8 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	}
 	if (spec->flags & IOO_C_RET_STREAM)
 		ret = ret ? fd : -1;  /* the new stream's descriptor: its address means nothing later */
-	if (spec->flags & IOO_C_PY_NAME)
-		ret = ret != 0;  /* an import: 1 if it returned the module, 0 if it raised */
+	if (spec->flags & IOO_C_RET_OBJECT)
+		ret = ret != 0;
 	u64 count = spec->count_arg >= 0 ? frame.args[spec->count_arg & (CALL_ARGS - 1)] : 0;
 	if (spec->size_arg >= 0) {
 		u64 size = frame.args[spec->size_arg & (CALL_ARGS - 1)];
@@ -1529,7 +1529,8 @@ CALL_ENTRY(MPI_File_read_shared, IOO_OP_MPI_FILE_READ_SHARED)
 CALL_ENTRY(MPI_File_write_shared, IOO_OP_MPI_FILE_WRITE_SHARED)
 CALL_ENTRY(MPI_File_read_ordered, IOO_OP_MPI_FILE_READ_ORDERED)
 CALL_ENTRY(MPI_File_write_ordered, IOO_OP_MPI_FILE_WRITE_ORDERED)
-CALL_ENTRY(import, IOO_OP_IMPORT)
+CALL_ENTRY(py_import, IOO_OP_PY_IMPORT)
+CALL_ENTRY(py_open, IOO_OP_PY_OPEN)
 
 /* The VFS (opt-in, kprobes where the kernel has them): vfs_read, vfs_write, vfs_open and
  * vfs_fsync_range, the file operations every syscall path and in-kernel reader (nfsd,

@@ -57,12 +57,14 @@ OP_NAMES: tuple[str, ...] = (
     "MPI_File_read", "MPI_File_write", "MPI_File_read_at", "MPI_File_write_at",
     "MPI_File_read_all", "MPI_File_write_all", "MPI_File_read_at_all", "MPI_File_write_at_all",
     "MPI_File_read_shared", "MPI_File_write_shared", "MPI_File_read_ordered", "MPI_File_write_ordered",
-    "import",
+    "py_import", "py_open",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
-# What the trace calls each op: libc's wrappers by their function name, like the syscall.
-OP_LABELS: tuple[str, ...] = tuple(name.removeprefix(POSIX_PREFIX) for name in OP_NAMES)
+PYTHON_PREFIX = "py_"
+# What the trace calls each op: libc's wrappers by their function name, like the syscall;
+# the interpreter's by what the program wrote (import, open).
+OP_LABELS: tuple[str, ...] = tuple(name.removeprefix(POSIX_PREFIX).removeprefix(PYTHON_PREFIX) for name in OP_NAMES)
 
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
@@ -76,7 +78,7 @@ FIRST_POSIX_OP = OP_CODES["posix_open"]
 FIRST_VFS_OP = OP_CODES["vfs_read"]
 FIRST_HDF5_OP = OP_CODES["H5Fcreate"]
 FIRST_MPIIO_OP = OP_CODES["MPI_File_open"]
-FIRST_PYTHON_OP = OP_CODES["import"]
+FIRST_PYTHON_OP = OP_CODES["py_import"]
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
@@ -118,7 +120,7 @@ SYSCALL_SPEC = np.dtype(
 # ioo_call_spec.flags and enum ioo_library
 C_RET_STREAM, C_RET_FD, C_RET_ITEMS = 0x1, 0x2, 0x4
 C_RET_HANDLE, C_OUT_HANDLE, C_HANDLE_PTR, C_CLOSE_HANDLE, C_MPI_TYPE = 0x8, 0x10, 0x20, 0x40, 0x80
-C_KNOWN_HANDLE, C_RET_INT, C_NESTS, C_NEEDS_IO, C_PY_NAME = 0x100, 0x200, 0x400, 0x800, 0x1000
+C_KNOWN_HANDLE, C_RET_INT, C_NESTS, C_NEEDS_IO, C_PY_NAME, C_RET_OBJECT = 0x100, 0x200, 0x400, 0x800, 0x1000, 0x2000
 LIB_LIBC, LIB_HDF5, LIB_MPIIO, LIB_PYTHON = 1, 2, 3, 4
 
 CALL_SPEC = np.dtype(

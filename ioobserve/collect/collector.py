@@ -41,6 +41,7 @@ QUEUED_BYTES = 64 << 20
 # A worker behind takes the queued batches together, up to this many events: each batch has
 # a fixed cost (some tens of Polars calls), which a flood of small drains would multiply.
 MERGED_EVENTS = 1 << 18
+_NOTHING = object()  # no queue item held back (None is one: the stream's end)
 
 
 class Sink(Protocol):
@@ -122,7 +123,7 @@ class Collector:
         self._queue: queue.Queue = queue.Queue()
         self._queued_bytes = 0
         self._queue_room = threading.Condition()
-        self._held: tuple | BaseException | None = None  # an item _take looked at but left for next
+        self._held: object = _NOTHING  # an item _take looked at but left for the next call
         self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
@@ -170,8 +171,8 @@ class Collector:
 
     def _take(self) -> tuple[np.ndarray, AuxBatch] | BaseException | None:
         """The next queue item; batches queued behind a batch come with it, merged."""
-        item = self._queue.get() if self._held is None else self._held
-        self._held = None
+        item = self._queue.get() if self._held is _NOTHING else self._held
+        self._held = _NOTHING
         if not isinstance(item, tuple):
             return item
         batches, records, events = [item[0]], item[1], item[0].size

@@ -135,9 +135,12 @@ MPIIO = (
 # The interpreter (libpython or a python binary holding the runtime): every import statement
 # calls PyImport_ImportModuleLevelObject(name, ...), even for a module already loaded, so only
 # the ones that did file I/O are kept; imports made while importing are their own events.
+# Python's open() is _io.open, whose C function _io_open has no symbol in a stripped binary:
+# ioobserve.python.methods finds it through the _io module's method table.
 PYTHON = (
-    CallSpec("import", ("PyImport_ImportModuleLevelObject",), library=ev.LIB_PYTHON,
-             flags=ev.C_NESTS | ev.C_NEEDS_IO | ev.C_PY_NAME),
+    CallSpec("py_import", ("PyImport_ImportModuleLevelObject",), library=ev.LIB_PYTHON,
+             flags=ev.C_NESTS | ev.C_NEEDS_IO | ev.C_PY_NAME | ev.C_RET_OBJECT),
+    CallSpec("py_open", ("_io_open",), library=ev.LIB_PYTHON, flags=ev.C_NESTS | ev.C_RET_OBJECT),
 )
 
 

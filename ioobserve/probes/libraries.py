@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,6 +82,7 @@ class LibraryProbes:
     failures: dict[str, str] = field(default_factory=dict)  # path -> why it could not be probed
     multi: bool | None = None  # whether uprobe_multi links work here (None: not tried yet)
     links: list[int] = field(default_factory=list)
+    locate: Callable[[str], dict[int, str]] | None = None  # {address: op} of functions without a symbol
 
     def attach_file(self, path: str) -> int:
         """Probe one library file (once per inode); the number of functions probed there."""
@@ -98,6 +100,8 @@ class LibraryProbes:
         wanted = "^(" + "|".join(re.escape(s) for spec in self.specs for s in spec.symbols) + ")$"
         try:
             calls = resolve_calls(BPF.get_user_functions_and_addresses(path, wanted), self.specs)
+            if self.locate is not None:
+                calls = {**self.locate(path), **calls}
             if self.multi is not False and self._attach_multi(path, calls):
                 self.files[key] = len(calls)
                 return self.files[key]

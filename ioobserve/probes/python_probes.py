@@ -22,6 +22,7 @@ from ioobserve import events as ev
 from ioobserve.probes.call_table import PYTHON as PYTHON_CALLS
 from ioobserve.probes.libraries import LibraryProbes
 from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, InterpreterFinder
+from ioobserve.python.methods import interpreter_methods
 
 WALK_PROGRAM = "py_walk"
 CHAINED = (("py_frames", 0), ("py_codes", 1))  # tail-called: program, index in py_programs
@@ -46,7 +47,8 @@ class PythonProbes:
         self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
         self._link_fd: int | None = None
         self.processes = 0  # processes given to the kernel so far
-        self.imports = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE)  # uprobes on each interpreter file
+        # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
+        self.imports = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods)
         self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
@@ -131,7 +133,7 @@ class PythonProbes:
             what += f", one call in {self.sample}"
         what += f"; CPython {versions}"
         if self.imports.files:
-            what += f"; imports probed in {len(self.imports.files)} interpreter file(s)"
+            what += f"; imports and open() probed in {len(self.imports.files)} interpreter file(s)"
         if self.imports.failures:
             path, why = next(iter(self.imports.failures.items()))
             what += f"; imports not probed in {path}: {why}"

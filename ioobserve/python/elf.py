@@ -1,5 +1,6 @@
-"""The little of ELF64 the Python layer needs: a symbol's address and the bytes the file
-gives a virtual address (initialized data), read from the file, not from a process."""
+"""The little of ELF64 the Python layer needs: a symbol's address, the bytes the file gives a
+virtual address (initialized data) and the pointers stored there (relocated ones too), read
+from the file, not from a process."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from pathlib import Path
 ET_EXEC = 2
 PT_LOAD = 1
 PF_X = 1
-SHT_SYMTAB, SHT_DYNSYM = 2, 11
+SHT_SYMTAB, SHT_RELA, SHT_DYNSYM = 2, 4, 11
+RELATIVE_RELOCATIONS = (8, 1027)  # R_X86_64_RELATIVE, R_AARCH64_RELATIVE: base + addend
 _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
+_RELA = struct.Struct("<QQq")
 
 
 class ElfError(ValueError):
@@ -48,6 +51,7 @@ class ElfFile:
         ]
         self._sections = [_SHDR.unpack_from(self._data, shoff + i * shentsize) for i in range(shnum)] if shoff else []
         self._symbols: dict[int, dict[str, int]] = {}
+        self._relative: dict[int, int] | None = None  # slot vaddr -> the vaddr it will hold
 
     @property
     def is_executable(self) -> bool:
@@ -84,6 +88,47 @@ class ElfFile:
                 start = seg.offset + vaddr - seg.vaddr
                 return self._data[start:start + size]
         return None
+
+    def find(self, needle: bytes) -> int | None:
+        """The virtual address of the first loaded occurrence of `needle`."""
+        at = self._data.find(needle)
+        while at >= 0:
+            for seg in self.segments:
+                if seg.offset <= at and at + len(needle) <= seg.offset + seg.filesz:
+                    return seg.vaddr + at - seg.offset
+            at = self._data.find(needle, at + 1)
+        return None
+
+    def _relocated(self) -> dict[int, int]:
+        if self._relative is None:
+            self._relative = {}
+            for _, kind, _, _, offset, size, _, _, _, entsize in self._sections:
+                if kind != SHT_RELA or entsize != _RELA.size:
+                    continue
+                for slot, info, addend in _RELA.iter_unpack(self._data[offset:offset + size]):
+                    if info & 0xFFFFFFFF in RELATIVE_RELOCATIONS:
+                        self._relative[slot] = addend
+        return self._relative
+
+    def pointer_at(self, vaddr: int) -> int | None:
+        """The address a pointer at `vaddr` holds once loaded (relative to the load base in a
+        shared object or PIE: the relocation's addend)."""
+        relocated = self._relocated().get(vaddr)
+        if relocated is not None:
+            return relocated
+        raw = self.read(vaddr, 8)
+        return int.from_bytes(raw, "little") if raw else None
+
+    def pointers_to(self, target: int) -> list[int]:
+        """Addresses of the pointers that will hold `target`: relocated slots, and the plain
+        8-byte values of a file loaded at its link addresses."""
+        slots = [slot for slot, addend in self._relocated().items() if addend == target]
+        if self.is_executable:
+            needle, at = target.to_bytes(8, "little"), 0
+            while (at := self._data.find(needle, at)) >= 0:
+                slots += [seg.vaddr + at - seg.offset for seg in self.segments if seg.offset <= at < seg.offset + seg.filesz]
+                at += 1
+        return slots
 
     def first_vaddr(self) -> int:
         """The lowest loaded address: a shared object's mappings start there plus its base."""

@@ -189,7 +189,7 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
     code, out, stderr = recorder.stop()
     assert done.returncode == 0, done.stderr
     assert code == 0, stderr
-    assert "imports probed in" in " ".join(out.split()), out
+    assert "imports and open() probed in" in " ".join(out.split()), out
     report = json_line(done.stdout, "files")
     frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
     imports = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "import"))
@@ -204,3 +204,33 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
         assert reads.height > 0, name
         assert reads.get_column(s.PARENT_TS).unique().to_list() == [event[s.TS]], (name, reads)
         assert event[s.PATH].startswith(report["dir"]), event
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
+def test_python_open_calls_with_their_syscalls(root_required, tmp_path, python):
+    """Each open() is a PYTHON-layer `open` event named by its file, its openat inside it;
+    one that raised has ret 0 and its failed openat inside it. Debian's stripped binary has
+    no symbol for open()'s C function (found through the _io method table); pyenv's has."""
+    assert python and Path(python).exists(), f"{python} is missing"
+    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
+    recorder = Recorder(tmp_path / "trace")
+    done = subprocess.run([python, str(WORKLOADS / "python_opens.py"), str(tmp_path / "files")], capture_output=True,
+                          text=True, timeout=120, check=False)
+    holder.go()
+    code, _, stderr = recorder.stop()
+    assert done.returncode == 0, done.stderr
+    assert code == 0, stderr
+    report = json_line(done.stdout, "missing")
+    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    opens = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "open"))
+    mine = opens.filter(pl.col(s.PATH) == report["file"])
+    assert mine.get_column(s.RET).to_list() == [1, 1], opens
+    openats = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.OP) == "openat"))
+    for event in mine.iter_rows(named=True):
+        inside = openats.filter(pl.col(s.PARENT_TS) == event[s.TS])
+        assert inside.get_column(s.PATH).to_list() == [report["file"]], inside
+    failed = openats.filter(pl.col(s.PATH) == report["missing"])
+    assert failed.get_column(s.ERRNO).to_list() == [2]
+    raised = opens.filter(pl.col(s.TS) == failed.item(0, s.PARENT_TS))
+    assert raised.get_column(s.RET).to_list() == [0], opens

@@ -1,0 +1,49 @@
+"""The worker's queue: batches queued behind one are taken with it, merged in order, and the
+stream's end (None, or an error) still comes, after them."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+
+from ioobserve import events as ev
+from ioobserve.collect import collector as c
+from ioobserve.decode import AuxBatch, NameRecord
+
+
+def _queue_of(*items) -> c.Collector:
+    """A collector with only its queue (the worker's side of it is pure logic)."""
+    collector = object.__new__(c.Collector)
+    collector._queue = queue.Queue()
+    collector._queue_room = threading.Condition()
+    collector._held = c._NOTHING
+    collector._queued_bytes = 0
+    for item in items:
+        if isinstance(item, tuple):
+            collector._queued_bytes += item[0].nbytes
+        collector._queue.put(item)
+    return collector
+
+
+def _batch(first_ts: int, count: int, name: str) -> tuple[np.ndarray, AuxBatch]:
+    events = np.zeros(count, dtype=ev.EVENT)
+    events["ts_ns"] = np.arange(first_ts, first_ts + count)
+    return events, AuxBatch(names=[NameRecord(1, first_ts, 0, 0, 0, name)])
+
+
+def test_queued_batches_merge_in_order_and_the_end_follows():
+    collector = _queue_of(_batch(0, 3, "a"), _batch(3, 2, "b"), None)
+    events, records = collector._take()
+    assert events["ts_ns"].tolist() == [0, 1, 2, 3, 4]
+    assert [n.name for n in records.names] == ["a", "b"]
+    assert collector._queued_bytes == 0
+    assert collector._take() is None  # held back, not lost
+
+
+def test_an_error_ends_the_stream_after_the_batches_before_it():
+    failure = RuntimeError("capture died")
+    collector = _queue_of(_batch(0, 1, "a"), failure)
+    assert collector._take()[0].size == 1
+    assert collector._take() is failure
