@@ -277,6 +277,7 @@ struct ioo_lib_record {
 #define IOO_PY_MAX_FRAMES 32
 #define IOO_PY_NO_FIELD 0xffffffff
 #define IOO_PY_LASTI 0x1         /* frame_instr is an int index of code units (3.10), not a pointer */
+#define IOO_PY_PTHREAD_ID 0x2    /* tstate_native_id is thread_id, pthread_self() (3.10) */
 #define IOO_PY_NAME_BYTES 128     /* bytes of a qualified name kept */
 #define IOO_PY_FILE_BYTES 256     /* bytes of a file name kept */
 #define IOO_PY_TABLE_BYTES 2048   /* bytes of a line table kept */
@@ -285,7 +286,8 @@ struct ioo_py_layout {
 	__u32 interp_next;
 	__u32 interp_threads;        /* PyInterpreterState's first thread state */
 	__u32 tstate_next;
-	__u32 tstate_native_id;      /* native_thread_id: the thread's id in its pid namespace */
+	__u32 tstate_native_id;      /* native_thread_id: the thread's id in its pid namespace
+				      * (3.10: thread_id, see IOO_PY_PTHREAD_ID) */
 	__u32 tstate_frame;          /* the current frame, or the _PyCFrame holding it */
 	__u32 cframe_frame;          /* _PyCFrame.current_frame (3.11, 3.12); IOO_PY_NO_FIELD: none */
 	__u32 frame_previous;

@@ -151,6 +151,17 @@ static __always_inline u32 current_ns_tid(void)
 	return read_u32(pid, OFF_PID_NUMBERS + level * SIZEOF_UPID);  /* upid.nr comes first */
 }
 
+/* The calling thread's thread pointer, which glibc's pthread_self() returns (x86_64: the FS
+ * base; 0 where the kernel's BTF has none). */
+static __always_inline u64 current_thread_pointer(void)
+{
+#if OFF_TASK_THREAD_FSBASE >= 0
+	return read_u64(bpf_get_current_task_btf(), OFF_TASK_THREAD_FSBASE);
+#else
+	return 0;
+#endif
+}
+
 /* The syscall argument `index` from the pt_regs the raw sys_enter tracepoint gives. */
 static __always_inline u64 syscall_arg(const void *regs, int index)
 {

@@ -28,10 +28,12 @@ struct py_thread {
 	u32 calls;    /* traced calls so far, for sampling */
 };
 
+/* A code object as sent: its address in a process, and what it names (a code object freed
+ * at startup, site.py's module code say, leaves its address to a later function's). */
 struct py_code_key {
 	u64 code;
 	u32 tgid;
-	u32 pad;
+	u32 names;  /* hash of its qualname and filename objects' addresses */
 };
 
 /* The walk in progress on this CPU, carried across py_walk's tail calls. */
@@ -96,8 +98,11 @@ static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_
 					   struct py_thread *thread, u32 tgid)
 {
 	if (lay->tstate_native_id == IOO_PY_NO_FIELD)
-		return 0;  /* 3.10 keeps no native thread id */
-	u64 native = current_ns_tid();
+		return 0;
+	/* 3.10 keeps no native id, only pthread_self(): the thread pointer (none off x86_64). */
+	u64 native = (lay->flags & IOO_PY_PTHREAD_ID) ? current_thread_pointer() : current_ns_tid();
+	if (!native)
+		return 0;
 	if (thread->tgid == tgid && thread->tstate && user_u64(thread->tstate + lay->tstate_native_id) == native)
 		return thread->tstate;
 	u64 interp = user_u64(proc->runtime + lay->runtime_interpreters);
@@ -293,7 +298,9 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 		if (i >= depth)
 			break;
 		u64 code = scratch->chain.frames[i & (IOO_PY_MAX_FRAMES - 1)].code;
-		struct py_code_key key = {.code = code, .tgid = tgid};
+		u64 qualname = user_u64(code + lay->code_qualname);
+		u64 filename = user_u64(code + lay->code_filename);
+		struct py_code_key key = {.code = code, .tgid = tgid, .names = py_mix(qualname, filename)};
 		if (py_codes_seen.lookup(&key))
 			continue;
 		rec->hdr.kind = IOO_AUX_PY_CODE;
@@ -303,10 +310,8 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 		rec->version = lay->version;
 		rec->firstlineno = 0;
 		bpf_probe_read_user(&rec->firstlineno, sizeof(rec->firstlineno), (void *)(code + lay->code_firstlineno));
-		rec->name_len = py_string(lay, user_u64(code + lay->code_qualname), rec->name, IOO_PY_NAME_BYTES,
-					  &rec->name_kind);
-		rec->file_len = py_string(lay, user_u64(code + lay->code_filename), rec->file, IOO_PY_FILE_BYTES,
-					  &rec->file_kind);
+		rec->name_len = py_string(lay, qualname, rec->name, IOO_PY_NAME_BYTES, &rec->name_kind);
+		rec->file_len = py_string(lay, filename, rec->file, IOO_PY_FILE_BYTES, &rec->file_kind);
 		u64 table = user_u64(code + lay->code_linetable);
 		u64 size = table ? user_u64(table + lay->bytes_size) : 0;
 		u64 keep = size < IOO_PY_TABLE_BYTES ? size : IOO_PY_TABLE_BYTES;

@@ -62,6 +62,11 @@ FIELDS: dict[str, tuple[str, str]] = {
     "REQUEST_BIO": ("request", "bio"),
 }
 
+# OFF_<macro> -> (struct, member) that some architectures lack: -1 there (the C code checks).
+OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
+    "TASK_THREAD_FSBASE": ("task_struct", "thread.fsbase"),  # x86_64: the thread pointer, pthread_self()
+}
+
 # SIZEOF_<macro> -> struct
 SIZES: dict[str, str] = {
     "UPID": "upid",  # struct pid's numbers[], one per pid namespace level
@@ -98,6 +103,8 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
     """Every offset the probes read, taken from `btf`; raises BtfError if one is missing."""
     arch = arch or machine_arch()
     offsets = {name: btf.offset(struct, member) for name, (struct, member) in FIELDS.items()}
+    offsets.update({name: btf.offset(struct, member) if btf.has_member(struct, member) else -1
+                    for name, (struct, member) in OPTIONAL_FIELDS.items()})
     offsets.update({f"SIZEOF_{name}": btf.struct_size(struct) for name, struct in SIZES.items()})
     regs = SYSCALL_ARG_REGS.get(arch)
     if regs is None:

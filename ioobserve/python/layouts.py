@@ -27,11 +27,12 @@ _OWNER_CSTACK = 3  # enum _frameowner's FRAME_OWNED_BY_CSTACK (3.12+)
 HEADER_TABLES: dict[tuple[int, int], dict[str, int]] = {
     (3, 10): {
         "runtime_interpreters": 32, "interp_next": 0, "interp_threads": 8, "tstate_next": 8,
-        "tstate_native_id": NO_FIELD, "tstate_frame": 24, "cframe_frame": NO_FIELD,
+        "tstate_native_id": 176, "tstate_frame": 24, "cframe_frame": NO_FIELD,  # thread_id: pthread_self()
         "frame_previous": 24, "frame_code": 32, "frame_instr": 96, "frame_owner": NO_FIELD, "frame_localsplus": 352,
         "owner_cstack": NO_FIELD, "code_argcount": 16, "code_firstlineno": 40, "code_qualname": 112,  # co_name
         "code_filename": 104, "code_linetable": 120, "code_adaptive": 0, "unicode_length": 16, "unicode_state": 32,
-        "unicode_ascii_data": 48, "unicode_compact_data": 72, "bytes_size": 16, "bytes_data": 32, "flags": ev.PY_LASTI,
+        "unicode_ascii_data": 48, "unicode_compact_data": 72, "bytes_size": 16, "bytes_data": 32,
+        "flags": ev.PY_LASTI | ev.PY_PTHREAD_ID,
     },
     (3, 11): {
         "runtime_interpreters": 40, "interp_next": 0, "interp_threads": 16, "tstate_next": 8,

@@ -22,7 +22,7 @@ from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 
 WORKLOADS = ROOT / "tests" / "workloads"
 DEBIAN_PYTHON = "/usr/bin/python3.11"
-PYENV_PYTHONS = sorted(glob.glob("/root/.pyenv/versions/3.1[1-9].*/bin/python3.1[1-9]"))
+PYENV_PYTHONS = sorted(glob.glob("/root/.pyenv/versions/3.1[0-9].*/bin/python3.1[0-9]"))
 PYENV_311 = next((p for p in PYENV_PYTHONS if "/3.11." in p), None)
 
 

@@ -34,6 +34,7 @@ int main(void)
 	P("frame_localsplus", offsetof(PyFrameObject, f_localsplus));
 	P("code_qualname", offsetof(PyCodeObject, co_name));  /* 3.10 has no co_qualname */
 	P("tstate_frame", offsetof(PyThreadState, frame));
+	P("tstate_native_id", offsetof(PyThreadState, thread_id));  /* pthread_self(): matched by thread pointer */
 #endif
 #if PY_VERSION_HEX >= 0x030d0000
 	P("tstate_frame", offsetof(PyThreadState, current_frame));
