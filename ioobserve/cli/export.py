@@ -34,7 +34,8 @@ def export(
     output: Annotated[Path, typer.Option("-o", "--output", help="The file to write.")],
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
 ) -> None:
-    """Convert traces for other tools; damaged members are skipped and reported."""
+    """Convert traces for other tools, with the Python calls that made the I/O as PYTHON-layer
+    spans (see ioobserve.python.spans); damaged members are skipped and reported."""
     from ioobserve.trace.export import WRITERS, write_atomically
     from ioobserve.trace.output import OutputError
     from ioobserve.trace.reader import TraceError, load
@@ -44,7 +45,7 @@ def export(
             fail(f"{trace}: no such trace file")
     damage: list = []
     try:
-        frame = load(traces, damage=damage)
+        frame = load(traces, damage=damage, python_spans=True)  # Perfetto shows them as the calls above the I/O
     except TraceError as exc:
         fail(str(exc))
     for found in damage:
