@@ -20,6 +20,7 @@
 #define PY_MAX_THREADS 128
 #define PY_PROG_FRAMES 0
 #define PY_PROG_CODES 1
+#define PY_ARGCOUNT_SLOTS 1024  /* code objects whose argument count each CPU remembers */
 #define PY_LABEL_DOTS 7     /* at most this many dots of a relative import's level in its label */
 
 struct py_thread {
@@ -34,6 +35,13 @@ struct py_code_key {
 	u64 code;
 	u32 tgid;
 	u32 names;  /* hash of its qualname and filename objects' addresses */
+};
+
+/* A code object's argument count, remembered: one user-memory read less per frame (a read
+ * costs ~0.1 µs here; a slot whose code moved on is read again). */
+struct py_argcount {
+	u64 code;
+	s64 argcount;
 };
 
 /* The walk in progress on this CPU, carried across py_walk's tail calls. */
@@ -52,6 +60,7 @@ BPF_TASK_STORAGE(py_threads, struct py_thread);
 BPF_TABLE("lru_hash", u64, u8, py_chains_seen, 65536);
 BPF_TABLE("lru_hash", struct py_code_key, u8, py_codes_seen, 65536);
 BPF_PERCPU_ARRAY(py_scratch, struct py_scratch, 1);
+BPF_PERCPU_ARRAY(py_argcounts, struct py_argcount, PY_ARGCOUNT_SLOTS);
 BPF_PERCPU_ARRAY(py_code_scratch, struct ioo_py_code_record, 1);
 BPF_PROG_ARRAY(py_programs, 2);
 
@@ -234,11 +243,27 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 			instr = (chunk_u64(chunk, lay->frame_instr) - code - lay->code_adaptive) / 2;
 		/* A call is its frame plus its first arguments: a loop calling the same function
 		 * from one line reuses the frame's address, not (usually) its arguments. */
+		u32 slot = ((code >> 4) ^ (code >> 14)) & (PY_ARGCOUNT_SLOTS - 1);
+		struct py_argcount *known = py_argcounts.lookup(&slot);
 		s32 argcount = 0;
-		bpf_probe_read_user(&argcount, sizeof(argcount), (void *)(code + lay->code_argcount));
+		if (known && known->code == code) {
+			argcount = known->argcount;
+		} else {
+			bpf_probe_read_user(&argcount, sizeof(argcount), (void *)(code + lay->code_argcount));
+			if (known) {
+				known->code = code;
+				known->argcount = argcount;
+			}
+		}
 		u64 args[PY_ARGS] = {};
-		if (argcount > 0)
+		if (argcount > 0 && lay->frame_localsplus + 8 * PY_ARGS <= PY_CHUNK) {
+			/* 3.11+: the first locals lie in the chunk read already (a read costs ~0.1 µs) */
+			args[0] = chunk_u64(chunk, lay->frame_localsplus);
+			args[1] = chunk_u64(chunk, lay->frame_localsplus + 8);
+			args[2] = chunk_u64(chunk, lay->frame_localsplus + 16);
+		} else if (argcount > 0) {
 			bpf_probe_read_user(args, sizeof(args), (void *)(frame + lay->frame_localsplus));
+		}
 		u64 instance = py_mix(frame, argcount > 0 ? args[0] : 0);
 		instance = py_mix(instance, argcount > 1 ? args[1] : 0);
 		instance = py_mix(instance, argcount > 2 ? args[2] : 0);
