@@ -138,7 +138,7 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
-        call_layers = [*self.libraries.values(), *([self.python.imports] if self.python is not None else [])]
+        call_layers = [*self.libraries.values(), *([self.python.calls] if self.python is not None else [])]
         if call_layers:
             cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
             calls = self.bpf["call_specs"]

@@ -48,7 +48,7 @@ class PythonProbes:
         self._link_fd: int | None = None
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
-        self.imports = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods)
+        self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods)
         self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
@@ -57,7 +57,7 @@ class PythonProbes:
         from bcc import BPF  # deferred: only probes import bcc
         from bcc.libbcc import lib
 
-        self.imports.load_programs()
+        self.calls.load_programs()
         programs = self.bpf["py_programs"]
         for name, index in CHAINED:
             programs[ctypes.c_int(index)] = ctypes.c_int(self.bpf.load_func(name.encode(), BPF.RAW_TRACEPOINT).fd)
@@ -92,7 +92,7 @@ class PythonProbes:
         table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
         self.processes += 1
         self.versions.add(interpreter.version)
-        self.imports.consider(pid, interpreter.path)  # after the walk is on: the first time, it takes a while
+        self.calls.consider(pid, interpreter.path)  # after the walk is on: the first time, it takes a while
         return True
 
     def _layout_index(self, interpreter: Interpreter) -> int | None:
@@ -132,18 +132,18 @@ class PythonProbes:
         if self.sample > 1:
             what += f", one call in {self.sample}"
         what += f"; CPython {versions}"
-        if self.imports.files:
-            what += f"; imports and open() probed in {len(self.imports.files)} interpreter file(s)"
-        if self.imports.failures:
-            path, why = next(iter(self.imports.failures.items()))
-            what += f"; imports not probed in {path}: {why}"
+        if self.calls.files:
+            what += f"; imports and open() probed in {len(self.calls.files)} interpreter file(s)"
+        if self.calls.failures:
+            path, why = next(iter(self.calls.failures.items()))
+            what += f"; imports and open() not probed in {path}: {why}"
         if self.finder.unsupported:
             what += f" ({len(self.finder.unsupported)} interpreter(s) unsupported: {next(iter(self.finder.unsupported.values()))})"
         return what
 
     def detach(self) -> None:
-        """Detach the walk and the import probes (safe to call twice)."""
-        self.imports.close()
+        """Detach the walk and the interpreter uprobes (safe to call twice)."""
+        self.calls.close()
         if self._link_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._link_fd)
