@@ -85,6 +85,21 @@ def _check_getitem_spans(traces: list[Path], report: dict) -> None:
         assert inside.height > 0 and inside.get_column(s.PATH).n_unique() == 1, (span, inside)
 
 
+def _run_with_interpreter_known(tmp_path: Path, python: str, command: list[str]) -> tuple[subprocess.CompletedProcess, str, list[Path]]:
+    """Run `command` under a system-wide recording started while another process of `python`
+    runs, so that its interpreter file is known (and probed) from the start: an interpreter
+    never seen before is read a few ms after its first process maps it (more under load),
+    which a short workload may outrun. Returns the command's run, record's output, the traces."""
+    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
+    recorder = Recorder(tmp_path / "trace")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    holder.go()
+    code, out, stderr = recorder.stop()
+    assert done.returncode == 0, done.stderr
+    assert code == 0, stderr
+    return done, out, recorder.traces()
+
+
 def _check_threads(frame: pl.DataFrame, report: dict) -> None:
     """Each thread's reads of its file name its own function and line."""
     for name, function in (("alpha", "read_in_alpha"), ("beta", "read_in_beta")):
@@ -100,18 +115,10 @@ def _check_threads(frame: pl.DataFrame, report: dict) -> None:
 def test_two_threads_reading_in_different_functions(root_required, tmp_path, python):
     """Told apart by their native thread ids, on each CPython of the machine."""
     assert Path(python).exists(), f"{python} is missing"
-    # An interpreter never seen before is read a few ms after its first process maps it (more
-    # under load), which this short workload may outrun: one is running when recording starts.
-    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
-    recorder = Recorder(tmp_path / "trace")
-    done = subprocess.run([python, str(WORKLOADS / "python_threads.py"), str(tmp_path / "data")], capture_output=True,
-                          text=True, timeout=120, check=False)
-    holder.go()
-    code, _, stderr = recorder.stop()
-    assert done.returncode == 0, done.stderr
-    assert code == 0, stderr
+    done, _, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_threads.py"),
+                                                                    str(tmp_path / "data")])
     report = json_line(done.stdout, "threads")
-    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     _check_threads(frame, report)
 
 
@@ -180,18 +187,11 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
     duration; the reads of the module's file happen inside it; an import made while
     importing is its own event inside the outer one; an import of a loaded module is none."""
     assert python and Path(python).exists(), f"{python} is missing"
-    # The interpreter file is probed once a process of it is seen: one is running at the start.
-    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
-    recorder = Recorder(tmp_path / "trace")
-    done = subprocess.run([python, str(WORKLOADS / "python_imports.py"), str(tmp_path / "mods")], capture_output=True,
-                          text=True, timeout=120, check=False)
-    holder.go()
-    code, out, stderr = recorder.stop()
-    assert done.returncode == 0, done.stderr
-    assert code == 0, stderr
+    done, out, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_imports.py"),
+                                                                      str(tmp_path / "mods")])
     assert "imports and open() probed in" in " ".join(out.split()), out
     report = json_line(done.stdout, "files")
-    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     imports = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "import"))
     mine = {row[s.PY_MODULE]: row for row in imports.filter(pl.col(s.PY_MODULE).is_in(["outer", "inner"])).iter_rows(named=True)}
     assert sorted(imports.filter(pl.col(s.PY_MODULE).is_in(["outer", "inner"])).get_column(s.PY_MODULE)) == ["inner", "outer"]
@@ -213,16 +213,10 @@ def test_python_open_calls_with_their_syscalls(root_required, tmp_path, python):
     one that raised has ret 0 and its failed openat inside it. Debian's stripped binary has
     no symbol for open()'s C function (found through the _io method table); pyenv's has."""
     assert python and Path(python).exists(), f"{python} is missing"
-    holder = Workload([python, "-c", "print('READY', flush=True); input()"])
-    recorder = Recorder(tmp_path / "trace")
-    done = subprocess.run([python, str(WORKLOADS / "python_opens.py"), str(tmp_path / "files")], capture_output=True,
-                          text=True, timeout=120, check=False)
-    holder.go()
-    code, _, stderr = recorder.stop()
-    assert done.returncode == 0, done.stderr
-    assert code == 0, stderr
+    done, _, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_opens.py"),
+                                                                    str(tmp_path / "files")])
     report = json_line(done.stdout, "missing")
-    frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     opens = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "open"))
     mine = opens.filter(pl.col(s.PATH) == report["file"])
     assert mine.get_column(s.RET).to_list() == [1, 1], opens
