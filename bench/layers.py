@@ -16,11 +16,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, metric, wrap
+from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, measure, wrap
 
 # config -> extra `record` options (None: not ioobserve)
 CONFIGS = {
@@ -72,11 +71,7 @@ def run(rounds: int, calls: int, dftracer_venv: Path | None) -> dict:
             for name, command in targets.items():
                 for config in configs[name]:
                     argv, env = command_for(config, command, work, preload)
-                    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-                    if done.returncode != 0:
-                        raise RuntimeError(f"{config} / {name} failed: {done.stderr[-800:]}")
-                    results[name][config].append(metric(done.stdout, "ns_per_call"))
-                    time.sleep(0.2)
+                    results[name][config].append(measure(argv, "ns_per_call", f"{config} / {name}", env))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results

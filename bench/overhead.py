@@ -82,6 +82,16 @@ def metric(stdout: str, key: str) -> float:
     raise RuntimeError(f"no {key} in output: {stdout[-500:]}")
 
 
+def measure(argv: list[str], key: str, label: str, env: dict | None = None) -> float:
+    """Run one configuration of a target to its end; the metric it reports. A short pause
+    follows, so one run's tail does not slow the next."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{label} failed: {done.stderr[-800:]}")
+    time.sleep(0.2)
+    return metric(done.stdout, key)
+
+
 def run(rounds: int, calls: int, dftracer_venv: Path | None, skip_strace: bool) -> dict:
     """Interleaved rounds; returns {target: {config: [metric, ...]}}."""
     work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-"))
@@ -94,11 +104,7 @@ def run(rounds: int, calls: int, dftracer_venv: Path | None, skip_strace: bool) 
             for _ in range(rounds):
                 for config in configs:
                     argv, env = wrap(config, command, work, preload)
-                    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-                    if done.returncode != 0:
-                        raise RuntimeError(f"{config} / {name} failed: {done.stderr[-800:]}")
-                    results[name][config].append(metric(done.stdout, key))
-                    time.sleep(0.2)
+                    results[name][config].append(measure(argv, key, f"{config} / {name}", env))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results

@@ -13,14 +13,12 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import BENCH, IOOBSERVE, PYTHON, metric
+from overhead import BENCH, IOOBSERVE, PYTHON, measure
 
 # config -> `record` options (None: the workload alone)
 CONFIGS = {
@@ -52,13 +50,9 @@ def run(rounds: int, calls: int) -> dict:
                     if options is not None:
                         out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
                         argv = [str(IOOBSERVE), "record", "-o", str(out), *options, "--", *command]
-                    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
-                    if done.returncode != 0:
-                        raise RuntimeError(f"{config} / {name} failed: {done.stderr[-800:]}")
-                    results[name][config].append(metric(done.stdout, key))
+                    results[name][config].append(measure(argv, key, f"{config} / {name}"))
                     if options is not None:
                         shutil.rmtree(out, ignore_errors=True)
-                    time.sleep(0.2)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
