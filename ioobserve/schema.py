@@ -15,6 +15,7 @@ LAYER = "layer"
 OP = "op"
 PATH = "path"
 PATH2 = "path2"  # rename's target
+FILE_ID = "file_id"  # the trace's hash of PATH (its FH records name it): event chunks carry it instead of PATH
 FD = "fd"
 RET = "ret"
 ERRNO = "errno"
@@ -51,6 +52,7 @@ LOCAL_RANK = "local_rank"
 WORLD_SIZE = "world_size"
 WORKER = "worker"  # a rank's worker process (DataLoader, multiprocessing): 0..n-1 in spawn order, per epoch
 TAGS = "tags"  # the program's tags: a list of {key, value}; see ioobserve.tag()
+HOST = "host"  # the node a trace was recorded on (its HH record), added by the analysis
 TAG_ENTRY = pl.Struct({"key": pl.String, "value": pl.String})
 
 CGROUP_CONTEXT_SCHEMA: dict[str, pl.DataType] = {

@@ -23,12 +23,21 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA, join_process_context
+from ioobserve.context.timeline import join_process_context
 from ioobserve.derived import bytes_moved, errno_of
-from ioobserve.python.spans import STACK_TABLE_SCHEMA, with_python_spans
+from ioobserve.python.spans import with_python_spans
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
+from ioobserve.trace.tables import (
+    cgroup_table,
+    context_table,
+    file_table,
+    process_table,
+    stack_frames,
+    stack_table,
+    user_table,
+)
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
@@ -46,6 +55,7 @@ class Selection:
     start_ns: int | None = None
     end_ns: int | None = None
     path_prefixes: tuple[str, ...] | None = None
+    fields: tuple[str, ...] | None = None  # the raw event fields to parse (None: all)
 
     def skips(self, entry: MemberEntry) -> bool:
         """Whether an indexed member holds no event this selection keeps."""
@@ -123,12 +133,15 @@ def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.Data
     layer = parse.event_layer(text) if kind in (KIND_EVENTS, None) else None
     if layer is not None:
         try:
-            return selection.rows(parse.template_events(text, layer)), None
+            keys = None if selection.fields is None else [*selection.fields, "cat"]
+            return selection.rows(parse.template_events(text, layer, keys)), None
         except parse.MalformedMember:
             pass  # not what its first line promised: read it as JSON
     lines = parse.json_lines(text)
     kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
-    return selection.rows(parse.json_events(lines)), kept
+    events = parse.json_events(lines)
+    events = events if selection.fields is None else events.select("cat", *selection.fields)
+    return selection.rows(events), kept
 
 
 def _member(data, offset: int, size: int, kind: str | None, selection: Selection, damage: Damage):
@@ -141,7 +154,7 @@ def _member(data, offset: int, size: int, kind: str | None, selection: Selection
     return _parse(text, kind, selection)
 
 
-def _work(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, Callable]]:
+def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, Callable]]:
     """(compressed bytes, task) per member of one file worth reading."""
     data, size = _open(path)
     entries = read_index(path) if size else []
@@ -158,14 +171,16 @@ def _work(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[in
         yield length, partial(_member, data, offset, length, kind, selection, damage)
 
 
-def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> _Parts:
-    parts = _Parts()
+def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
+               chunk_bytes: int | None = None) -> Iterator[_Parts]:
+    """What the members of the files yield, in chunks of about `chunk_bytes` compressed bytes
+    in file order (None: one chunk); members of a chunk are parsed in parallel."""
     jobs = []
     found: list[Damage] = []
     for path in paths:
         file_damage = Damage(path)
         found.append(file_damage)
-        jobs += [(size, task, file_damage) for size, task in _work(path, selection, file_damage)]
+        jobs += [(size, task, file_damage) for size, task in member_tasks(path, selection, file_damage)]
     total = sum(size for size, _, _ in jobs)
     show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
 
@@ -180,14 +195,35 @@ def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, p
 
     _keep_freed_buffers()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
-        for size, (events, lines) in pool.map(run, jobs):
-            if events is not None and events.height:
-                parts.events.append(events)
-            if lines is not None and lines.height:
-                parts.lines.append(lines)
-            bar.advance(size)
+        for chunk in _chunked(jobs, chunk_bytes or total):
+            parts = _Parts()
+            for size, (events, lines) in pool.map(run, chunk):
+                if events is not None and events.height:
+                    parts.events.append(events)
+                if lines is not None and lines.height:
+                    parts.lines.append(lines)
+                bar.advance(size)
+            yield parts
     if damage is not None:
         damage.extend(d for d in found if d or d.notes)
+
+
+def _chunked(jobs: list, chunk_bytes: int) -> Iterator[list]:
+    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs)."""
+    chunk, size = [], 0
+    for job in jobs:
+        chunk.append(job)
+        size += job[0]
+        if size >= chunk_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk or not jobs:
+        yield chunk
+
+
+def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> _Parts:
+    """Every member's yield, as one _Parts."""
+    (parts,) = run_chunks(paths, selection, damage, progress)  # one chunk; running it out records the damage
     return parts
 
 
@@ -217,70 +253,10 @@ class _Progress:
             self._bar.stop()
 
 
-def _files(lines: pl.DataFrame) -> pl.DataFrame:
-    """fhash -> path, dev, ino from FH records."""
-    fh = parse.metadata(lines, "FH")
-    return fh.select(
-        pl.col("value").cast(pl.Categorical).alias("fhash"), pl.col("name").alias(s.PATH),
-        pl.col("dev").fill_null(0).alias(s.DEV), pl.col("ino").fill_null(0).alias(s.INO),
-    ).unique("fhash", keep="last")
-
-
-def _processes(lines: pl.DataFrame) -> pl.DataFrame:
-    """pid -> ppid, comm from our PR records (the latest of each pid)."""
-    pr = parse.metadata(lines, "PR")
-    if "ppid" not in pr.columns:
-        return pl.DataFrame(schema={s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String})
-    return pr.select(pl.col("pid").alias(s.PID), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique(s.PID, keep="last")
-
-
-def _cgroups(lines: pl.DataFrame) -> pl.DataFrame:
-    """cgroup id -> path and job context from CG records."""
-    cg = parse.metadata(lines, "CG")
-    return cg.select(
-        pl.col("cgroup").alias(s.CGROUP), pl.col("name").alias(s.CGROUP_PATH),
-        *(pl.col(key) for key in list(s.CGROUP_CONTEXT_SCHEMA)[1:]),
-    ).unique(s.CGROUP, keep="last")
-
-
-def _users(lines: pl.DataFrame) -> pl.DataFrame:
-    """uid -> user name from US records."""
-    return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
-
-
-def _stacks(lines: pl.DataFrame) -> pl.DataFrame:
-    """Python stack id -> its innermost frame, from PS records."""
-    ps = parse.metadata(lines, "PS")
-    if "frames" not in ps.columns:
-        return pl.DataFrame(schema={"pystack": pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String, s.PY_LINE: pl.Int32})
-    top = pl.col("frames").list.first().struct
-    return ps.select(
-        pl.col("stack").alias("pystack"), top.field("function").alias(s.PY_FUNCTION), top.field("file").alias(s.PY_FILE),
-        top.field("line").alias(s.PY_LINE),
-    ).unique("pystack", keep="last")
-
-
-def _stack_table(lines: pl.DataFrame) -> pl.DataFrame:
-    """Python stack id -> all its frames, from PS records."""
-    ps = parse.metadata(lines, "PS")
-    if "frames" not in ps.columns:
-        return pl.DataFrame(schema=STACK_TABLE_SCHEMA)
-    return ps.select("stack", "frames").unique("stack", keep="last").cast(STACK_TABLE_SCHEMA)
-
-
-def _contexts(lines: pl.DataFrame) -> pl.DataFrame:
-    """Process context rows (pid, since, ...) from PC records, for an as-of join."""
-    pc = parse.metadata(lines, "PC")
-    return pc.select(
-        pl.col("pid").alias(s.PID), "since", pl.col("job").alias(ENV_JOB), pl.col("step").alias(ENV_STEP),
-        *s.PROCESS_CONTEXT_SCHEMA,
-    ).cast(ROW_SCHEMA).sort("since")
-
-
 def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
     lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
-    files, procs = _files(lines), _processes(lines)
+    files, procs = file_table(lines), process_table(lines)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
     # One lazy query, so that no intermediate frame of every event is built; left joins that
@@ -293,9 +269,9 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
     frame = (
         joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
-        .join(_cgroups(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
-        .join(_users(lines).lazy(), on=s.UID, how="left", maintain_order="left")
-        .join(_stacks(lines).lazy(), on="pystack", how="left", maintain_order="left")
+        .join(cgroup_table(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
+        .join(user_table(lines).lazy(), on=s.UID, how="left", maintain_order="left")
+        .join(stack_frames(lines).lazy(), on="pystack", how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
@@ -321,7 +297,7 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
     events = frame.cast(columns).collect()
     # Members are written in time order, so usually only the seams between them need sorting.
     events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-    return join_process_context(events, _contexts(lines)).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+    return join_process_context(events, context_table(lines)).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
@@ -346,7 +322,7 @@ def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = Non
     if not python_spans:
         return events
     lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
-    return with_python_spans(events, _stack_table(lines))
+    return with_python_spans(events, stack_table(lines))
 
 
 def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,

@@ -7,6 +7,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import BUSY_NS, bandwidth, busy_intervals, busy_time
+from ioobserve.analysis.ops import KIND, op_kind
 from ioobserve.analysis.sizes import access_sizes
 
 
@@ -14,7 +15,8 @@ def _events(rows: list[tuple]) -> pl.LazyFrame:
     """(pid, ts, dur, op, bytes_req, bytes) rows of syscall events."""
     return pl.DataFrame(rows, orient="row", schema={
         s.PID: pl.UInt32, s.TS: pl.UInt64, s.DUR: pl.UInt64, s.OP: pl.String, s.BYTES_REQ: pl.UInt64,
-        s.BYTES: pl.UInt64}).with_columns(pl.lit(s.LAYER_SYSCALL).alias(s.LAYER)).lazy()
+        s.BYTES: pl.UInt64}).with_columns(pl.lit(s.LAYER_SYSCALL).alias(s.LAYER), pl.lit(0, pl.UInt16).alias(s.FLAGS)
+                         ).with_columns(op_kind().alias(KIND)).lazy()
 
 
 # pid 1: [0,10) and [5,20) overlap, [20,25) touches, [40,50) apart -> busy 25 + 10 = 35

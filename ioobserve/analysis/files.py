@@ -1,0 +1,36 @@
+"""Per file: the byte ranges read (for re-reads), and opens that a stat of the same path
+came just before (a metadata round trip per file)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis.intervals import END, START, merge
+from ioobserve.analysis.ops import KIND, OPEN_NAMES, READ, STAT_NAMES
+
+OPENS, OPENS_AFTER_STAT = "opens", "opens_after_stat"
+
+
+def read_ranges(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
+    """The union of the byte ranges read from each PATH (START, END in bytes), per group;
+    reads without an offset are left out. Needs KIND."""
+    reads = events.filter((pl.col(KIND) == READ) & (pl.col(s.OFFSET) >= 0) & (pl.col(s.BYTES) > 0)
+                          & pl.col(s.PATH).is_not_null())
+    ranges = reads.select(*by, s.PATH, pl.col(s.OFFSET).cast(pl.UInt64).alias(START),
+                          (pl.col(s.OFFSET).cast(pl.UInt64) + pl.col(s.BYTES)).alias(END))
+    return merge(ranges, [*by, s.PATH])
+
+
+def stat_then_open(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
+    """Per group: OPENS, and OPENS_AFTER_STAT, those whose thread's previous call was a stat
+    (or access) of the same path; a thread's calls are taken per group (keep layers apart)."""
+    thread = list(dict.fromkeys([*by, s.PID, s.TID]))
+    calls = events.filter(pl.col(s.PATH).is_not_null()).select(*thread, s.TS, s.OP, s.PATH)
+    previous_op, previous_path = pl.col(s.OP).shift(1).over(thread), pl.col(s.PATH).shift(1).over(thread)
+    is_open = pl.col(s.OP).is_in(sorted(OPEN_NAMES))
+    after_stat = is_open & previous_op.is_in(sorted(STAT_NAMES)) & (previous_path == pl.col(s.PATH))
+    flagged = calls.sort(*thread, s.TS).with_columns(is_open.alias(OPENS), after_stat.fill_null(False).alias(OPENS_AFTER_STAT))
+    return flagged.group_by(*by).agg(pl.col(OPENS).sum().cast(pl.UInt64), pl.col(OPENS_AFTER_STAT).sum().cast(pl.UInt64))

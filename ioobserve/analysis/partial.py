@@ -1,0 +1,243 @@
+"""What one chunk of one trace contributes to an analysis, and how contributions combine.
+
+A chunk's events (ids, not names: ioobserve.trace.chunks) are reduced at once to small
+aggregates keyed by host, pid, cgroup, file id, layer, op and kind, plus merged interval
+lists where a union must stay exact across chunks and nodes (a job's busy and compute time,
+the bytes read of each file). Partials of any number of chunks, traces and nodes combine
+into one, in any grouping: that is what the local loop and the Dask tasks both do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, read_ranges, stat_then_open
+from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge
+from ioobserve.analysis.ops import DATA_KINDS, IO_LAYERS, KIND, METADATA, op_kind
+from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, access_patterns
+from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
+from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
+from ioobserve.trace.chunks import TraceTables
+
+BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS = s.BYTES, "time_ns", "errors", "first_ns", "last_ns"
+IO_BUSY_NS, DATA_BUSY_NS = "io_busy_ns", "data_busy_ns"
+SCOPE, SCOPE_IO, SCOPE_DATA, SCOPE_COMPUTE = "scope", "io", "data", "compute"
+GROUP, GROUP_RANK, GROUP_WORKER = "group", "rank", "worker"
+TOTAL_KEYS = [s.HOST, s.PID, s.CGROUP, s.LAYER, s.OP, KIND, s.FILE_ID]
+LANE_DETAIL = 4000  # lanes keep gaps longer than a chunk's span / LANE_DETAIL
+# Layers whose time is the program's I/O, for busy and unoverlapped time: the ones totals come
+# from, and the interpreter's calls.
+TIMED_LAYERS = [*IO_LAYERS, s.LAYER_PYTHON]
+
+
+@dataclass
+class Partial:
+    """Aggregates of some events; see the module docstring. Frames hold ids (FILE_ID, PID,
+    CGROUP) named by `files` and `processes`."""
+
+    totals: pl.DataFrame  # TOTAL_KEYS: COUNT, BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS
+    sizes: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND, BUCKET: COUNT
+    patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
+    busy: pl.DataFrame  # HOST, PID, LAYER: IO_BUSY_NS, DATA_BUSY_NS
+    group_busy: pl.DataFrame  # GROUP (rank|worker), HOST, JOB, RANK, WORKER, LAYER: IO_BUSY_NS, DATA_BUSY_NS
+    intervals: pl.DataFrame  # LAYER, JOB, SCOPE (io|data|compute): START, END, merged
+    threads: pl.DataFrame  # LAYER, JOB, HOST, PID, TID: FIRST_NS, LAST_NS (compute across chunk seams)
+    ranges: pl.DataFrame  # LAYER, FILE_ID: START, END bytes read, merged
+    opens: pl.DataFrame  # HOST, PID, LAYER: OPENS, OPENS_AFTER_STAT
+    bins: pl.DataFrame  # LAYER, KIND, BIN: COUNT, BYTES
+    bin_exponent: int
+    lanes: pl.DataFrame  # HOST, PID: START, END
+    owners: pl.DataFrame  # HOST, PID, CGROUP: JOB, RANK, WORKER
+    files: pl.DataFrame  # FILE_ID: PATH, DEV, INO
+    processes: pl.DataFrame  # HOST, PID: PPID, COMM, JOB, RANK, WORKER
+
+
+def process_table(tables: TraceTables, host: str) -> pl.DataFrame:
+    """HOST, PID: PPID, COMM and the latest context (JOB from the environment, RANK, WORKER)."""
+    context = tables.contexts.sort("since").group_by(s.PID).agg(
+        pl.col("env_job").drop_nulls().last().alias(s.JOB), pl.col(s.RANK).drop_nulls().last(),
+        pl.col(s.WORKER).drop_nulls().last())
+    return (
+        tables.processes.join(context, on=s.PID, how="full", coalesce=True)
+        .with_columns(pl.lit(host).alias(s.HOST))
+        .select(s.HOST, s.PID, s.PPID, s.COMM, s.JOB, s.RANK, s.WORKER)
+    )
+
+
+def _owners(events: pl.LazyFrame, tables: TraceTables, processes: pl.DataFrame) -> pl.LazyFrame:
+    """PID, CGROUP -> JOB (the cgroup's, else the environment's), RANK, WORKER."""
+    cgroup_jobs = tables.cgroups.select(s.CGROUP, pl.col(s.JOB).alias("_cgroup_job")).lazy()
+    return (
+        events.select(s.PID, s.CGROUP).unique()
+        .join(cgroup_jobs, on=s.CGROUP, how="left")
+        .join(processes.lazy().drop(s.HOST), on=s.PID, how="left")
+        .select(s.PID, s.CGROUP, pl.coalesce("_cgroup_job", s.JOB).alias(s.JOB), s.RANK, s.WORKER)
+    )
+
+
+def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFrame) -> Partial:
+    """The partial of one chunk of events (ioobserve.trace.chunks.ID_SCHEMA) of a trace."""
+    host = processes.get_column(s.HOST).first() if processes.height else tables.host
+    events = chunk.lazy().with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
+    io = events.filter(pl.col(s.LAYER).is_in(IO_LAYERS))
+    timed = events.filter(pl.col(s.LAYER).is_in(TIMED_LAYERS))
+    span = int(chunk.get_column(s.TS).max() - chunk.get_column(s.TS).min()) if chunk.height else 0
+    exponent = bin_exponent(span)
+    # Merged once, eagerly, and reused: threads, then processes from their threads' unions
+    # (far fewer rows to name and to merge per job).
+    owned = [s.LAYER, s.PID, s.CGROUP]
+    thread_io = busy_intervals(timed, [*owned, s.TID]).collect()
+    process_io = merge(thread_io.lazy(), owned).collect()
+    process_data = busy_intervals(timed.filter(pl.col(KIND).is_in(DATA_KINDS)), owned).collect()
+    owners = _owners(events, tables, processes).collect()
+    named_io, named_data, named_threads = (
+        frame.join(owners, on=[s.PID, s.CGROUP], how="left").lazy().collect().lazy()
+        for frame in (process_io, process_data, thread_io))
+    frames = {
+        "totals": events.group_by(TOTAL_KEYS).agg(
+            pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
+            ((pl.col(s.RET) < 0) & (pl.col(KIND) != "other")).sum().cast(pl.UInt64).alias(ERRORS),
+            pl.col(s.TS).min().alias(FIRST_NS), (pl.col(s.TS) + pl.col(s.DUR)).max().alias(LAST_NS)),
+        "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
+        "patterns": access_patterns(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
+        "streams": _streams(io),
+        "busy": _busy(process_io.lazy(), process_data.lazy(), [s.PID], host),
+        "group_busy": _group_busy(named_io, named_data, host),
+        "intervals": _job_intervals(named_io, named_data, named_threads),
+        "threads": _thread_ends(named_threads, host),
+        "ranges": read_ranges(io.with_columns(pl.col(s.FILE_ID).alias(s.PATH)), [s.LAYER]).rename({s.PATH: s.FILE_ID}),
+        "opens": stat_then_open(io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH)),
+                                [s.HOST, s.PID, s.LAYER]),
+        "bins": binned(timed, exponent, [s.LAYER, KIND]),
+        "lanes": lanes(process_io.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
+                       max(span // LANE_DETAIL, 1), [s.HOST, s.PID]),
+    }
+    collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
+    return Partial(**collected, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
+                   files=tables.files, processes=processes)
+
+
+def _busy(io: pl.LazyFrame, data: pl.LazyFrame, keys: list[str], host: str, merged: bool = True) -> pl.LazyFrame:
+    """IO_BUSY_NS and DATA_BUSY_NS per LAYER and keys, from intervals merged per process
+    (`merged`: no two of a group overlap, as a process's in two cgroups do not)."""
+    by = [s.LAYER, *keys]
+    io, data = (io, data) if merged else (merge(io, by), merge(data, by))
+    both = length(io, by, IO_BUSY_NS).join(length(data, by, DATA_BUSY_NS), on=by, how="left", nulls_equal=True)
+    return both.with_columns(pl.col(DATA_BUSY_NS).fill_null(0), pl.lit(host).alias(s.HOST))
+
+
+def _group_busy(io: pl.LazyFrame, data: pl.LazyFrame, host: str) -> pl.LazyFrame:
+    """Busy time of each rank (its processes together) and of each of its worker slots, from
+    processes' intervals named with their owners."""
+    named = [frame.filter(pl.col(s.RANK).is_not_null()) for frame in (io, data)]
+    ranks = _busy(*named, [s.JOB, s.RANK], host, merged=False).with_columns(
+        pl.lit(GROUP_RANK).alias(GROUP), pl.lit(None, pl.Int32).alias(s.WORKER))
+    workers = _busy(*(frame.filter(pl.col(s.WORKER).is_not_null()) for frame in named), [s.JOB, s.RANK, s.WORKER], host,
+                    merged=False)
+    return pl.concat([ranks, workers.with_columns(pl.lit(GROUP_WORKER).alias(GROUP))], how="diagonal_relaxed")
+
+
+def _job_intervals(io: pl.LazyFrame, data: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
+    """Per LAYER and JOB: the union of its I/O, of its data I/O, and of its threads' compute
+    (the gaps between a thread's I/O); intervals named with their owners."""
+    by = [s.LAYER, s.JOB]
+    thread = [s.LAYER, s.PID, s.CGROUP, s.TID]
+    gaps = threads.select(*by, pl.col(END).alias(START), pl.col(START).shift(-1).over(thread).alias(END))
+    scoped = [merge(frame, by).with_columns(pl.lit(scope).alias(SCOPE))
+              for scope, frame in ((SCOPE_IO, io), (SCOPE_DATA, data), (SCOPE_COMPUTE, gaps.drop_nulls(END)))]
+    return pl.concat(scoped)
+
+
+def _thread_ends(threads: pl.LazyFrame, host: str) -> pl.LazyFrame:
+    """Each thread's first I/O start and last I/O end in the chunk, for the compute between chunks."""
+    return (
+        threads.group_by(s.LAYER, s.JOB, s.PID, s.TID).agg(pl.col(START).min().alias(FIRST_NS), pl.col(END).max().alias(LAST_NS))
+        .with_columns(pl.lit(host).alias(s.HOST))
+    )
+
+
+STREAM = [s.HOST, s.PID, s.LAYER, s.FILE_ID, s.FD, KIND]
+
+
+def _streams(io: pl.LazyFrame) -> pl.LazyFrame:
+    """Per descriptor stream: its first access (time, offset) and where its last one ended."""
+    data = io.filter(pl.col(KIND).is_in(DATA_KINDS) & (pl.col(s.OFFSET) >= 0)).sort(s.TS)
+    return data.group_by(STREAM).agg(
+        pl.col(s.TS).first().alias(FIRST_NS), pl.col(s.OFFSET).first().alias("first_offset"),
+        (pl.col(s.OFFSET) + pl.col(s.BYTES).cast(pl.Int64)).last().alias("last_end"))
+
+
+def combine(parts: list[Partial]) -> Partial:
+    """One partial holding all of `parts`."""
+    if len(parts) == 1:
+        return parts[0]
+    stacked = {f.name: pl.concat([getattr(p, f.name) for p in parts], how="diagonal_relaxed")
+               for f in fields(Partial) if f.name != "bin_exponent"}
+    exponent = max(p.bin_exponent for p in parts)
+    interval_keys = [s.LAYER, s.JOB, SCOPE]
+    patterns, streams = _stitch_streams(stacked["patterns"], stacked["streams"])
+    return Partial(
+        totals=stacked["totals"].group_by(TOTAL_KEYS).agg(
+            pl.col(COUNT).sum(), pl.col(BYTES).sum(), pl.col(TIME_NS).sum(), pl.col(ERRORS).sum(),
+            pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
+        sizes=_summed(stacked["sizes"], [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND, BUCKET], [COUNT]),
+        patterns=patterns, streams=streams,
+        busy=_summed(stacked["busy"], [s.HOST, s.PID, s.LAYER], [IO_BUSY_NS, DATA_BUSY_NS]),
+        group_busy=_summed(stacked["group_busy"], [GROUP, s.HOST, s.JOB, s.RANK, s.WORKER, s.LAYER],
+                          [IO_BUSY_NS, DATA_BUSY_NS]),
+        intervals=_stitch_compute(stacked["intervals"], stacked["threads"], interval_keys),
+        threads=stacked["threads"].group_by(s.LAYER, s.JOB, s.HOST, s.PID, s.TID).agg(
+            pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
+        ranges=merge(stacked["ranges"].lazy(), [s.LAYER, s.FILE_ID]).collect(),
+        opens=_summed(stacked["opens"], [s.HOST, s.PID, s.LAYER], [OPENS, OPENS_AFTER_STAT]),
+        bins=rebin(stacked["bins"].lazy(), exponent, [s.LAYER, KIND]).collect(),
+        bin_exponent=exponent,
+        lanes=merge(stacked["lanes"].lazy(), [s.HOST, s.PID]).collect(),
+        owners=stacked["owners"].unique([s.HOST, s.PID, s.CGROUP], keep="last"),
+        files=stacked["files"].unique(s.FILE_ID, keep="last"),
+        processes=stacked["processes"].unique([s.HOST, s.PID], keep="last"),
+    )
+
+
+def _summed(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl.DataFrame:
+    return frame.group_by(keys).agg(pl.col(column).sum() for column in columns)
+
+
+def _stitch_compute(intervals: pl.DataFrame, threads: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Intervals merged across partials, with the compute of threads between one partial's
+    last I/O and the next one's first."""
+    thread = [s.LAYER, s.JOB, s.HOST, s.PID, s.TID]
+    seams = (
+        threads.sort(FIRST_NS).with_columns(pl.col(LAST_NS).shift(1).over(thread).alias(START))
+        .filter(pl.col(START).is_not_null() & (pl.col(FIRST_NS) > pl.col(START)))
+        .select(s.LAYER, s.JOB, pl.lit(SCOPE_COMPUTE).alias(SCOPE), START, pl.col(FIRST_NS).alias(END))
+    )
+    return merge(pl.concat([intervals, seams], how="diagonal_relaxed").lazy(), keys).collect()
+
+
+def _stitch_streams(patterns: pl.DataFrame, streams: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Patterns summed across partials, each later partial's first access of a stream
+    re-classified against where the earlier one left it (each partial took 0)."""
+    ordered = streams.sort(FIRST_NS).with_columns(pl.col("last_end").shift(1).over(STREAM).alias("_before"))
+    # the partial counted a first access consecutive at offset 0, and sequential in any case
+    fixes = ordered.filter(pl.col("_before").is_not_null()).select(
+        *STREAM,
+        ((pl.col("first_offset") == pl.col("_before")).cast(pl.Int64) - (pl.col("first_offset") == 0).cast(pl.Int64))
+        .alias(CONSECUTIVE),
+        ((pl.col("first_offset") >= pl.col("_before")).cast(pl.Int64) - 1).alias(SEQUENTIAL),
+    )
+    keys = [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND]
+    adjust = fixes.group_by(keys).agg(pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum())
+    counts = patterns.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in (CONSECUTIVE, SEQUENTIAL, RANDOM))
+    fixed = counts.join(adjust, on=keys, how="left", suffix="_fix").with_columns(
+        (pl.col(CONSECUTIVE) + pl.col(f"{CONSECUTIVE}_fix").fill_null(0)).cast(pl.UInt64).alias(CONSECUTIVE),
+        (pl.col(SEQUENTIAL) + pl.col(f"{SEQUENTIAL}_fix").fill_null(0)).cast(pl.UInt64).alias(SEQUENTIAL),
+        (pl.col(RANDOM) - pl.col(f"{SEQUENTIAL}_fix").fill_null(0)).cast(pl.UInt64).alias(RANDOM),
+    ).select(*keys, CONSECUTIVE, SEQUENTIAL, RANDOM)
+    merged = ordered.group_by(STREAM).agg(pl.col(FIRST_NS).first(), pl.col("first_offset").first(),
+                                          pl.col("last_end").last())
+    return fixed, merged

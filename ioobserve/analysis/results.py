@@ -1,0 +1,238 @@
+"""The answers of an analysis, named and collected from a combined partial: totals per job,
+rank, worker, process, file, layer and operation, access sizes and patterns, overlap, the
+timeline and process lanes. `analyze` prints them, `report` draws them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis.intervals import length, merge, uncovered
+from ioobserve.analysis.ops import KIND, METADATA, READ, SYNC, WRITE, io_layer
+from ioobserve.analysis.overlap import UNOVERLAPPED_NS
+from ioobserve.analysis.partial import (
+    BYTES,
+    COUNT,
+    DATA_BUSY_NS,
+    ERRORS,
+    FIRST_NS,
+    GROUP,
+    GROUP_RANK,
+    GROUP_WORKER,
+    IO_BUSY_NS,
+    LAST_NS,
+    SCOPE,
+    SCOPE_COMPUTE,
+    SCOPE_DATA,
+    SCOPE_IO,
+    TIME_NS,
+    Partial,
+)
+from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL
+from ioobserve.analysis.sizes import BUCKET
+from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
+
+CALLS, BYTES_READ, BYTES_WRITTEN = "calls", "bytes_read", "bytes_written"
+DATA_NS, META_NS, SYNC_NS = "data_ns", "metadata_ns", "sync_ns"
+BYTES_PER_S, WALL_NS, IO_SHARE = "bytes_per_s", "wall_ns", "io_share"
+PROCESSES, UNIQUE_BYTES_READ, REREAD_BYTES = "processes", "unique_bytes_read", "reread_bytes"
+COMPUTE_NS = "compute_ns"
+REPORT_BINS = 300
+
+
+@dataclass
+class Analysis:
+    """Everything an analysis found; frames are collected, times in ns since the epoch."""
+
+    layer: str | None  # the layer the totals come from (SYSCALL for our traces)
+    hosts: list[str]
+    overview: dict[str, float | int | None]
+    layers: pl.DataFrame  # per layer, every event
+    ops: pl.DataFrame
+    jobs: pl.DataFrame
+    ranks: pl.DataFrame
+    workers: pl.DataFrame
+    processes: pl.DataFrame
+    files: pl.DataFrame
+    sizes: pl.DataFrame  # KIND, BUCKET: COUNT
+    patterns: pl.DataFrame  # KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    overlap: pl.DataFrame  # LAYER, JOB: io, compute and unoverlapped ns
+    timeline: pl.DataFrame  # LAYER, KIND, BIN: COUNT, BYTES (bins of timeline_ns)
+    timeline_ns: int
+    lanes: pl.DataFrame  # HOST, PID: START, END
+    spawns: pl.DataFrame  # HOST, PPID: worker processes, slots, epochs
+    opens: pl.DataFrame  # HOST, PID: OPENS, OPENS_AFTER_STAT
+    per_process_sizes: pl.DataFrame  # HOST, PID, FILE_ID, PATH, KIND, BUCKET: COUNT
+    per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    insights: list = field(default_factory=list)
+
+
+def _sums(kind: pl.Expr) -> list[pl.Expr]:
+    """Calls, bytes and times of named totals, for a group_by."""
+    def time_of(which: str) -> pl.Expr:
+        return pl.col(TIME_NS).filter(kind == which).sum()
+
+    return [
+        pl.col(COUNT).sum().alias(CALLS),
+        pl.col(BYTES).filter(kind == READ).sum().alias(BYTES_READ),
+        pl.col(BYTES).filter(kind == WRITE).sum().alias(BYTES_WRITTEN),
+        pl.col(TIME_NS).sum(), (time_of(READ) + time_of(WRITE)).alias(DATA_NS), time_of(METADATA).alias(META_NS),
+        time_of(SYNC).alias(SYNC_NS), pl.col(ERRORS).sum(), pl.col(FIRST_NS).min(), pl.col(LAST_NS).max(),
+    ]
+
+
+def summarize(totals: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Calls, bytes read and written, time (all, data, metadata, sync), errors, first and last
+    event, per group of named totals; most time first."""
+    return totals.group_by(by).agg(_sums(pl.col(KIND))).sort(TIME_NS, *by, descending=[True, *[False] * len(by)])
+
+
+def _with_bandwidth(frame: pl.DataFrame) -> pl.DataFrame:
+    moved = pl.col(BYTES_READ) + pl.col(BYTES_WRITTEN)
+    return frame.with_columns(pl.when(pl.col(DATA_BUSY_NS) > 0).then(moved * 1e9 / pl.col(DATA_BUSY_NS)).alias(BYTES_PER_S))
+
+
+def results(part: Partial) -> Analysis:
+    """The analysis of a combined partial."""
+    layer = io_layer(part.totals.get_column(s.LAYER).cast(pl.String).unique().to_list())
+    files = part.files.select(s.FILE_ID, s.PATH)
+    named = (
+        part.totals.join(part.owners, on=[s.HOST, s.PID, s.CGROUP], how="left")
+        .join(files, on=s.FILE_ID, how="left")
+        .join(part.processes.select(s.HOST, s.PID, s.PPID, s.COMM), on=[s.HOST, s.PID], how="left")
+    )
+    io = named.filter(pl.col(s.LAYER) == layer)
+    busy = part.busy.filter(pl.col(s.LAYER) == layer)
+    groups = part.group_busy.filter(pl.col(s.LAYER) == layer)
+    intervals = part.intervals.filter(pl.col(s.LAYER) == layer)
+    processes = _processes(io, busy)
+    return Analysis(
+        layer=layer,
+        hosts=sorted(part.processes.get_column(s.HOST).unique().to_list()),
+        overview=_overview(io, intervals, part, layer),
+        layers=named.group_by(s.LAYER).agg(pl.col(COUNT).sum().alias("events"), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
+        .with_columns(pl.col(s.LAYER).cast(pl.String)).sort(s.LAYER),
+        ops=summarize(io.with_columns(pl.col(s.OP).cast(pl.String)), [s.OP]),
+        jobs=_jobs(io, intervals),
+        ranks=_with_bandwidth(summarize(io.filter(pl.col(s.RANK).is_not_null()), [s.JOB, s.RANK]).join(
+            groups.filter(pl.col(GROUP) == GROUP_RANK).select(s.JOB, s.RANK, IO_BUSY_NS, DATA_BUSY_NS),
+            on=[s.JOB, s.RANK], how="left", nulls_equal=True)),
+        workers=_with_bandwidth(summarize(io.filter(pl.col(s.WORKER).is_not_null()), [s.JOB, s.RANK, s.WORKER]).join(
+            groups.filter(pl.col(GROUP) == GROUP_WORKER).select(s.JOB, s.RANK, s.WORKER, IO_BUSY_NS, DATA_BUSY_NS),
+            on=[s.JOB, s.RANK, s.WORKER], how="left", nulls_equal=True)),
+        processes=processes,
+        files=_files(io, part, layer),
+        sizes=part.sizes.filter(pl.col(s.LAYER) == layer).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
+        patterns=part.patterns.filter(pl.col(s.LAYER) == layer).group_by(KIND).agg(
+            pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum()).sort(KIND),
+        overlap=_overlap(part.intervals, layer),
+        timeline=_timeline(part),
+        timeline_ns=MS << _report_exponent(part),
+        lanes=part.lanes,
+        spawns=_spawns(processes),
+        opens=part.opens.filter(pl.col(s.LAYER) == layer).drop(s.LAYER),
+        per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left"),
+        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left"),
+    )
+
+
+def _processes(io: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    """Per process: its names and context, totals, busy time, lifetime seen (first to last
+    event) and the share of it spent in I/O."""
+    keys = [s.HOST, s.PID]
+    context = [pl.col(c).drop_nulls().last() for c in (s.PPID, s.COMM, s.JOB, s.RANK, s.WORKER)]
+    frame = io.group_by(keys).agg(*context, *_sums(pl.col(KIND))).join(
+        busy.select(*keys, IO_BUSY_NS, DATA_BUSY_NS), on=keys, how="left")
+    wall = (pl.col(LAST_NS) - pl.col(FIRST_NS)).alias(WALL_NS)
+    return _with_bandwidth(frame.with_columns(wall)).with_columns(
+        pl.when(pl.col(WALL_NS) > 0).then(pl.col(IO_BUSY_NS) / pl.col(WALL_NS)).alias(IO_SHARE)
+    ).sort(TIME_NS, *keys, descending=[True, False, False])
+
+
+def _jobs(io: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
+    """Per job: totals, busy time of all its I/O and of its data I/O (unions across its
+    processes and nodes), bandwidth over the latter."""
+    busy = [length(intervals.lazy().filter(pl.col(SCOPE) == scope), [s.JOB], name).collect()
+            for scope, name in ((SCOPE_IO, IO_BUSY_NS), (SCOPE_DATA, DATA_BUSY_NS))]
+    frame = summarize(io, [s.JOB]).join(busy[0], on=s.JOB, how="left", nulls_equal=True)
+    return _with_bandwidth(frame.join(busy[1], on=s.JOB, how="left", nulls_equal=True))
+
+
+def _overview(io: pl.DataFrame, intervals: pl.DataFrame, part: Partial, layer: str | None) -> dict:
+    """Whole-trace figures: totals, busy time (the union over every job) and bandwidth."""
+    totals = io.select(_sums(pl.col(KIND))).row(0, named=True)
+    for scope, name in ((SCOPE_IO, IO_BUSY_NS), (SCOPE_DATA, DATA_BUSY_NS)):
+        union = merge(intervals.lazy().filter(pl.col(SCOPE) == scope))
+        totals[name] = int(length(union).collect().item() or 0)
+    moved = (totals[BYTES_READ] or 0) + (totals[BYTES_WRITTEN] or 0)
+    totals[BYTES_PER_S] = moved * 1e9 / totals[DATA_BUSY_NS] if totals[DATA_BUSY_NS] else None
+    totals["processes"] = io.select(pl.struct(s.HOST, s.PID).n_unique()).item()
+    totals["files"] = io.get_column(s.PATH).n_unique()
+    totals["metadata_share"] = totals[META_NS] / totals[TIME_NS] if totals[TIME_NS] else None
+    data_calls = io.filter(pl.col(KIND).is_in([READ, WRITE])).group_by(KIND).agg(pl.col(COUNT).sum())
+    calls = dict(data_calls.iter_rows())
+    totals["read_calls"], totals["write_calls"] = calls.get(READ, 0), calls.get(WRITE, 0)
+    totals["read_write_ratio"] = totals[BYTES_READ] / totals[BYTES_WRITTEN] if totals[BYTES_WRITTEN] else None
+    for row in _overlap(part.intervals, layer, per_job=False).iter_rows(named=True):
+        prefix = "" if row[s.LAYER] == layer else f"{row[s.LAYER].lower()}_"  # python_unoverlapped_ns ...
+        totals.update({f"{prefix}{key}": row[key] for key in (COMPUTE_NS, UNOVERLAPPED_NS)})
+        if prefix:
+            totals[f"{prefix}{IO_BUSY_NS}"] = row[IO_BUSY_NS]
+    totals.setdefault(UNOVERLAPPED_NS, 0)
+    totals["layer"] = layer
+    return totals
+
+
+def _overlap(intervals: pl.DataFrame, layer: str | None, per_job: bool = True) -> pl.DataFrame:
+    """Per layer (the totals' and PYTHON), and per job or for all jobs together: I/O time,
+    compute time and the I/O no compute hid."""
+    wanted = intervals.lazy().filter(pl.col(s.LAYER).cast(pl.String).is_in([layer or "", s.LAYER_PYTHON]))
+    by = [s.LAYER, s.JOB] if per_job else [s.LAYER]
+    rows = merge(wanted.filter(pl.col(SCOPE) != SCOPE_DATA), [*by, SCOPE])
+    io, compute = (rows.filter(pl.col(SCOPE) == scope) for scope in (SCOPE_IO, SCOPE_COMPUTE))
+    return (
+        length(io, by, IO_BUSY_NS).join(length(compute, by, COMPUTE_NS), on=by, how="left", nulls_equal=True)
+        .join(uncovered(io, compute, by, UNOVERLAPPED_NS), on=by, how="left", nulls_equal=True)
+        .with_columns(pl.col(COMPUTE_NS).fill_null(0), pl.col(s.LAYER).cast(pl.String))
+        .collect().sort(by, nulls_last=True)
+    )
+
+
+def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
+    """Per file: totals, how many processes used it, the distinct bytes read and re-reads."""
+    unique = length(part.ranges.lazy().filter(pl.col(s.LAYER) == layer), [s.FILE_ID], UNIQUE_BYTES_READ).collect()
+    named = part.files.select(s.FILE_ID, s.PATH).join(unique, on=s.FILE_ID, how="inner").drop(s.FILE_ID)
+    users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
+        pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
+        pl.struct(s.HOST, s.PID).filter(pl.col(KIND) == READ).n_unique().alias("readers"),
+        *_sums(pl.col(KIND)))
+    return users.join(named.group_by(s.PATH).agg(pl.col(UNIQUE_BYTES_READ).sum()), on=s.PATH, how="left").with_columns(
+        pl.col(UNIQUE_BYTES_READ).fill_null(0),
+        (pl.col(BYTES_READ) - pl.col(UNIQUE_BYTES_READ).fill_null(0)).clip(lower_bound=0).alias(REREAD_BYTES),
+    ).sort(TIME_NS, s.PATH, descending=[True, False])
+
+
+def _spawns(processes: pl.DataFrame) -> pl.DataFrame:
+    """Per parent of worker processes: how many it started, in how many worker slots, over
+    how many epochs (the most processes one slot had)."""
+    workers = processes.filter(pl.col(s.WORKER).is_not_null())
+    per_slot = workers.group_by(s.HOST, s.PPID, s.WORKER).agg(pl.len().alias("_n"), pl.col(FIRST_NS).min())
+    return per_slot.group_by(s.HOST, s.PPID).agg(
+        pl.col("_n").sum().alias("workers"), pl.len().alias("slots"), pl.col("_n").max().alias("epochs"),
+    ).sort(s.HOST, s.PPID)
+
+
+def _report_exponent(part: Partial) -> int:
+    """Bins for the report: at most REPORT_BINS over the trace's span."""
+    if not part.bins.height:
+        return part.bin_exponent
+    span = int(part.bins.get_column(BIN).max() - part.bins.get_column(BIN).min()) + (MS << part.bin_exponent)
+    return max(part.bin_exponent, bin_exponent(span, REPORT_BINS))
+
+
+def _timeline(part: Partial) -> pl.DataFrame:
+    return rebin(part.bins.lazy(), _report_exponent(part), [s.LAYER, KIND]).with_columns(
+        pl.col(s.LAYER).cast(pl.String)).collect()
+

@@ -1,0 +1,104 @@
+"""Running an analysis over traces: one partial per trace, chunk by chunk in bounded memory,
+here or as Dask tasks (one per trace file), combined into one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis.partial import Partial, chunk_partial, combine, process_table
+from ioobserve.trace.chunks import TraceTables, event_chunks, trace_tables
+from ioobserve.trace.index import read_index
+from ioobserve.trace.members import Damage
+from ioobserve.trace.reader import Selection, own_records
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which events an analysis keeps: jobs, pids (with their descendants), path prefixes and
+    a time range [start_ns, end_ns); None keeps all."""
+
+    jobs: tuple[str, ...] | None = None
+    pids: tuple[int, ...] | None = None
+    path_prefixes: tuple[str, ...] | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def selection(self) -> Selection:
+        """What the reader can skip by itself: the time range (pids need the process tree)."""
+        return Selection(start_ns=self.start_ns, end_ns=self.end_ns)
+
+    def events(self, chunk: pl.DataFrame, tables: TraceTables) -> pl.DataFrame:
+        """The chunk's events these filters keep."""
+        keep = pl.lit(True)
+        if self.pids is not None:
+            keep = keep & pl.col(s.PID).is_in(sorted(descendants(tables.processes, self.pids)))
+        if self.jobs is not None:
+            cgroups = tables.cgroups.filter(pl.col(s.JOB).is_in(self.jobs)).get_column(s.CGROUP)
+            by_environment = tables.contexts.filter(pl.col("env_job").is_in(self.jobs)).get_column(s.PID).unique()
+            keep = keep & (pl.col(s.CGROUP).is_in(cgroups.implode()) | pl.col(s.PID).is_in(by_environment.implode()))
+        if self.path_prefixes is not None:
+            paths = tables.files.get_column(s.PATH)
+            wanted = pl.any_horizontal(paths.str.starts_with(prefix) for prefix in self.path_prefixes) if paths.len() else None
+            ids = tables.files.filter(wanted).get_column(s.FILE_ID).cast(pl.String) if wanted is not None else pl.Series([], dtype=pl.String)
+            keep = keep & pl.col(s.FILE_ID).cast(pl.String).is_in(ids.implode())
+        return chunk.filter(keep)
+
+
+def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
+    """The pids of `roots` and of every process they started (from the trace's process table)."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in processes.select(s.PID, s.PPID).iter_rows():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None) -> Partial:
+    """The partial of one trace file (a Dask task)."""
+    tables = trace_tables(path, damage)
+    processes = process_table(tables, tables.host)
+    parts = [chunk_partial(filters.events(chunk, tables), tables, processes)
+             for chunk in event_chunks(path, filters.selection(), damage)]
+    if not parts:  # a trace without events (or none selected)
+        parts = [chunk_partial(_no_events(), tables, processes)]
+    return combine(parts)
+
+
+def _no_events() -> pl.DataFrame:
+    from ioobserve.trace.chunks import ID_SCHEMA
+
+    return pl.DataFrame(schema=ID_SCHEMA)
+
+
+def analyze_partial(paths: Sequence[Path], filters: Filters = Filters(), scheduler: str | None = None,
+                    damage: list[Damage] | None = None) -> Partial:
+    """All traces' events as one partial: here, one trace after the other, or on the Dask
+    cluster at `scheduler` ("local" starts one on this machine), a task per trace."""
+    if scheduler is None:
+        return combine([trace_partial(Path(path), filters, damage) for path in paths])
+    from ioobserve.analysis.distributed import dask_partials
+
+    return combine(dask_partials([Path(path) for path in paths], filters, scheduler, damage))
+
+
+def trace_start_ns(paths: Sequence[Path]) -> int | None:
+    """When the earliest of the traces starts (its index, else its start record), for times
+    given relative to it."""
+    starts = []
+    for path in paths:
+        entries = read_index(Path(path))
+        found = [e.ts_min for e in entries or [] if e.ts_min is not None]
+        if not found:
+            found = [record["ts"] * 1000 for record in own_records(Path(path), "start")]
+        starts += found
+    return min(starts) if starts else None

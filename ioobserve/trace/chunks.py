@@ -1,0 +1,81 @@
+"""Events of one trace in chunks, with ids where load() gives names (FILE_ID for PATH; pid and
+cgroup id without their names): for analyses that aggregate first and name only what is
+left, in bounded memory. TraceTables name the ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.derived import bytes_moved
+from ioobserve.trace import parse
+from ioobserve.trace.members import Damage
+from ioobserve.trace.reader import Selection, read_lines, run_chunks
+from ioobserve.trace.tables import cgroup_table, context_table, file_table, process_table, stack_table
+
+CHUNK_BYTES = 32 << 20  # compressed: about 1.3 M of our events
+RAW_FIELDS = ("name", "pid", "tid", "ts", "dur", "fhash", "ret", "count", "offset", "fd", "cgroup", "evflags", "tns",
+              "dns", "pystack")
+ID_SCHEMA: dict[str, pl.DataType] = {
+    s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.LAYER: pl.Categorical,
+    s.OP: pl.Categorical, s.FILE_ID: pl.Categorical, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64,
+    s.BYTES: pl.UInt64, s.OFFSET: pl.Int64, s.FLAGS: pl.UInt16, s.COUNTED: pl.Boolean, s.CGROUP: pl.UInt64,
+    s.PY_STACK: pl.UInt32,
+}
+"""The columns of an event chunk."""
+
+
+@dataclass
+class TraceTables:
+    """What names the ids of one trace's events: its host, files (FILE_ID -> PATH, DEV, INO),
+    processes (pid -> ppid, comm), cgroups (-> job ...), process contexts and Python stacks."""
+
+    host: str
+    files: pl.DataFrame
+    processes: pl.DataFrame
+    cgroups: pl.DataFrame
+    contexts: pl.DataFrame
+    stacks: pl.DataFrame
+
+
+def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
+    """The tables of one trace, from its metadata records (event members are not read when
+    the trace has an index)."""
+    lines = read_lines(path, damage)
+    hosts = parse.metadata(lines, "HH")
+    host = hosts.get_column("name").drop_nulls().first() if "name" in hosts.columns else None
+    return TraceTables(
+        host=host or Path(path).name.split("-")[0],
+        files=file_table(lines).rename({"fhash": s.FILE_ID}),
+        processes=process_table(lines), cgroups=cgroup_table(lines), contexts=context_table(lines),
+        stacks=stack_table(lines),
+    )
+
+
+def event_chunks(path: Path, selection: Selection | None = None, damage: list[Damage] | None = None,
+                 chunk_bytes: int = CHUNK_BYTES, progress: bool | None = False) -> Iterator[pl.DataFrame]:
+    """The trace's events (ID_SCHEMA) in chunks of file order; pids and the time range of
+    `selection` apply (path prefixes do not: filter FILE_ID through the tables)."""
+    selection = selection or Selection()
+    wanted = Selection(selection.pids, selection.start_ns, selection.end_ns, None, RAW_FIELDS)
+    for parts in run_chunks([Path(path)], wanted, damage, progress, chunk_bytes):
+        if parts.events:
+            yield _with_ids(pl.concat(parts.events, how="diagonal_relaxed"))
+
+
+def _with_ids(raw: pl.DataFrame) -> pl.DataFrame:
+    flags = pl.col("evflags").fill_null(0)
+    return raw.lazy().select(
+        (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
+        (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
+        pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col("cat").alias(s.LAYER),
+        pl.col("name").alias(s.OP), pl.col("fhash").alias(s.FILE_ID), pl.col("fd").alias(s.FD), pl.col("ret").alias(s.RET),
+        pl.col("count").alias(s.BYTES_REQ), bytes_moved(pl.col("name"), pl.col("ret"), pl.col("count")).alias(s.BYTES),
+        pl.col("offset").alias(s.OFFSET), flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
+        pl.col("cgroup").alias(s.CGROUP), pl.col("pystack").alias(s.PY_STACK),
+    ).cast(ID_SCHEMA).collect()

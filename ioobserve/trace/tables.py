@@ -1,0 +1,71 @@
+"""The trace's metadata records (FH, PR, CG, US, PS, PC) as small tables that name the ids
+events carry: files, processes, cgroups, users, Python stacks and process contexts."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA
+from ioobserve.python.spans import STACK_TABLE_SCHEMA
+from ioobserve.trace import parse
+
+
+def file_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """fhash -> path, dev, ino from FH records."""
+    fh = parse.metadata(lines, "FH")
+    return fh.select(
+        pl.col("value").cast(pl.Categorical).alias("fhash"), pl.col("name").alias(s.PATH),
+        pl.col("dev").fill_null(0).alias(s.DEV), pl.col("ino").fill_null(0).alias(s.INO),
+    ).unique("fhash", keep="last")
+
+
+def process_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """pid -> ppid, comm from our PR records (the latest of each pid)."""
+    pr = parse.metadata(lines, "PR")
+    if "ppid" not in pr.columns:
+        return pl.DataFrame(schema={s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String})
+    return pr.select(pl.col("pid").alias(s.PID), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique(s.PID, keep="last")
+
+
+def cgroup_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """cgroup id -> path and job context from CG records."""
+    cg = parse.metadata(lines, "CG")
+    return cg.select(
+        pl.col("cgroup").alias(s.CGROUP), pl.col("name").alias(s.CGROUP_PATH),
+        *(pl.col(key) for key in list(s.CGROUP_CONTEXT_SCHEMA)[1:]),
+    ).unique(s.CGROUP, keep="last")
+
+
+def user_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """uid -> user name from US records."""
+    return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
+
+
+def stack_frames(lines: pl.DataFrame) -> pl.DataFrame:
+    """Python stack id -> its innermost frame, from PS records."""
+    ps = parse.metadata(lines, "PS")
+    if "frames" not in ps.columns:
+        return pl.DataFrame(schema={"pystack": pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String, s.PY_LINE: pl.Int32})
+    top = pl.col("frames").list.first().struct
+    return ps.select(
+        pl.col("stack").alias("pystack"), top.field("function").alias(s.PY_FUNCTION), top.field("file").alias(s.PY_FILE),
+        top.field("line").alias(s.PY_LINE),
+    ).unique("pystack", keep="last")
+
+
+def stack_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """Python stack id -> all its frames, from PS records."""
+    ps = parse.metadata(lines, "PS")
+    if "frames" not in ps.columns:
+        return pl.DataFrame(schema=STACK_TABLE_SCHEMA)
+    return ps.select("stack", "frames").unique("stack", keep="last").cast(STACK_TABLE_SCHEMA)
+
+
+def context_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """Process context rows (pid, since, ...) from PC records, for an as-of join."""
+    pc = parse.metadata(lines, "PC")
+    return pc.select(
+        pl.col("pid").alias(s.PID), "since", pl.col("job").alias(ENV_JOB), pl.col("step").alias(ENV_STEP),
+        *s.PROCESS_CONTEXT_SCHEMA,
+    ).cast(ROW_SCHEMA).sort("since")
