@@ -17,7 +17,7 @@ from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, read_ranges, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge
 from ioobserve.analysis.ops import DATA_KINDS, IO_LAYERS, KIND, METADATA, op_kind
-from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, access_patterns
+from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
 from ioobserve.trace.chunks import TraceTables
@@ -40,7 +40,7 @@ class Partial:
 
     totals: pl.DataFrame  # TOTAL_KEYS: COUNT, BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS
     sizes: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND, BUCKET: COUNT
-    patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
     busy: pl.DataFrame  # HOST, PID, LAYER: IO_BUSY_NS, DATA_BUSY_NS
     group_busy: pl.DataFrame  # GROUP (rank|worker), HOST, JOB, RANK, WORKER, LAYER: IO_BUSY_NS, DATA_BUSY_NS
@@ -232,12 +232,13 @@ def _stitch_streams(patterns: pl.DataFrame, streams: pl.DataFrame) -> tuple[pl.D
     )
     keys = [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND]
     adjust = fixes.group_by(keys).agg(pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum())
-    counts = patterns.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in (CONSECUTIVE, SEQUENTIAL, RANDOM))
+    counts = patterns.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in (CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED))
     fixed = counts.join(adjust, on=keys, how="left", suffix="_fix").with_columns(
         (pl.col(CONSECUTIVE) + pl.col(f"{CONSECUTIVE}_fix").fill_null(0)).cast(pl.UInt64).alias(CONSECUTIVE),
         (pl.col(SEQUENTIAL) + pl.col(f"{SEQUENTIAL}_fix").fill_null(0)).cast(pl.UInt64).alias(SEQUENTIAL),
         (pl.col(RANDOM) - pl.col(f"{SEQUENTIAL}_fix").fill_null(0)).cast(pl.UInt64).alias(RANDOM),
-    ).select(*keys, CONSECUTIVE, SEQUENTIAL, RANDOM)
+        pl.col(UNALIGNED).cast(pl.UInt64),
+    ).select(*keys, CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED)
     merged = ordered.group_by(STREAM).agg(pl.col(FIRST_NS).first(), pl.col("first_offset").first(),
                                           pl.col("last_end").last())
     return fixed, merged

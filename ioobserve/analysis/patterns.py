@@ -12,21 +12,24 @@ from ioobserve import schema as s
 from ioobserve.analysis.ops import DATA_KINDS, KIND
 
 CONSECUTIVE, SEQUENTIAL, RANDOM = "consecutive", "sequential", "random"
+UNALIGNED = "unaligned"  # accesses whose offset or size asked for is not a multiple of 4 KiB
+PAGE = 4096
 
 
 def access_patterns(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
-    """Per group and KIND (read, write): how many accesses were CONSECUTIVE, SEQUENTIAL and
-    RANDOM. Events need KIND; those without an offset (memory-mapped, DFTracer's read())
+    """Per group and KIND (read, write): how many accesses were CONSECUTIVE, SEQUENTIAL,
+    RANDOM and UNALIGNED (to 4 KiB pages). Events need KIND; those without an offset (memory-mapped, DFTracer's read())
     are left out. A stream's first access is sequential, and consecutive when it starts at 0."""
     stream = list(dict.fromkeys([*by, s.PID, s.FD, KIND]))  # by should hold the file (PATH or FILE_ID)
     data = events.filter(pl.col(KIND).is_in(DATA_KINDS) & (pl.col(s.OFFSET) >= 0)).select(
-        *stream, s.TS, s.OFFSET, s.BYTES)
+        *stream, s.TS, s.OFFSET, s.BYTES, s.BYTES_REQ)
     ended = (pl.col(s.OFFSET) + pl.col(s.BYTES).cast(pl.Int64)).shift(1).over(stream).fill_null(0)
     classified = data.sort(*stream, s.TS).with_columns(
         (pl.col(s.OFFSET) == ended).alias(CONSECUTIVE), (pl.col(s.OFFSET) >= ended).alias(SEQUENTIAL))
     return (
         classified.group_by(*by, KIND).agg(
             pl.col(CONSECUTIVE).sum().cast(pl.UInt64), pl.col(SEQUENTIAL).sum().cast(pl.UInt64),
-            (~pl.col(SEQUENTIAL)).sum().cast(pl.UInt64).alias(RANDOM))
+            (~pl.col(SEQUENTIAL)).sum().cast(pl.UInt64).alias(RANDOM),
+            (((pl.col(s.OFFSET) % PAGE) != 0) | ((pl.col(s.BYTES_REQ) % PAGE) != 0)).sum().cast(pl.UInt64).alias(UNALIGNED))
         .sort(*by, KIND)
     )

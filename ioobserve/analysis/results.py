@@ -30,7 +30,7 @@ from ioobserve.analysis.partial import (
     TIME_NS,
     Partial,
 )
-from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL
+from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.sizes import BUCKET
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
 
@@ -57,7 +57,7 @@ class Analysis:
     processes: pl.DataFrame
     files: pl.DataFrame
     sizes: pl.DataFrame  # KIND, BUCKET: COUNT
-    patterns: pl.DataFrame  # KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    patterns: pl.DataFrame  # KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     overlap: pl.DataFrame  # LAYER, JOB: io, compute and unoverlapped ns
     timeline: pl.DataFrame  # LAYER, KIND, BIN: COUNT, BYTES (bins of timeline_ns)
     timeline_ns: int
@@ -65,7 +65,7 @@ class Analysis:
     spawns: pl.DataFrame  # HOST, PPID: worker processes, slots, epochs
     opens: pl.DataFrame  # HOST, PID: OPENS, OPENS_AFTER_STAT
     per_process_sizes: pl.DataFrame  # HOST, PID, FILE_ID, PATH, KIND, BUCKET: COUNT
-    per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM
+    per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     insights: list = field(default_factory=list)
 
 
@@ -126,7 +126,7 @@ def results(part: Partial) -> Analysis:
         files=_files(io, part, layer),
         sizes=part.sizes.filter(pl.col(s.LAYER) == layer).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
         patterns=part.patterns.filter(pl.col(s.LAYER) == layer).group_by(KIND).agg(
-            pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum()).sort(KIND),
+            pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum(), pl.col(UNALIGNED).sum()).sort(KIND),
         overlap=_overlap(part.intervals, layer),
         timeline=_timeline(part),
         timeline_ns=MS << _report_exponent(part),
@@ -236,3 +236,17 @@ def _timeline(part: Partial) -> pl.DataFrame:
     return rebin(part.bins.lazy(), _report_exponent(part), [s.LAYER, KIND]).with_columns(
         pl.col(s.LAYER).cast(pl.String)).collect()
 
+
+
+def as_dict(analysis: Analysis) -> dict:
+    """The analysis as plain JSON-ready data: figures, insights and every table's rows."""
+    from dataclasses import asdict, fields
+
+    out: dict = {"layer": analysis.layer, "hosts": analysis.hosts, "overview": analysis.overview,
+                 "insights": [asdict(insight) for insight in analysis.insights], "timeline_ns": analysis.timeline_ns}
+    for item in fields(analysis):
+        value = getattr(analysis, item.name)
+        if isinstance(value, pl.DataFrame):
+            enums = [name for name, dtype in value.schema.items() if isinstance(dtype, (pl.Enum, pl.Categorical))]
+            out[item.name] = value.with_columns(pl.col(enums).cast(pl.String)).to_dicts()
+    return out

@@ -11,7 +11,7 @@ try:  # typer >= 0.22 carries its own copy of click
 except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
-from ioobserve.cli import doctor, export, index, record
+from ioobserve.cli import analyze, doctor, export, index, record
 
 app = typer.Typer(
     name="ioobserve",
@@ -20,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("analyze", epilog=analyze.EPILOG)(analyze.analyze)
 app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.command("index", epilog=index.EPILOG)(index.index)
