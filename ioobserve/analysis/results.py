@@ -132,9 +132,11 @@ def results(part: Partial) -> Analysis:
         timeline_ns=MS << _report_exponent(part),
         lanes=part.lanes,
         spawns=_spawns(processes),
-        opens=part.opens.filter(pl.col(s.LAYER) == layer).drop(s.LAYER),
-        per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left"),
-        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left"),
+        opens=part.opens.filter(pl.col(s.LAYER) == layer).drop(s.LAYER).sort(s.HOST, s.PID),
+        per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left")
+        .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND, BUCKET),
+        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left")
+        .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND),
     )
 
 

@@ -71,6 +71,7 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None):
     """The Analysis of the traces, with its insights; damage is warned about on stderr."""
     import sys
 
+    from ioobserve.analysis.distributed import SchedulerError
     from ioobserve.analysis.insights import insights
     from ioobserve.analysis.results import results
     from ioobserve.analysis.run import analyze_partial
@@ -79,7 +80,7 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None):
     damage: list = []
     try:
         analysis = results(analyze_partial(traces, filters, scheduler, damage))
-    except TraceError as exc:
+    except (TraceError, SchedulerError) as exc:
         raise UserError(str(exc)) from None
     for found in damage:
         for note in found.notes:
