@@ -5,6 +5,13 @@ aggregates keyed by host, pid, cgroup, file id, layer, op and kind, plus merged 
 lists where a union must stay exact across chunks and nodes (a job's busy and compute time,
 the bytes read of each file). Partials of any number of chunks, traces and nodes combine
 into one, in any grouping: that is what the local loop and the Dask tasks both do.
+
+Exact across chunks: totals, sizes, patterns (each chunk's first access of a stream is
+re-classified against where the previous chunk left it), a job's busy, data and compute
+time and unoverlapped I/O (merged intervals, the compute between a thread's chunks added),
+bytes re-read, stat-then-open pairs, the timeline. Summed per chunk: the busy time of a
+process, rank or worker slot, where two of its threads' calls overlapping across a chunk
+seam count twice (a few µs per seam, seams every ~1.3 M events).
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from dataclasses import dataclass, fields
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, read_ranges, stat_then_open
+from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge
 from ioobserve.analysis.ops import DATA_KINDS, IO_LAYERS, KIND, METADATA, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
@@ -31,6 +38,7 @@ LANE_DETAIL = 4000  # lanes keep gaps longer than a chunk's span / LANE_DETAIL
 # Layers whose time is the program's I/O, for busy and unoverlapped time: the ones totals come
 # from, and the interpreter's calls.
 TIMED_LAYERS = [*IO_LAYERS, s.LAYER_PYTHON]
+OPEN_KEYS = [s.HOST, s.PID, s.LAYER]
 
 
 @dataclass
@@ -48,6 +56,7 @@ class Partial:
     threads: pl.DataFrame  # LAYER, JOB, HOST, PID, TID: FIRST_NS, LAST_NS (compute across chunk seams)
     ranges: pl.DataFrame  # LAYER, FILE_ID: START, END bytes read, merged
     opens: pl.DataFrame  # HOST, PID, LAYER: OPENS, OPENS_AFTER_STAT
+    edges: pl.DataFrame  # per thread: its first and last metadata call (stat and open across chunk seams)
     bins: pl.DataFrame  # LAYER, KIND, BIN: COUNT, BYTES
     bin_exponent: int
     lanes: pl.DataFrame  # HOST, PID: START, END
@@ -97,6 +106,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     named_io, named_data, named_threads = (
         frame.join(owners, on=[s.PID, s.CGROUP], how="left").lazy().collect().lazy()
         for frame in (process_io, process_data, thread_io))
+    metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
     frames = {
         "totals": events.group_by(TOTAL_KEYS).agg(
             pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
@@ -110,8 +120,8 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
         "intervals": _job_intervals(named_io, named_data, named_threads),
         "threads": _thread_ends(named_threads, host),
         "ranges": read_ranges(io.with_columns(pl.col(s.FILE_ID).alias(s.PATH)), [s.LAYER]).rename({s.PATH: s.FILE_ID}),
-        "opens": stat_then_open(io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH)),
-                                [s.HOST, s.PID, s.LAYER]),
+        "opens": stat_then_open(metadata, OPEN_KEYS),
+        "edges": call_edges(metadata, OPEN_KEYS),
         "bins": binned(timed, exponent, [s.LAYER, KIND]),
         "lanes": lanes(process_io.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
                        max(span // LANE_DETAIL, 1), [s.HOST, s.PID]),
@@ -193,7 +203,11 @@ def combine(parts: list[Partial]) -> Partial:
         threads=stacked["threads"].group_by(s.LAYER, s.JOB, s.HOST, s.PID, s.TID).agg(
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
         ranges=merge(stacked["ranges"].lazy(), [s.LAYER, s.FILE_ID]).collect(),
-        opens=_summed(stacked["opens"], [s.HOST, s.PID, s.LAYER], [OPENS, OPENS_AFTER_STAT]),
+        opens=_summed(pl.concat([stacked["opens"], seam_opens(stacked["edges"], OPEN_KEYS)], how="diagonal_relaxed")
+                      .with_columns(pl.col(OPENS).fill_null(0)), OPEN_KEYS, [OPENS, OPENS_AFTER_STAT]),
+        edges=stacked["edges"].sort(s.TS).group_by(*OPEN_KEYS, s.TID).agg(
+            pl.col(s.TS).first(), pl.col("first_open").first(), pl.col("first_path").first(), pl.col("last_stat").last(),
+            pl.col("last_path").last()),
         bins=rebin(stacked["bins"].lazy(), exponent, [s.LAYER, KIND]).collect(),
         bin_exponent=exponent,
         lanes=merge(stacked["lanes"].lazy(), [s.HOST, s.PID]).collect(),

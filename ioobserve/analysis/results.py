@@ -103,10 +103,10 @@ def results(part: Partial) -> Analysis:
         .join(files, on=s.FILE_ID, how="left")
         .join(part.processes.select(s.HOST, s.PID, s.PPID, s.COMM), on=[s.HOST, s.PID], how="left")
     )
-    io = named.filter(pl.col(s.LAYER) == layer)
-    busy = part.busy.filter(pl.col(s.LAYER) == layer)
-    groups = part.group_busy.filter(pl.col(s.LAYER) == layer)
-    intervals = part.intervals.filter(pl.col(s.LAYER) == layer)
+    io = named.filter(pl.col(s.LAYER) == (layer or ""))
+    busy = part.busy.filter(pl.col(s.LAYER) == (layer or ""))
+    groups = part.group_busy.filter(pl.col(s.LAYER) == (layer or ""))
+    intervals = part.intervals.filter(pl.col(s.LAYER) == (layer or ""))
     processes = _processes(io, busy)
     return Analysis(
         layer=layer,
@@ -124,18 +124,18 @@ def results(part: Partial) -> Analysis:
             on=[s.JOB, s.RANK, s.WORKER], how="left", nulls_equal=True)),
         processes=processes,
         files=_files(io, part, layer),
-        sizes=part.sizes.filter(pl.col(s.LAYER) == layer).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
-        patterns=part.patterns.filter(pl.col(s.LAYER) == layer).group_by(KIND).agg(
+        sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
+        patterns=part.patterns.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND).agg(
             pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum(), pl.col(UNALIGNED).sum()).sort(KIND),
         overlap=_overlap(part.intervals, layer),
         timeline=_timeline(part),
         timeline_ns=MS << _report_exponent(part),
         lanes=part.lanes,
         spawns=_spawns(processes),
-        opens=part.opens.filter(pl.col(s.LAYER) == layer).drop(s.LAYER).sort(s.HOST, s.PID),
-        per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left")
+        opens=part.opens.filter(pl.col(s.LAYER) == (layer or "")).drop(s.LAYER).sort(s.HOST, s.PID),
+        per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).join(files, on=s.FILE_ID, how="left")
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND, BUCKET),
-        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == layer).join(files, on=s.FILE_ID, how="left")
+        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == (layer or "")).join(files, on=s.FILE_ID, how="left")
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND),
     )
 
@@ -204,7 +204,7 @@ def _overlap(intervals: pl.DataFrame, layer: str | None, per_job: bool = True) -
 
 def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
     """Per file: totals, how many processes used it, the distinct bytes read and re-reads."""
-    unique = length(part.ranges.lazy().filter(pl.col(s.LAYER) == layer), [s.FILE_ID], UNIQUE_BYTES_READ).collect()
+    unique = length(part.ranges.lazy().filter(pl.col(s.LAYER) == (layer or "")), [s.FILE_ID], UNIQUE_BYTES_READ).collect()
     named = part.files.select(s.FILE_ID, s.PATH).join(unique, on=s.FILE_ID, how="inner").drop(s.FILE_ID)
     users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
@@ -241,14 +241,15 @@ def _timeline(part: Partial) -> pl.DataFrame:
 
 
 def as_dict(analysis: Analysis) -> dict:
-    """The analysis as plain JSON-ready data: figures, insights and every table's rows."""
+    """The analysis as plain JSON-ready data: figures, insights and every table's rows (the
+    lanes excepted: drawing data, at the detail each chunk kept)."""
     from dataclasses import asdict, fields
 
     out: dict = {"layer": analysis.layer, "hosts": analysis.hosts, "overview": analysis.overview,
                  "insights": [asdict(insight) for insight in analysis.insights], "timeline_ns": analysis.timeline_ns}
     for item in fields(analysis):
         value = getattr(analysis, item.name)
-        if isinstance(value, pl.DataFrame):
+        if isinstance(value, pl.DataFrame) and item.name != "lanes":
             enums = [name for name, dtype in value.schema.items() if isinstance(dtype, (pl.Enum, pl.Categorical))]
             out[item.name] = value.with_columns(pl.col(enums).cast(pl.String)).to_dicts()
     return out

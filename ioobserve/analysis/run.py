@@ -11,7 +11,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.partial import Partial, chunk_partial, combine, process_table
-from ioobserve.trace.chunks import TraceTables, event_chunks, trace_tables
+from ioobserve.trace.chunks import CHUNK_BYTES, ID_SCHEMA, TraceTables, event_chunks, trace_tables
 from ioobserve.trace.index import read_index
 from ioobserve.trace.members import Damage
 from ioobserve.trace.reader import Selection, own_records
@@ -63,20 +63,19 @@ def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
     return found
 
 
-def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None) -> Partial:
-    """The partial of one trace file (a Dask task)."""
+def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None,
+                  chunk_bytes: int = CHUNK_BYTES) -> Partial:
+    """The partial of one trace file (a Dask task), read `chunk_bytes` of compressed members at a time."""
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
     parts = [chunk_partial(filters.events(chunk, tables), tables, processes)
-             for chunk in event_chunks(path, filters.selection(), damage)]
+             for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes)]
     if not parts:  # a trace without events (or none selected)
         parts = [chunk_partial(_no_events(), tables, processes)]
     return combine(parts)
 
 
 def _no_events() -> pl.DataFrame:
-    from ioobserve.trace.chunks import ID_SCHEMA
-
     return pl.DataFrame(schema=ID_SCHEMA)
 
 
