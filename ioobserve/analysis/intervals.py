@@ -19,17 +19,32 @@ def _over(expr: pl.Expr, by: Sequence[str]) -> pl.Expr:
 
 def merge(intervals: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     """Intervals (START, END columns) as their union per group: one row per maximal interval,
-    sorted; touching intervals merge, empty ones vanish."""
-    ordered = intervals.select(*by, START, END).filter(pl.col(END) > pl.col(START)).sort(*by, START)
-    reached = _over(pl.col(END).cum_max(), by)  # the furthest end up to each interval
-    # Sorted, each maximal interval is a run of rows: it starts where the row starts beyond
-    # everything before it in its group, and ends at the furthest end reached by its last row.
-    begins = _over((pl.col(START) > pl.col("_reached").shift(1)).fill_null(True), by)
-    runs = ordered.with_columns(reached.alias("_reached")).with_columns(begins.alias("_begins"))
-    ends = _over(pl.col("_begins").shift(-1).fill_null(True), by)
-    return runs.with_columns(ends.alias("_ends")).select(
-        *(pl.col(key).filter(pl.col("_begins")) for key in by),
-        pl.col(START).filter(pl.col("_begins")), pl.col("_reached").filter(pl.col("_ends")).alias(END))
+    in START order; touching intervals merge, empty ones vanish."""
+    # In time order (one sort, a no-op on sorted input) every group is in time order too, so
+    # window functions find the runs without sorting by group: a run starts where an interval
+    # starts beyond all earlier ones of its group, and ends at the furthest end its last row reached.
+    ordered = intervals.select(*by, START, END).filter(pl.col(END) > pl.col(START)).sort(START)
+    runs = (
+        ordered.with_columns(_over(pl.col(END).cum_max(), by).alias("_reached"))
+        .with_columns(_over((pl.col(START) > pl.col("_reached").shift(1)).fill_null(True), by).alias("_begins"))
+        .with_columns(_over(pl.col("_begins").shift(-1).fill_null(True), by).alias("_ends"))
+        .with_columns(_over(pl.when(pl.col("_ends")).then(pl.col("_reached")).backward_fill(), by).alias("_end"))
+    )
+    return runs.filter(pl.col("_begins")).select(*by, START, pl.col("_end").alias(END))
+
+
+def merge_now(intervals: pl.DataFrame, by: Sequence[str] = (), few: int = 64) -> pl.DataFrame:
+    """merge, at once. With `few` groups or fewer (one job, one rank, three scopes: the usual
+    case) each group is merged on its own, without windows per group, which is much faster."""
+    if not by or not intervals.height:
+        return merge(intervals.lazy(), by).collect()
+    if intervals.select(by).unique().height > few:
+        return merge(intervals.lazy(), by).collect()
+    parts = []
+    for part in intervals.partition_by(by, maintain_order=False):
+        keys = [pl.lit(part.get_column(key).first(), intervals.schema[key]).alias(key) for key in by]
+        parts.append(merge(part.lazy()).collect().select(*keys, START, END))
+    return pl.concat(parts).sort(START)
 
 
 def event_intervals(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
@@ -56,22 +71,26 @@ def busy_time(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
 
 def uncovered(intervals: pl.LazyFrame, cover: pl.LazyFrame, by: Sequence[str] = (), name: str = BUSY_NS) -> pl.LazyFrame:
     """Per group, the length of `intervals` that `cover` leaves uncovered (both merged, with
-    the same group columns), by a sweep over their ends."""
-    def edges(frame: pl.LazyFrame, column: str) -> pl.LazyFrame:
-        step = pl.lit(1, pl.Int64)
-        return pl.concat([
-            frame.select(*by, pl.col(START).alias("_t"), step.alias(column)),
-            frame.select(*by, pl.col(END).alias("_t"), (-step).alias(column)),
-        ])
+    the same group columns): their length less, for each interval, the cover inside it."""
+    # covered(t): cover length before t = the cover up to the last cover interval starting at or
+    # before t, as a running sum, clipped at t; found by an as-of join on sorted starts.
+    covers = cover.select(*by, START, END).sort(START).with_columns(
+        _over((pl.col(END) - pl.col(START)).cum_sum(), by).alias("_through"))
 
-    points = pl.concat([edges(intervals, "_in"), edges(cover, "_cover")], how="diagonal").fill_null(0).sort(*by, "_t")
-    inside = _over(pl.col("_in").cum_sum(), by)
-    covered = _over(pl.col("_cover").cum_sum(), by)
-    gap = _over(pl.col("_t").shift(-1), by) - pl.col("_t")
-    swept = points.with_columns(
-        pl.when((inside > 0) & (covered == 0)).then(gap).otherwise(0).fill_null(0).alias("_gap"))
-    total = pl.col("_gap").sum().cast(pl.UInt64).alias(name)
-    return swept.group_by(*by).agg(total).sort(*by) if by else swept.select(total)
+    def covered(at: str) -> pl.Expr:
+        inside = (pl.min_horizontal(pl.col(at), pl.col("_end")) - pl.col("_start")).clip(lower_bound=0)
+        return (pl.col("_through") - (pl.col("_end") - pl.col("_start")) + inside).fill_null(0)
+
+    measured = intervals.select(*by, START, END).sort(START)
+    for at in (START, END):
+        found = covers.select(*by, pl.col(START).alias(f"_key_{at}"), pl.col(START).alias("_start"),
+                              pl.col(END).alias("_end"), "_through")
+        measured = measured.join_asof(found, left_on=at, right_on=f"_key_{at}", by=list(by) or None,
+                                      strategy="backward", check_sortedness=False)
+        measured = measured.with_columns(covered(at).alias(f"_covered_{at}")).drop("_start", "_end", "_through", f"_key_{at}")
+    gap = (pl.col(END) - pl.col(START)) - (pl.col(f"_covered_{END}") - pl.col(f"_covered_{START}"))
+    total = gap.sum().cast(pl.UInt64).alias(name)
+    return measured.group_by(*by).agg(total).sort(*by) if by else measured.select(total)
 
 
 def bandwidth(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:

@@ -22,7 +22,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
-from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge
+from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
 from ioobserve.analysis.ops import DATA_KINDS, IO_LAYERS, KIND, METADATA, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
@@ -91,21 +91,14 @@ def _owners(events: pl.LazyFrame, tables: TraceTables, processes: pl.DataFrame) 
 def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFrame) -> Partial:
     """The partial of one chunk of events (ioobserve.trace.chunks.ID_SCHEMA) of a trace."""
     host = processes.get_column(s.HOST).first() if processes.height else tables.host
-    events = chunk.lazy().with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
-    io = events.filter(pl.col(s.LAYER).is_in(IO_LAYERS))
-    timed = events.filter(pl.col(s.LAYER).is_in(TIMED_LAYERS))
+    # Eager, once: every frame below reads them; in time order, so that merges need not sort.
+    events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
+    io, timed = (events.filter(pl.col(s.LAYER).is_in(layers)).lazy() for layers in (IO_LAYERS, TIMED_LAYERS))
+    events = events.lazy()
     span = int(chunk.get_column(s.TS).max() - chunk.get_column(s.TS).min()) if chunk.height else 0
     exponent = bin_exponent(span)
-    # Merged once, eagerly, and reused: threads, then processes from their threads' unions
-    # (far fewer rows to name and to merge per job).
-    owned = [s.LAYER, s.PID, s.CGROUP]
-    thread_io = busy_intervals(timed, [*owned, s.TID]).collect()
-    process_io = merge(thread_io.lazy(), owned).collect()
-    process_data = busy_intervals(timed.filter(pl.col(KIND).is_in(DATA_KINDS)), owned).collect()
     owners = _owners(events, tables, processes).collect()
-    named_io, named_data, named_threads = (
-        frame.join(owners, on=[s.PID, s.CGROUP], how="left").lazy().collect().lazy()
-        for frame in (process_io, process_data, thread_io))
+    timing = _interval_frames(timed, owners, host, max(span // LANE_DETAIL, 1))
     metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
     frames = {
         "totals": events.group_by(TOTAL_KEYS).agg(
@@ -115,32 +108,56 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
         "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
         "patterns": access_patterns(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
         "streams": _streams(io),
-        "busy": _busy(process_io.lazy(), process_data.lazy(), [s.PID], host),
-        "group_busy": _group_busy(named_io, named_data, host),
-        "intervals": _job_intervals(named_io, named_data, named_threads),
-        "threads": _thread_ends(named_threads, host),
         "ranges": read_ranges(io.with_columns(pl.col(s.FILE_ID).alias(s.PATH)), [s.LAYER]).rename({s.PATH: s.FILE_ID}),
         "opens": stat_then_open(metadata, OPEN_KEYS),
         "edges": call_edges(metadata, OPEN_KEYS),
         "bins": binned(timed, exponent, [s.LAYER, KIND]),
-        "lanes": lanes(process_io.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
-                       max(span // LANE_DETAIL, 1), [s.HOST, s.PID]),
     }
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
-    return Partial(**collected, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
+    return Partial(**collected, **timing, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
                    files=tables.files, processes=processes)
 
 
-def _busy(io: pl.LazyFrame, data: pl.LazyFrame, keys: list[str], host: str, merged: bool = True) -> pl.LazyFrame:
+def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_tolerance: int) -> dict[str, pl.DataFrame]:
+    """The Partial's frames made of merged intervals: busy time per process, rank and worker
+    slot; a job's I/O, data and compute intervals; thread ends; lanes."""
+    owned = [s.LAYER, s.PID, s.CGROUP]
+    threads = busy_intervals(timed, [*owned, s.TID]).collect()
+    # A process's intervals from its threads' (the same when it has one thread, as most do)
+    several = threads.group_by(owned).agg(pl.col(s.TID).n_unique()).get_column(s.TID).max() or 0
+    processes = merge_now(threads, owned) if several > 1 else threads.drop(s.TID)
+    data = busy_intervals(timed.filter(pl.col(KIND).is_in(DATA_KINDS)), owned).collect()
+
+    def named(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.join(owners, on=[s.PID, s.CGROUP], how="left")
+
+    io_named, data_named, threads_named = named(processes), named(data), named(threads)
+    thread = [s.LAYER, s.PID, s.CGROUP, s.TID]
+    gaps = threads_named.select(s.LAYER, s.JOB, pl.col(END).alias(START), pl.col(START).shift(-1).over(thread).alias(END))
+    job = [s.LAYER, s.JOB]
+    intervals = pl.concat([merge_now(frame, job).with_columns(pl.lit(scope).alias(SCOPE)) for scope, frame in (
+        (SCOPE_IO, io_named), (SCOPE_DATA, data_named), (SCOPE_COMPUTE, gaps.drop_nulls(END)))])
+    return {
+        "busy": _busy(processes, data, [s.PID], host),
+        "group_busy": _group_busy(io_named, data_named, host),
+        "intervals": intervals,
+        "threads": threads_named.group_by(s.LAYER, s.JOB, s.PID, s.TID).agg(
+            pl.col(START).min().alias(FIRST_NS), pl.col(END).max().alias(LAST_NS)).with_columns(pl.lit(host).alias(s.HOST)),
+        "lanes": lanes(processes.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
+                       lane_tolerance, [s.HOST, s.PID]).collect(),
+    }
+
+
+def _busy(io: pl.DataFrame, data: pl.DataFrame, keys: list[str], host: str, merged: bool = True) -> pl.DataFrame:
     """IO_BUSY_NS and DATA_BUSY_NS per LAYER and keys, from intervals merged per process
     (`merged`: no two of a group overlap, as a process's in two cgroups do not)."""
     by = [s.LAYER, *keys]
-    io, data = (io, data) if merged else (merge(io, by), merge(data, by))
-    both = length(io, by, IO_BUSY_NS).join(length(data, by, DATA_BUSY_NS), on=by, how="left", nulls_equal=True)
-    return both.with_columns(pl.col(DATA_BUSY_NS).fill_null(0), pl.lit(host).alias(s.HOST))
+    io, data = (io, data) if merged else (merge_now(io, by), merge_now(data, by))
+    both = length(io.lazy(), by, IO_BUSY_NS).join(length(data.lazy(), by, DATA_BUSY_NS), on=by, how="left", nulls_equal=True)
+    return both.with_columns(pl.col(DATA_BUSY_NS).fill_null(0), pl.lit(host).alias(s.HOST)).collect()
 
 
-def _group_busy(io: pl.LazyFrame, data: pl.LazyFrame, host: str) -> pl.LazyFrame:
+def _group_busy(io: pl.DataFrame, data: pl.DataFrame, host: str) -> pl.DataFrame:
     """Busy time of each rank (its processes together) and of each of its worker slots, from
     processes' intervals named with their owners."""
     named = [frame.filter(pl.col(s.RANK).is_not_null()) for frame in (io, data)]
@@ -149,25 +166,6 @@ def _group_busy(io: pl.LazyFrame, data: pl.LazyFrame, host: str) -> pl.LazyFrame
     workers = _busy(*(frame.filter(pl.col(s.WORKER).is_not_null()) for frame in named), [s.JOB, s.RANK, s.WORKER], host,
                     merged=False)
     return pl.concat([ranks, workers.with_columns(pl.lit(GROUP_WORKER).alias(GROUP))], how="diagonal_relaxed")
-
-
-def _job_intervals(io: pl.LazyFrame, data: pl.LazyFrame, threads: pl.LazyFrame) -> pl.LazyFrame:
-    """Per LAYER and JOB: the union of its I/O, of its data I/O, and of its threads' compute
-    (the gaps between a thread's I/O); intervals named with their owners."""
-    by = [s.LAYER, s.JOB]
-    thread = [s.LAYER, s.PID, s.CGROUP, s.TID]
-    gaps = threads.select(*by, pl.col(END).alias(START), pl.col(START).shift(-1).over(thread).alias(END))
-    scoped = [merge(frame, by).with_columns(pl.lit(scope).alias(SCOPE))
-              for scope, frame in ((SCOPE_IO, io), (SCOPE_DATA, data), (SCOPE_COMPUTE, gaps.drop_nulls(END)))]
-    return pl.concat(scoped)
-
-
-def _thread_ends(threads: pl.LazyFrame, host: str) -> pl.LazyFrame:
-    """Each thread's first I/O start and last I/O end in the chunk, for the compute between chunks."""
-    return (
-        threads.group_by(s.LAYER, s.JOB, s.PID, s.TID).agg(pl.col(START).min().alias(FIRST_NS), pl.col(END).max().alias(LAST_NS))
-        .with_columns(pl.lit(host).alias(s.HOST))
-    )
 
 
 STREAM = [s.HOST, s.PID, s.LAYER, s.FILE_ID, s.FD, KIND]
@@ -202,7 +200,7 @@ def combine(parts: list[Partial]) -> Partial:
         intervals=_stitch_compute(stacked["intervals"], stacked["threads"], interval_keys),
         threads=stacked["threads"].group_by(s.LAYER, s.JOB, s.HOST, s.PID, s.TID).agg(
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
-        ranges=merge(stacked["ranges"].lazy(), [s.LAYER, s.FILE_ID]).collect(),
+        ranges=merge_now(stacked["ranges"], [s.LAYER, s.FILE_ID]),
         opens=_summed(pl.concat([stacked["opens"], seam_opens(stacked["edges"], OPEN_KEYS)], how="diagonal_relaxed")
                       .with_columns(pl.col(OPENS).fill_null(0)), OPEN_KEYS, [OPENS, OPENS_AFTER_STAT]),
         edges=stacked["edges"].sort(s.TS).group_by(*OPEN_KEYS, s.TID).agg(
@@ -210,7 +208,7 @@ def combine(parts: list[Partial]) -> Partial:
             pl.col("last_path").last()),
         bins=rebin(stacked["bins"].lazy(), exponent, [s.LAYER, KIND]).collect(),
         bin_exponent=exponent,
-        lanes=merge(stacked["lanes"].lazy(), [s.HOST, s.PID]).collect(),
+        lanes=merge_now(stacked["lanes"], [s.HOST, s.PID]),
         owners=stacked["owners"].unique([s.HOST, s.PID, s.CGROUP], keep="last"),
         files=stacked["files"].unique(s.FILE_ID, keep="last"),
         processes=stacked["processes"].unique([s.HOST, s.PID], keep="last"),
@@ -230,7 +228,7 @@ def _stitch_compute(intervals: pl.DataFrame, threads: pl.DataFrame, keys: list[s
         .filter(pl.col(START).is_not_null() & (pl.col(FIRST_NS) > pl.col(START)))
         .select(s.LAYER, s.JOB, pl.lit(SCOPE_COMPUTE).alias(SCOPE), START, pl.col(FIRST_NS).alias(END))
     )
-    return merge(pl.concat([intervals, seams], how="diagonal_relaxed").lazy(), keys).collect()
+    return merge_now(pl.concat([intervals, seams], how="diagonal_relaxed"), keys)
 
 
 def _stitch_streams(patterns: pl.DataFrame, streams: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

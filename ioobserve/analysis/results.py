@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.intervals import length, merge, uncovered
+from ioobserve.analysis.intervals import END, START, length, merge_now, uncovered
 from ioobserve.analysis.ops import KIND, METADATA, READ, SYNC, WRITE, io_layer
 from ioobserve.analysis.overlap import UNOVERLAPPED_NS
 from ioobserve.analysis.partial import (
@@ -106,16 +106,21 @@ def results(part: Partial) -> Analysis:
     io = named.filter(pl.col(s.LAYER) == (layer or ""))
     busy = part.busy.filter(pl.col(s.LAYER) == (layer or ""))
     groups = part.group_busy.filter(pl.col(s.LAYER) == (layer or ""))
-    intervals = part.intervals.filter(pl.col(s.LAYER) == (layer or ""))
+    timed = part.intervals.filter(pl.col(s.LAYER).cast(pl.String).is_in([layer or "", s.LAYER_PYTHON]))
+    every_job = _every_job(timed)
+    whole = _overlap(every_job, [s.LAYER])
+    jobs = timed.get_column(s.JOB).unique()
+    overlap = (whole.with_columns(pl.lit(jobs.first(), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
+               if jobs.len() <= 1 else _overlap(timed, [s.LAYER, s.JOB]))
     processes = _processes(io, busy)
     return Analysis(
         layer=layer,
         hosts=sorted(part.processes.get_column(s.HOST).unique().to_list()),
-        overview=_overview(io, intervals, part, layer),
+        overview=_overview(io, every_job, whole, layer),
         layers=named.group_by(s.LAYER).agg(pl.col(COUNT).sum().alias("events"), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
         .with_columns(pl.col(s.LAYER).cast(pl.String)).sort(s.LAYER),
         ops=summarize(io.with_columns(pl.col(s.OP).cast(pl.String)), [s.OP]),
-        jobs=_jobs(io, intervals),
+        jobs=_jobs(io, timed.filter(pl.col(s.LAYER) == (layer or ""))),
         ranks=_with_bandwidth(summarize(io.filter(pl.col(s.RANK).is_not_null()), [s.JOB, s.RANK]).join(
             groups.filter(pl.col(GROUP) == GROUP_RANK).select(s.JOB, s.RANK, IO_BUSY_NS, DATA_BUSY_NS),
             on=[s.JOB, s.RANK], how="left", nulls_equal=True)),
@@ -127,7 +132,7 @@ def results(part: Partial) -> Analysis:
         sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
         patterns=part.patterns.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND).agg(
             pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum(), pl.col(UNALIGNED).sum()).sort(KIND),
-        overlap=_overlap(part.intervals, layer),
+        overlap=overlap,
         timeline=_timeline(part),
         timeline_ns=MS << _report_exponent(part),
         lanes=part.lanes,
@@ -162,12 +167,19 @@ def _jobs(io: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
     return _with_bandwidth(frame.join(busy[1], on=s.JOB, how="left", nulls_equal=True))
 
 
-def _overview(io: pl.DataFrame, intervals: pl.DataFrame, part: Partial, layer: str | None) -> dict:
-    """Whole-trace figures: totals, busy time (the union over every job) and bandwidth."""
+def _every_job(intervals: pl.DataFrame) -> pl.DataFrame:
+    """Intervals (merged per layer, job and scope) merged per layer and scope over all jobs."""
+    if intervals.get_column(s.JOB).n_unique() <= 1:
+        return intervals.drop(s.JOB)  # one job: merged already
+    return merge_now(intervals.drop(s.JOB), [s.LAYER, SCOPE])
+
+
+def _overview(io: pl.DataFrame, every_job: pl.DataFrame, overlap: pl.DataFrame, layer: str | None) -> dict:
+    """Whole-trace figures: totals, busy time (the union over every job), bandwidth and overlap."""
     totals = io.select(_sums(pl.col(KIND))).row(0, named=True)
     for scope, name in ((SCOPE_IO, IO_BUSY_NS), (SCOPE_DATA, DATA_BUSY_NS)):
-        union = merge(intervals.lazy().filter(pl.col(SCOPE) == scope))
-        totals[name] = int(length(union).collect().item() or 0)
+        union = every_job.filter((pl.col(SCOPE) == scope) & (pl.col(s.LAYER) == (layer or "")))
+        totals[name] = int(union.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
     moved = (totals[BYTES_READ] or 0) + (totals[BYTES_WRITTEN] or 0)
     totals[BYTES_PER_S] = moved * 1e9 / totals[DATA_BUSY_NS] if totals[DATA_BUSY_NS] else None
     totals["processes"] = io.select(pl.struct(s.HOST, s.PID).n_unique()).item()
@@ -177,22 +189,21 @@ def _overview(io: pl.DataFrame, intervals: pl.DataFrame, part: Partial, layer: s
     calls = dict(data_calls.iter_rows())
     totals["read_calls"], totals["write_calls"] = calls.get(READ, 0), calls.get(WRITE, 0)
     totals["read_write_ratio"] = totals[BYTES_READ] / totals[BYTES_WRITTEN] if totals[BYTES_WRITTEN] else None
-    for row in _overlap(part.intervals, layer, per_job=False).iter_rows(named=True):
+    for row in overlap.iter_rows(named=True):
         prefix = "" if row[s.LAYER] == layer else f"{row[s.LAYER].lower()}_"  # python_unoverlapped_ns ...
         totals.update({f"{prefix}{key}": row[key] for key in (COMPUTE_NS, UNOVERLAPPED_NS)})
         if prefix:
             totals[f"{prefix}{IO_BUSY_NS}"] = row[IO_BUSY_NS]
     totals.setdefault(UNOVERLAPPED_NS, 0)
+    totals.setdefault(COMPUTE_NS, 0)
     totals["layer"] = layer
     return totals
 
 
-def _overlap(intervals: pl.DataFrame, layer: str | None, per_job: bool = True) -> pl.DataFrame:
-    """Per layer (the totals' and PYTHON), and per job or for all jobs together: I/O time,
-    compute time and the I/O no compute hid."""
-    wanted = intervals.lazy().filter(pl.col(s.LAYER).cast(pl.String).is_in([layer or "", s.LAYER_PYTHON]))
-    by = [s.LAYER, s.JOB] if per_job else [s.LAYER]
-    rows = merge(wanted.filter(pl.col(SCOPE) != SCOPE_DATA), [*by, SCOPE])
+def _overlap(merged: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group of intervals merged per group and scope: I/O time, compute time and the I/O
+    no compute hid."""
+    rows = merged.lazy()
     io, compute = (rows.filter(pl.col(SCOPE) == scope) for scope in (SCOPE_IO, SCOPE_COMPUTE))
     return (
         length(io, by, IO_BUSY_NS).join(length(compute, by, COMPUTE_NS), on=by, how="left", nulls_equal=True)

@@ -4,6 +4,7 @@ here or as Dask tasks (one per trace file), combined into one."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,8 +69,18 @@ def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage]
     """The partial of one trace file (a Dask task), read `chunk_bytes` of compressed members at a time."""
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
-    parts = [chunk_partial(filters.events(chunk, tables), tables, processes)
-             for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes)]
+    def reduce(chunk: pl.DataFrame) -> Partial:
+        return chunk_partial(filters.events(chunk, tables), tables, processes)
+
+    # Each chunk is reduced on a second thread while the next one is read: two chunks at most in memory.
+    parts, pending = [], None
+    with ThreadPoolExecutor(max_workers=1) as reducer:
+        for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes):
+            if pending is not None:
+                parts.append(pending.result())
+            pending = reducer.submit(reduce, chunk)
+        if pending is not None:
+            parts.append(pending.result())
     if not parts:  # a trace without events (or none selected)
         parts = [chunk_partial(_no_events(), tables, processes)]
     return combine(parts)
