@@ -25,6 +25,8 @@ from ioobserve.analysis.results import (
 )
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import MS, rebin
+from ioobserve.context.mounts import SHARED_FS
+from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
 
 HIGH, WARN = "high", "warn"
 TOP = 3  # files or processes cited per insight
@@ -44,6 +46,7 @@ IMBALANCE, IMBALANCE_MIN_NS = 0.30, 10_000_000  # (max - mean) / max of I/O time
 PEAK_EXPONENT = 10  # 2^10 ms: rates per second
 EVERY_WORKER_MIN, EVERY_WORKER_BYTES = 2, 1 << 20
 CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth")  # imports, reported apart from data files
+SHARED_CODE_FILES = 50
 
 
 @dataclass
@@ -146,9 +149,7 @@ def _stat_then_open(a: Analysis) -> Insight | None:
 
 def _data_files(a: Analysis) -> pl.DataFrame:
     """Files read, without the interpreter's code (imports)."""
-    return a.files.filter((pl.col(BYTES_READ) > 0) & ~pl.col(s.PATH).str.ends_with(CODE_SUFFIXES[0])
-                          & ~pl.any_horizontal(pl.col(s.PATH).str.ends_with(x) for x in CODE_SUFFIXES[1:])
-                          & ~pl.col(s.PATH).str.contains(r"\.so\.", literal=False))
+    return a.files.filter((pl.col(BYTES_READ) > 0) & ~_is_code())
 
 
 def _small_files(a: Analysis) -> Insight | None:
@@ -247,9 +248,32 @@ def _every_worker(a: Analysis) -> Insight | None:
         _top(shared, s.PATH, BYTES_READ, lambda r: f"read by {r['readers']} processes, {_bytes(r[BYTES_READ])} in all"))
 
 
+def _is_code() -> pl.Expr:
+    """Paths of the interpreter's code: what imports read."""
+    path = pl.col(s.PATH)
+    return (pl.any_horizontal(path.str.ends_with(x) for x in CODE_SUFFIXES) | path.str.contains(r"\.so\.")
+            | path.str.contains("/site-packages/|/dist-packages/"))
+
+
+def _shared_imports(a: Analysis) -> Insight | None:
+    code = a.files.filter(_is_code() & pl.col(FSTYPE).is_in(sorted(SHARED_FS)))
+    calls = code.get_column(CALLS).sum() or 0
+    if code.height < SHARED_CODE_FILES:
+        return None
+    per_mount = code.group_by(MOUNTPOINT, FSTYPE).agg(pl.len().alias("files"), pl.col(CALLS).sum(), pl.col(TIME_NS).sum())
+    return Insight(
+        "shared-fs-imports", WARN, "Python imports from a shared file system",
+        f"{code.height:,} code files (.py, .pyc, .so) came from a shared file system: {calls:,} calls, "
+        f"{(code.get_column(TIME_NS).sum() or 0) / 1e6:,.1f} ms; every process of every node repeats them.",
+        "Install the environment on node-local storage or in a container image, or pack it (squashfs, conda-pack) "
+        "so that a node reads one file instead of thousands of small ones on the shared servers.",
+        _top(per_mount.with_columns(pl.format("{} ({})", MOUNTPOINT, FSTYPE).alias("mount")), "mount", CALLS,
+             lambda r: f"{r['files']:,} files, {r[CALLS]:,} calls"))
+
+
 RULES: tuple[Callable[[Analysis], Insight | None], ...] = (
     _small_io, _random_access, _metadata, _stat_then_open, _small_files, _rereads, _writes, _syncs, _imbalance,
-    _every_worker,
+    _every_worker, _shared_imports,
 )
 
 

@@ -62,6 +62,7 @@ class Partial:
     lanes: pl.DataFrame  # HOST, PID: START, END
     owners: pl.DataFrame  # HOST, PID, CGROUP: JOB, RANK, WORKER
     files: pl.DataFrame  # FILE_ID: PATH, DEV, INO
+    mounts: pl.DataFrame  # HOST, DEV: MOUNTPOINT, FSTYPE
     processes: pl.DataFrame  # HOST, PID: PPID, COMM, JOB, RANK, WORKER
 
 
@@ -115,7 +116,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     }
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
     return Partial(**collected, **timing, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
-                   files=tables.files, processes=processes)
+                   files=tables.files, mounts=tables.mounts.with_columns(pl.lit(host).alias(s.HOST)), processes=processes)
 
 
 def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_tolerance: int) -> dict[str, pl.DataFrame]:
@@ -211,6 +212,7 @@ def combine(parts: list[Partial]) -> Partial:
         lanes=merge_now(stacked["lanes"], [s.HOST, s.PID]),
         owners=stacked["owners"].unique([s.HOST, s.PID, s.CGROUP], keep="last"),
         files=stacked["files"].unique(s.FILE_ID, keep="last"),
+        mounts=stacked["mounts"].unique([s.HOST, s.DEV], keep="last"),
         processes=stacked["processes"].unique([s.HOST, s.PID], keep="last"),
     )
 

@@ -33,6 +33,7 @@ from ioobserve.analysis.partial import (
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.sizes import BUCKET
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
+from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
 
 CALLS, BYTES_READ, BYTES_WRITTEN = "calls", "bytes_read", "bytes_written"
 DATA_NS, META_NS, SYNC_NS = "data_ns", "metadata_ns", "sync_ns"
@@ -221,10 +222,13 @@ def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
         pl.struct(s.HOST, s.PID).filter(pl.col(KIND) == READ).n_unique().alias("readers"),
         *_sums(pl.col(KIND)))
+    # Each file's file system, from its device (a dev names one mount per node; the first found is kept)
+    mounts = part.mounts.select(s.DEV, MOUNTPOINT, FSTYPE).unique(s.DEV, keep="first", maintain_order=True)
+    where = part.files.select(s.PATH, s.DEV).unique(s.PATH, keep="last").join(mounts, on=s.DEV, how="left").drop(s.DEV)
     return users.join(named.group_by(s.PATH).agg(pl.col(UNIQUE_BYTES_READ).sum()), on=s.PATH, how="left").with_columns(
         pl.col(UNIQUE_BYTES_READ).fill_null(0),
         (pl.col(BYTES_READ) - pl.col(UNIQUE_BYTES_READ).fill_null(0)).clip(lower_bound=0).alias(REREAD_BYTES),
-    ).sort(TIME_NS, s.PATH, descending=[True, False])
+    ).join(where, on=s.PATH, how="left").sort(TIME_NS, s.PATH, descending=[True, False])
 
 
 def _spawns(processes: pl.DataFrame) -> pl.DataFrame:

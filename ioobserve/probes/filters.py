@@ -8,26 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Pseudo-filesystems whose "files" are not I/O a user asks about: excluded by device.
-# tmpfs stays in (/dev/shm, /tmp): data loaders exchange real data through it.
-PSEUDO_FS = frozenset({
-    "proc", "sysfs", "devtmpfs", "devpts", "tracefs", "debugfs", "cgroup", "cgroup2", "bpf",
-    "securityfs", "pstore", "mqueue", "configfs", "fusectl", "binfmt_misc", "efivarfs",
-})
+from ioobserve.context.mounts import MOUNTINFO, PSEUDO_FS, read_mounts
 
 
-def excluded_devices(mountinfo: str = "/proc/self/mountinfo") -> set[int]:
+def excluded_devices(mountinfo: str = MOUNTINFO) -> set[int]:
     """Kernel dev_t (major << 20 | minor) of every mounted pseudo-filesystem."""
-    devs = set()
-    with open(mountinfo) as lines:
-        for line in lines:
-            fields = line.split()
-            # mountinfo: id parent major:minor root mountpoint options [optional...] - fstype ...
-            fstype = fields[fields.index("-") + 1]
-            if fstype in PSEUDO_FS:
-                major, minor = (int(x) for x in fields[2].split(":"))
-                devs.add((major << 20) | minor)
-    return devs
+    return {(mount.major << 20) | mount.minor for mount in read_mounts(mountinfo) if mount.fstype in PSEUDO_FS}
 
 
 @dataclass

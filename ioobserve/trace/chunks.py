@@ -16,7 +16,7 @@ from ioobserve.derived import bytes_moved
 from ioobserve.trace import parse
 from ioobserve.trace.members import Damage
 from ioobserve.trace.reader import Selection, read_lines, run_chunks
-from ioobserve.trace.tables import cgroup_table, context_table, file_table, process_table, stack_table
+from ioobserve.trace.tables import cgroup_table, context_table, file_table, mount_table, process_table, stack_table
 
 CHUNK_BYTES = 32 << 20  # compressed: about 1.3 M of our events
 RAW_FIELDS = ("name", "pid", "tid", "ts", "dur", "fhash", "ret", "count", "offset", "fd", "cgroup", "evflags", "tns",
@@ -33,7 +33,8 @@ ID_SCHEMA: dict[str, pl.DataType] = {
 @dataclass
 class TraceTables:
     """What names the ids of one trace's events: its host, files (FILE_ID -> PATH, DEV, INO),
-    processes (pid -> ppid, comm), cgroups (-> job ...), process contexts and Python stacks."""
+    processes (pid -> ppid, comm), cgroups (-> job ...), process contexts, Python stacks and
+    mounts (DEV -> mount point, file system type)."""
 
     host: str
     files: pl.DataFrame
@@ -41,6 +42,7 @@ class TraceTables:
     cgroups: pl.DataFrame
     contexts: pl.DataFrame
     stacks: pl.DataFrame
+    mounts: pl.DataFrame
 
 
 def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
@@ -53,7 +55,7 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
         host=host or Path(path).name.split("-")[0],
         files=file_table(lines).rename({"fhash": s.FILE_ID}),
         processes=process_table(lines), cgroups=cgroup_table(lines), contexts=context_table(lines),
-        stacks=stack_table(lines),
+        stacks=stack_table(lines), mounts=mount_table(lines),
     )
 
 

@@ -1,5 +1,5 @@
-"""The trace's metadata records (FH, PR, CG, US, PS, PC) as small tables that name the ids
-events carry: files, processes, cgroups, users, Python stacks and process contexts."""
+"""The trace's metadata records (FH, PR, CG, US, PS, PC, MT) as small tables that name the ids
+events carry: files, processes, cgroups, users, Python stacks, process contexts and mounts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from ioobserve import schema as s
 from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA
 from ioobserve.python.spans import STACK_TABLE_SCHEMA
 from ioobserve.trace import parse
+
+MOUNTPOINT, FSTYPE = "mountpoint", "fstype"
+MOUNT_SCHEMA = {s.DEV: pl.UInt64, MOUNTPOINT: pl.String, FSTYPE: pl.String}
 
 
 def file_table(lines: pl.DataFrame) -> pl.DataFrame:
@@ -69,3 +72,12 @@ def context_table(lines: pl.DataFrame) -> pl.DataFrame:
         pl.col("pid").alias(s.PID), "since", pl.col("job").alias(ENV_JOB), pl.col("step").alias(ENV_STEP),
         *s.PROCESS_CONTEXT_SCHEMA,
     ).cast(ROW_SCHEMA).sort("since")
+
+
+def mount_table(lines: pl.DataFrame) -> pl.DataFrame:
+    """dev -> mount point, file system type, from MT records (traces before them have none)."""
+    mt = parse.metadata(lines, "MT")
+    if "dev" not in mt.columns or not mt.height:
+        return pl.DataFrame(schema=MOUNT_SCHEMA)
+    return mt.select(pl.col("dev").alias(s.DEV), pl.col("name").alias(MOUNTPOINT), pl.col("value").alias(FSTYPE)).unique(
+        s.DEV, keep="last").cast(MOUNT_SCHEMA)

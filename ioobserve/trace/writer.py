@@ -21,6 +21,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.cgroups import parse_cgroup_path
+from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
 from ioobserve.context.processes import Process
 from ioobserve.python.stacks import Stack
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
@@ -69,13 +70,14 @@ class TraceWriter:
     end records, and FH/PR records for every file and process it mentions."""
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
-                 rotate_seconds: float | None = None):
+                 rotate_seconds: float | None = None, mounts: list[Mount] | None = None):
         self.directory = Path(directory)
         self._name = name
         self.paths: list[Path] = []
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = recording
+        self._mounts = [m for m in (read_mounts() if mounts is None else mounts) if m.fstype not in PSEUDO_FS]
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
         self._part = 0
@@ -124,6 +126,8 @@ class TraceWriter:
     def _put_header(self) -> None:
         host = socket.gethostname()
         self._put(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash}))
+        for mount in self._mounts:  # which file system each dev is: local or shared
+            self._put(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint, "value": mount.fstype}))
         start = {"hhash": self._hhash, **self._recording, "part": self._part}
         self._put(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start))
         self._queue.put(None)  # flush the start record on its own: the file is readable at once

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
 from ioobserve.analysis.run import analyze_partial
+from ioobserve.context.mounts import Mount
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MiB = 1 << 20
@@ -40,3 +41,20 @@ def test_a_clean_trace_raises_nothing(tmp_path):
     rows = [io(MAIN, 10, i * 100, i * 100 + 50, "read", "/d/big.bin", 3, i * 4 * MiB, 4 * MiB) for i in range(64)]
     rows += [io(MAIN, 10, 10_000, 10_010, "openat", "/d/big.bin", ret=3), io(MAIN, 10, 10_020, 10_021, "close", "/d/big.bin")]
     assert _codes(tmp_path, [MAIN], rows) == {}
+
+
+def test_imports_from_a_shared_file_system(tmp_path):
+    lustre, local = Mount(100, "/lus", "lustre", 0, 100), Mount(200, "/", "ext4", 0, 200)
+    rows = []
+    for i in range(60):  # an environment on Lustre: each module stat'ed, opened, read
+        for root, dev in (("/lus/env", 100), ("/usr/lib", 200)):
+            path = f"{root}/lib/python3.11/site-packages/pkg/mod{i}.cpython-311.pyc"
+            rows += [io(MAIN, 10, i * 10, i * 10 + 1, "newfstatat", path, dev=dev),
+                     io(MAIN, 10, i * 10 + 2, i * 10 + 3, "openat", path, ret=3, dev=dev),
+                     io(MAIN, 10, i * 10 + 4, i * 10 + 5, "read", path, 3, 0, 2048, dev=dev)]
+    found = insights(results(analyze_partial([write_trace(tmp_path, [MAIN], [rows], mounts=[lustre, local])])))
+    shared = [insight for insight in found if insight.code == "shared-fs-imports"]
+    assert len(shared) == 1 and "60 code files" in shared[0].detail, found
+    assert shared[0].evidence == ["/lus (lustre): 60 files, 180 calls"]
+    only_local = insights(results(analyze_partial([write_trace(tmp_path, [MAIN], [rows], name="l.pfw.gz", mounts=[local])])))
+    assert "shared-fs-imports" not in {insight.code for insight in only_local}
