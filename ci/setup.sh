@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SYSTEM_PYTHON=/usr/bin/python3   # the interpreter Debian's python3-bpfcc is built for
-PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace bpftool gcc make mpich)
+# chromium: the HTML report is checked in a headless browser with the network shut.
+PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace bpftool gcc make mpich chromium)
 
 need_root() {
     if [ "$(id -u)" -ne 0 ]; then

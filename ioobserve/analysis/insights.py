@@ -27,6 +27,7 @@ from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import MS, rebin
 from ioobserve.context.mounts import SHARED_FS
 from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
+from ioobserve.units import format_bytes
 
 HIGH, WARN = "high", "warn"
 TOP = 3  # files or processes cited per insight
@@ -59,14 +60,6 @@ class Insight:
     detail: str
     advice: str
     evidence: list[str] = field(default_factory=list)
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
 
 
 def _share(part: float, whole: float) -> float:
@@ -161,7 +154,7 @@ def _small_files(a: Analysis) -> Insight | None:
     return Insight(
         "many-small-files", WARN, "Many small files",
         f"{small.height:,} of the {read.height:,} data files read ({_share(small.height, read.height):.0%}) gave "
-        f"less than 1 MiB each (mean {_bytes(mean)}).",
+        f"less than 1 MiB each (mean {format_bytes(mean)}).",
         "Pack samples into larger shards (tar, HDF5, webdataset, TFRecord); per-file open/stat/close costs "
         "dominate when files are this small.", [])
 
@@ -173,10 +166,10 @@ def _rereads(a: Analysis) -> Insight | None:
         return None
     return Insight(
         "re-reads", WARN, "The same bytes are read again",
-        f"{_bytes(again)} of the {_bytes(read)} read ({_share(again, read):.0%}) were bytes of a file already read.",
+        f"{format_bytes(again)} of the {format_bytes(read)} read ({_share(again, read):.0%}) were bytes of a file already read.",
         "Cache what every epoch or every worker reads again (in memory, on local disk or node-local NVMe), "
         "or read it once and share it.",
-        _top(a.files, s.PATH, REREAD_BYTES, lambda r: f"{_bytes(r[REREAD_BYTES])} re-read of {_bytes(r[BYTES_READ])}"))
+        _top(a.files, s.PATH, REREAD_BYTES, lambda r: f"{format_bytes(r[REREAD_BYTES])} re-read of {format_bytes(r[BYTES_READ])}"))
 
 
 def _writes(a: Analysis) -> Insight | None:
@@ -229,7 +222,7 @@ def _imbalance(a: Analysis) -> Insight | None:
                 f"The busiest of {frame.height} {what} spent {most / 1e6:,.1f} ms in I/O, the mean {mean / 1e6:,.1f} ms "
                 f"({(most - mean) / most:.0%} above the mean).",
                 "Even out the work (shard sizes, sampler, file assignment); the slowest one sets the pace.",
-                _top(labels, "who", TIME_NS, lambda r: f"{r[TIME_NS] / 1e6:,.1f} ms, {_bytes(r[BYTES_READ] + r[BYTES_WRITTEN])}"))
+                _top(labels, "who", TIME_NS, lambda r: f"{r[TIME_NS] / 1e6:,.1f} ms, {format_bytes(r[BYTES_READ] + r[BYTES_WRITTEN])}"))
     return None
 
 
@@ -245,7 +238,7 @@ def _every_worker(a: Analysis) -> Insight | None:
         f"{shared.height:,} file(s) were read by all {workers} worker processes.",
         "Read shared files (index, vocabulary, metadata) once in the main process and pass them to the workers, "
         "or memory-map them.",
-        _top(shared, s.PATH, BYTES_READ, lambda r: f"read by {r['readers']} processes, {_bytes(r[BYTES_READ])} in all"))
+        _top(shared, s.PATH, BYTES_READ, lambda r: f"read by {r['readers']} processes, {format_bytes(r[BYTES_READ])} in all"))
 
 
 def _is_code() -> pl.Expr:

@@ -112,7 +112,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
         "ranges": read_ranges(io.with_columns(pl.col(s.FILE_ID).alias(s.PATH)), [s.LAYER]).rename({s.PATH: s.FILE_ID}),
         "opens": stat_then_open(metadata, OPEN_KEYS),
         "edges": call_edges(metadata, OPEN_KEYS),
-        "bins": binned(timed, exponent, [s.LAYER, KIND]),
+        "bins": binned(events, exponent, [s.LAYER, KIND]),
     }
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
     return Partial(**collected, **timing, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),

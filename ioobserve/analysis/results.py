@@ -11,7 +11,6 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, length, merge_now, uncovered
 from ioobserve.analysis.ops import KIND, METADATA, READ, SYNC, WRITE, io_layer
-from ioobserve.analysis.overlap import UNOVERLAPPED_NS
 from ioobserve.analysis.partial import (
     BYTES,
     COUNT,
@@ -39,7 +38,9 @@ CALLS, BYTES_READ, BYTES_WRITTEN = "calls", "bytes_read", "bytes_written"
 DATA_NS, META_NS, SYNC_NS = "data_ns", "metadata_ns", "sync_ns"
 BYTES_PER_S, WALL_NS, IO_SHARE = "bytes_per_s", "wall_ns", "io_share"
 PROCESSES, UNIQUE_BYTES_READ, REREAD_BYTES = "processes", "unique_bytes_read", "reread_bytes"
-COMPUTE_NS = "compute_ns"
+# I/O no compute hid: a thread computes between its own I/O calls (first to last); the I/O
+# time when no thread of the job was computing is what the job waited for (DFTracer's term).
+COMPUTE_NS, UNOVERLAPPED_NS = "compute_ns", "unoverlapped_ns"
 REPORT_BINS = 300
 
 

@@ -10,7 +10,8 @@ from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.analysis.ops import KIND
 from ioobserve.analysis.sizes import BUCKET, COUNT
-from ioobserve.cli.summary_view import human_bytes, short_path
+from ioobserve.cli.summary_view import short_path
+from ioobserve.units import format_bytes, format_rate
 
 LEVEL_STYLE = {"high": "bold red", "warn": "yellow"}
 
@@ -20,7 +21,7 @@ def _ms(ns: float | None) -> str:
 
 
 def _rate(bytes_per_s: float | None) -> str:
-    return "-" if bytes_per_s is None else f"{human_bytes(int(bytes_per_s))}/s"
+    return "-" if bytes_per_s is None else format_rate(bytes_per_s)
 
 
 def _share(value: float | None) -> str:
@@ -34,7 +35,7 @@ def print_analysis(analysis: r.Analysis, console: Console | None = None, top: in
     _insights(analysis, console)
     table = _table("Layers (every event)", "layer", "events", "bytes", "time")
     for row in analysis.layers.iter_rows(named=True):
-        table.add_row(row[s.LAYER], f"{row['events']:,}", human_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
+        table.add_row(row[s.LAYER], f"{row['events']:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
     console.print(table)
     _totals(console, f"Operations ({analysis.layer})", analysis.ops, [s.OP], top, bandwidth=False)
     if analysis.jobs.filter(pl.col(s.JOB).is_not_null()).height:
@@ -64,7 +65,7 @@ def _overview(analysis: r.Analysis, console: Console) -> None:
     grid.add_row("span", _ms(span))
     grid.add_row("processes, files", f"{o['processes']:,}, {o['files']:,}")
     grid.add_row("calls", f"{o[r.CALLS]:,} ({o['read_calls']:,} reads, {o['write_calls']:,} writes, {o[r.ERRORS]:,} failed)")
-    grid.add_row("read, written", f"{human_bytes(o[r.BYTES_READ] or 0)}, {human_bytes(o[r.BYTES_WRITTEN] or 0)}")
+    grid.add_row("read, written", f"{format_bytes(o[r.BYTES_READ] or 0)}, {format_bytes(o[r.BYTES_WRITTEN] or 0)}")
     grid.add_row("I/O time", f"{_ms(o[r.TIME_NS])} in calls, {_ms(o[r.IO_BUSY_NS])} with at least one in progress")
     grid.add_row("metadata share", f"{_share(o['metadata_share'])} of the time in calls")
     grid.add_row("bandwidth", f"{_rate(o[r.BYTES_PER_S])} over {_ms(o[r.DATA_BUSY_NS])} of reads and writes in progress")
@@ -92,7 +93,7 @@ def _totals(console: Console, title: str, frame: pl.DataFrame, keys: list[str], 
     table = _table(title + (f", top {top} of {frame.height}" if frame.height > top else ""), *columns)
     for row in frame.head(top).iter_rows(named=True):
         cells = [("-" if row[key] is None else str(row[key])) for key in keys]
-        cells += [f"{row[r.CALLS]:,}", human_bytes(row[r.BYTES_READ] or 0), human_bytes(row[r.BYTES_WRITTEN] or 0),
+        cells += [f"{row[r.CALLS]:,}", format_bytes(row[r.BYTES_READ] or 0), format_bytes(row[r.BYTES_WRITTEN] or 0),
                   _ms(row[r.TIME_NS]), _ms(row[r.META_NS])]
         if bandwidth:
             cells += [_ms(row.get(r.DATA_BUSY_NS)), _rate(row.get(r.BYTES_PER_S))]
@@ -107,8 +108,8 @@ def _processes(analysis: r.Analysis, console: Console, top: int) -> None:
     for row in frame.head(top).iter_rows(named=True):
         tags = "/".join("-" if row[key] is None else str(row[key]) for key in (s.RANK, s.WORKER))
         host = f"{row[s.HOST]}:" if len(analysis.hosts) > 1 else ""
-        table.add_row(f"{host}{row[s.PID]}", row[s.COMM] or "?", tags, f"{row[r.CALLS]:,}", human_bytes(row[r.BYTES_READ] or 0),
-                      human_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]), _ms(row[r.WALL_NS]), _share(row[r.IO_SHARE]))
+        table.add_row(f"{host}{row[s.PID]}", row[s.COMM] or "?", tags, f"{row[r.CALLS]:,}", format_bytes(row[r.BYTES_READ] or 0),
+                      format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]), _ms(row[r.WALL_NS]), _share(row[r.IO_SHARE]))
     console.print(table)
     for row in analysis.spawns.iter_rows(named=True):
         console.print(f"pid {row[s.PPID]} started {row['workers']} worker processes in {row['slots']} slots over "
@@ -121,8 +122,8 @@ def _files(analysis: r.Analysis, console: Console, top: int) -> None:
                    "read", "re-read", "written", "time")
     for row in frame.head(top).iter_rows(named=True):
         table.add_row(short_path(row[s.PATH], 60), f"{row[r.PROCESSES]:,}", f"{row[r.CALLS]:,}",
-                      human_bytes(row[r.BYTES_READ] or 0), human_bytes(row[r.REREAD_BYTES] or 0),
-                      human_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]))
+                      format_bytes(row[r.BYTES_READ] or 0), format_bytes(row[r.REREAD_BYTES] or 0),
+                      format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]))
     console.print(table)
     shared = frame.filter(pl.col(r.PROCESSES) > 1).height
     console.print(f"{shared:,} file(s) used by more than one process, {frame.height - shared:,} by one only\n")

@@ -9,16 +9,7 @@ from rich.table import Table
 
 from ioobserve import schema as s
 from ioobserve.summary import Summary
-
-
-def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+from ioobserve.units import format_bytes
 
 
 def short_path(path: str, width: int = 44) -> str:
@@ -50,11 +41,11 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
     totals.add_row("processes", f"{len(summary.pids):,}")
     totals.add_row("files", f"{len(summary.files):,}")
-    totals.add_row("read", human_bytes(summary.bytes_read))
-    totals.add_row("written", human_bytes(summary.bytes_written))
+    totals.add_row("read", format_bytes(summary.bytes_read))
+    totals.add_row("written", format_bytes(summary.bytes_written))
     if summary.jobs:
         jobs = sorted(summary.jobs.items(), key=lambda item: item[1][1] + item[1][2], reverse=True)
-        shown = ", ".join(f"{job} ({calls:,} calls, {human_bytes(read)} read, {human_bytes(written)} written)"
+        shown = ", ".join(f"{job} ({calls:,} calls, {format_bytes(read)} read, {format_bytes(written)} written)"
                           for job, (calls, read, written) in jobs[:4])
         totals.add_row("jobs", shown + (f" and {len(jobs) - 4} more" if len(jobs) > 4 else ""))
     if summary.ranks:
@@ -80,7 +71,7 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     for column in ("path", "calls", "read", "written"):
         top.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
     for path, calls, read, written in summary.top_files(8):
-        top.add_row(short_path(path), f"{calls:,}", human_bytes(read), human_bytes(written))
+        top.add_row(short_path(path), f"{calls:,}", format_bytes(read), format_bytes(written))
     console.print(top)
 
 
@@ -102,8 +93,8 @@ def _accounting_rows(totals: Table, summary: Summary, result) -> None:
                                  f"(it rounds each process's counts down to a multiple of 1024): {agreeing}{missed}")
     totals.add_row("", f"read calls {acc['traced_reads']:,} traced, {acc['read_syscalls']:,} kernel; "
                        f"write calls {acc['traced_writes']:,} traced, {acc['write_syscalls']:,} kernel")
-    totals.add_row("", f"read {human_bytes(acc['traced_read_bytes'])} traced, {human_bytes(acc['read_char'])} kernel; "
-                       f"written {human_bytes(acc['traced_write_bytes'])} traced, {human_bytes(acc['write_char'])} kernel")
+    totals.add_row("", f"read {format_bytes(acc['traced_read_bytes'])} traced, {format_bytes(acc['read_char'])} kernel; "
+                       f"written {format_bytes(acc['traced_write_bytes'])} traced, {format_bytes(acc['write_char'])} kernel")
     wait = (f"block-I/O wait {acc['blkio_delay_total'] / 1e6:,.1f} ms over {acc['blkio_count']:,} waits"
             if delay_accounting_enabled() else "block-I/O wait not measured (sysctl kernel.task_delayacct=1 turns it on)")
-    totals.add_row("", f"storage read {human_bytes(acc['read_bytes'])}, written {human_bytes(acc['write_bytes'])}; {wait}")
+    totals.add_row("", f"storage read {format_bytes(acc['read_bytes'])}, written {format_bytes(acc['write_bytes'])}; {wait}")

@@ -1,0 +1,125 @@
+"""`ioobserve analyze` and `ioobserve report` on a big trace, beside DFTracer's analyzer.
+
+The trace: a recorded one's events repeated with shifted times up to --events (as
+trace_io.py writes it), or --trace to use one as it is. Each tool runs in its own process
+tree; wall time and the peak RSS of the whole tree (sampled every 50 ms: Dask's workers are
+processes of their own) are reported, with ratios to `ioobserve analyze`.
+
+DFTracer's analyzer (PyPI dftracer-analyzer 0.0.9, which needs dftracer-utils 0.0.12; later
+dftracer-utils releases dropped functions it imports) lives in its own venv:
+  python3 -m venv /tmp/dfa-venv && /tmp/dfa-venv/bin/pip install dftracer-analyzer==0.0.9 dftracer-utils==0.0.12
+It runs with one Dask worker (with two or more, 0.0.9 loses whole processes here) on a fresh
+copy of the trace (it writes its index beside the trace: every run builds it cold), with its
+POSIX layer widened to our SYSCALL events.
+
+Usage (root not needed):
+  python bench/analysis.py --source demo-traces/SOME.pfw.gz --events 10000000 --dfanalyzer-venv /tmp/dfa-venv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from trace_io import write_trace
+
+IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
+WIDEN_POSIX = "analyzer.preset.layer_defs.posix='cat.str.contains(\"posix|stdio|syscall\", case=False)'"
+
+
+def _tree_rss(root: int) -> int:
+    """Bytes resident in `root` and all its descendants now."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo += [child for child, parent in parents.items() if parent == pid and child not in tree]
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def run(argv: list[str], env: dict | None = None) -> dict:
+    """Run a command to its end: wall seconds, peak tree RSS, exit code, the end of its output."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak, done = [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return {"rc": proc.returncode, "seconds": seconds, "peak_mb": peak[0] / 2**20, "out": out[-3000:], "err": err[-3000:]}
+
+
+def dfanalyzer(trace: Path, venv: Path, scratch: Path) -> dict:
+    """DFTracer's analyzer on a fresh copy of the trace, one Dask worker."""
+    copy = scratch / "dfa-traces"
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir(parents=True)
+    shutil.copy(trace, copy / trace.name)
+    env = {**os.environ, "USER": os.environ.get("USER", "root")}
+    return run([str(venv / "bin" / "dfanalyzer"), f"trace_path={copy}", f"hydra.run.dir={scratch / 'dfa-run'}",
+                "cluster.n_workers=1", f"cluster.local_directory={scratch / 'dfa-dask'}", "analyzer.checkpoint=false",
+                WIDEN_POSIX], env=env)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", type=Path, help="a recorded trace whose events are repeated up to --events")
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--trace", type=Path, help="use this trace as it is (instead of --source)")
+    parser.add_argument("--dfanalyzer-venv", type=Path, help="a venv with dftracer-analyzer 0.0.9")
+    args = parser.parse_args()
+    if not (args.trace or args.source):
+        parser.error("give --source or --trace")
+    scratch = Path(tempfile.mkdtemp(prefix="ioobserve-bench-analysis-"))
+    try:
+        trace = args.trace or write_trace(args.source, args.events, scratch)[0]
+        print(f"trace: {trace} ({trace.stat().st_size / 2**20:.0f} MiB)")
+        rows = [("ioobserve analyze --json", run([IOOBSERVE, "analyze", str(trace), "--json"])),
+                ("ioobserve report", run([IOOBSERVE, "report", str(trace), "-o", str(scratch / "report.html"), "--force"]))]
+        if args.dfanalyzer_venv:
+            rows.append(("DFTracer dfanalyzer (1 worker)", dfanalyzer(trace, args.dfanalyzer_venv, scratch)))
+        base = rows[0][1]
+        for name, r in rows:
+            state = "" if r["rc"] == 0 else f"  FAILED rc={r['rc']}: {r['err'][-300:]}"
+            print(f"{name:32} {r['seconds']:7.1f} s ({r['seconds'] / base['seconds']:4.2f}x)  "
+                  f"peak {r['peak_mb']:7.0f} MB ({r['peak_mb'] / base['peak_mb']:4.2f}x){state}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

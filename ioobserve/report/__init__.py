@@ -1,0 +1,1 @@
+"""The HTML report: the analysis drawn as one self-contained page."""

@@ -1,0 +1,194 @@
+"""The self-contained HTML report of an Analysis: one file, inline CSS and SVG, no script and
+no URL, so that it opens on an air-gapped cluster. Every value from a trace is escaped."""
+
+from __future__ import annotations
+
+import datetime
+from html import escape
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis import results as r
+from ioobserve.analysis.ops import DATA_KINDS, KIND, METADATA
+from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
+from ioobserve.analysis.timeline import BIN
+from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, timeline
+from ioobserve.units import format_bytes, format_count, format_rate, format_seconds
+
+MAX_LANES = 32  # processes in the timeline
+TOP_FILES = 15
+TOP_ROWS = 20
+
+CSS = """
+:root { color-scheme: light dark; --fg: #1d2025; --bg: #ffffff; --muted: #5f6672; --card: #f4f5f7; --line: #d9dce1;
+        --high: #b42318; --warn: #9a6700; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #e6e8eb; --bg: #16181c; --muted: #9aa3ad; --card: #20242a; --line: #343a42; --high: #ff8a80; --warn: #f2c94c; }
+}
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg);
+       max-width: 1100px; margin: 0 auto; padding: 24px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid var(--line); }
+.muted { color: var(--muted); } .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); gap: 10px; }
+.figure { background: var(--card); border-radius: 8px; padding: 10px 12px; }
+.figure b { display: block; font-size: 20px; } .figure span { color: var(--muted); font-size: 13px; }
+.insight { background: var(--card); border-left: 4px solid var(--warn); border-radius: 6px; padding: 10px 14px; margin: 10px 0; }
+.insight.high { border-left-color: var(--high); } .insight .level { font-weight: 700; color: var(--warn); }
+.insight.high .level { color: var(--high); } .insight ul { margin: 6px 0; } .insight .advice { color: var(--muted); }
+table { border-collapse: collapse; width: 100%; font-size: 13px; margin: 8px 0; }
+th, td { text-align: right; padding: 4px 8px; border-bottom: 1px solid var(--line); }
+th:first-child, td:first-child { text-align: left; word-break: break-all; }
+svg { display: block; margin: 8px 0 16px; color: var(--fg); }
+"""
+
+
+def _esc(value: object) -> str:
+    return escape("-" if value is None else str(value), quote=True)
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else format_seconds(ns / 1e9)
+
+
+def _figure(value: str, label: str) -> str:
+    return f'<div class="figure"><b>{_esc(value)}</b><span>{_esc(label)}</span></div>'
+
+
+def _table(headers: list[str], rows: list[list[object]]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _overview(a: r.Analysis) -> str:
+    o = a.overview
+    figures = [
+        (format_count(o[r.CALLS] or 0), f"calls ({a.layer or '-'} layer)"),
+        (format_bytes(o[r.BYTES_READ] or 0), "read"), (format_bytes(o[r.BYTES_WRITTEN] or 0), "written"),
+        (_ms(o[r.TIME_NS]), "in calls (sum)"), (_ms(o[r.IO_BUSY_NS]), "with I/O in progress (union)"),
+        ("-" if o[r.BYTES_PER_S] is None else format_rate(o[r.BYTES_PER_S]), "bandwidth over data busy time"),
+        ("-" if o["metadata_share"] is None else f"{o['metadata_share']:.0%}", "of call time in metadata"),
+        (_ms(o[r.UNOVERLAPPED_NS]), "unoverlapped I/O (no thread computing)"),
+        (format_count(o["processes"] or 0), "processes"), (format_count(o["files"] or 0), "files"),
+    ]
+    if o.get("python_io_busy_ns") is not None:
+        figures.append((_ms(o["python_io_busy_ns"]), "in Python I/O calls (imports, open)"))
+    return '<div class="figures">' + "".join(_figure(v, label) for v, label in figures) + "</div>"
+
+
+def _insights(a: r.Analysis) -> str:
+    if not a.insights:
+        return "<p>No insight fired: nothing in these traces crossed a threshold.</p>"
+    parts = []
+    for insight in a.insights:
+        evidence = "".join(f"<li>{_esc(item)}</li>" for item in insight.evidence)
+        parts.append(
+            f'<div class="insight {_esc(insight.level)}"><span class="level">{_esc(insight.level.upper())}</span> '
+            f"<b>{_esc(insight.title)}</b>: {_esc(insight.detail)}"
+            + (f"<ul>{evidence}</ul>" if evidence else "")
+            + f'<div class="advice">Try: {_esc(insight.advice)}</div></div>')
+    return "".join(parts)
+
+
+def _over_time(a: r.Analysis, start_ns: int) -> str:
+    """Bandwidth and operations per second over time, a line per layer."""
+    width_s = a.timeline_ns / 1e9
+    bins = a.timeline.with_columns(((pl.col(BIN).cast(pl.Int64) - start_ns) / 1e9).alias("_t"))  # the first bin starts before
+    moved = bins.group_by(s.LAYER, "_t").agg(pl.col(s.BYTES).sum())  # what each layer moved (CACHE: pages filled)
+    calls = bins.group_by(s.LAYER, "_t").agg(pl.col(COUNT).sum())
+
+    def series(frame: pl.DataFrame, value: str) -> dict[str, list[tuple[float, float]]]:
+        out = {}
+        for (layer,), rows in sorted(frame.filter(pl.col(value) > 0).partition_by(s.LAYER, as_dict=True).items()):
+            ordered = rows.sort("_t")
+            out[layer] = [(t, v / width_s) for t, v in zip(ordered.get_column("_t"), ordered.get_column(value), strict=True)]
+        return out
+
+    return (line_chart(series(moved, s.BYTES), title="Bandwidth per layer (bytes moved per second)",
+                       y_format=format_rate)
+            + line_chart(series(calls, COUNT), title="Operations per second per layer", y_format=format_count))
+
+
+def _sizes(a: r.Analysis) -> str:
+    counts = {(kind, bucket): n for kind, bucket, n in a.sizes.select(
+        pl.col(KIND).cast(pl.String), pl.col(BUCKET).cast(pl.String), COUNT).iter_rows()}
+    series = {kind: [counts.get((kind, bucket), 0) for bucket in BUCKETS] for kind in DATA_KINDS}
+    return grouped_bars(BUCKETS, series, title="Access sizes requested (Darshan's buckets)", value_format=format_count)
+
+
+def _label(row: dict) -> str:
+    tags = [f"rank {row[s.RANK]}"] if row.get(s.RANK) is not None else []
+    tags += [f"worker {row[s.WORKER]}"] if row.get(s.WORKER) is not None else []
+    return f"{row[s.COMM] or '?'} {row[s.PID]}" + (f" ({', '.join(tags)})" if tags else "")
+
+
+def _lanes(a: r.Analysis, start_ns: int) -> str:
+    """Each process's busy time, workers first, in order of their first I/O."""
+    shown = a.processes.sort(pl.col(s.WORKER).is_null(), r.FIRST_NS).head(MAX_LANES)
+    rows = []
+    for row in shown.iter_rows(named=True):
+        lane = a.lanes.filter((pl.col(s.HOST) == row[s.HOST]) & (pl.col(s.PID) == row[s.PID])).sort("start")
+        spans = [((begin - start_ns) / 1e9, (end - start_ns) / 1e9) for begin, end in lane.select("start", "end").iter_rows()]
+        rows.append((_label(row), spans))
+    more = f" ({MAX_LANES} of {a.processes.height} processes)" if a.processes.height > MAX_LANES else ""
+    return timeline(rows, title=f"When each process was in I/O, workers first{more}")
+
+
+def _files(a: r.Analysis) -> str:
+    top = a.files.head(TOP_FILES)
+    chart = bar_chart(top.get_column(s.PATH).to_list(), (top.get_column(r.TIME_NS) / 1e9).to_list(),
+                      title=f"Top {top.height} files by time in calls", value_format=format_seconds)
+    rows = [[row[s.PATH], row[r.PROCESSES], format_count(row[r.CALLS]), format_bytes(row[r.BYTES_READ] or 0),
+             format_bytes(row[r.REREAD_BYTES] or 0), format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS])]
+            for row in a.files.head(TOP_ROWS).iter_rows(named=True)]
+    return chart + _table(["path", "processes", "calls", "read", "re-read", "written", "time"], rows)
+
+
+def _short_label(row: dict) -> str:
+    """pid, and w<N> for a worker: fits under a bar."""
+    return f"{row[s.PID]}" + (f" w{row[s.WORKER]}" if row.get(s.WORKER) is not None else "")
+
+
+def _metadata_vs_data(a: r.Analysis) -> str:
+    top = a.processes.head(12)
+    labels = [_short_label(row) for row in top.iter_rows(named=True)]
+    series = {"data (read, write)": (top.get_column(r.DATA_NS) / 1e9).to_list(),
+              METADATA: (top.get_column(r.META_NS) / 1e9).to_list()}
+    return grouped_bars(labels, series, title="Data vs metadata time (pid, w = worker)",
+                        value_format=format_seconds)
+
+
+def _processes_table(a: r.Analysis) -> str:
+    rows = [[_label(row), format_count(row[r.CALLS]), format_bytes(row[r.BYTES_READ] or 0),
+             format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]), _ms(row[r.WALL_NS]),
+             "-" if row[r.IO_SHARE] is None else f"{row[r.IO_SHARE]:.0%}"]
+            for row in a.processes.head(TOP_ROWS).iter_rows(named=True)]
+    spawned = "".join(f"<p>pid {_esc(row[s.PPID])} started {_esc(row['workers'])} worker processes in "
+                      f"{_esc(row['slots'])} slots over {_esc(row['epochs'])} epoch(s).</p>"
+                      for row in a.spawns.iter_rows(named=True))
+    return _table(["process", "calls", "read", "written", "I/O time", "seen for", "in I/O"], rows) + spawned
+
+
+def render(analysis: r.Analysis, traces: list[str]) -> str:
+    """The report as one HTML document."""
+    a = analysis
+    start_ns = a.overview.get(r.FIRST_NS) or 0
+    span = ((a.overview.get(r.LAST_NS) or 0) - start_ns) / 1e9
+    made = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    began = datetime.datetime.fromtimestamp(start_ns / 1e9).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z") if start_ns else "-"
+    sections = [
+        (f"<h1>ioobserve report</h1><p class=\"muted\">{_esc(len(traces))} trace(s) from {_esc(', '.join(a.hosts) or '-')}; "
+         f"from {_esc(began)} for {_esc(format_seconds(span))}; made {_esc(made)}.</p>"),
+        "<h2>Overview</h2>", _overview(a),
+        f"<h2>Insights ({len(a.insights)})</h2>", _insights(a),
+        "<h2>Over time</h2>", _over_time(a, start_ns),
+        "<h2>Processes</h2>", _lanes(a, start_ns), _metadata_vs_data(a), _processes_table(a),
+        "<h2>Files</h2>", _files(a),
+        "<h2>Access sizes</h2>", _sizes(a),
+        "<h2>Traces</h2>", "<ul>" + "".join(f"<li>{_esc(trace)}</li>" for trace in traces) + "</ul>",
+        ('<p class="muted">Busy time is the union of the calls\' intervals; bandwidth is bytes over the union of read and '
+         "write calls; unoverlapped I/O is I/O time when no thread was computing (between its own I/O calls).</p>"),
+    ]
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>ioobserve report</title>"
+            f"<style>{CSS}</style></head><body>" + "".join(sections) + "</body></html>\n")
