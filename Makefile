@@ -12,10 +12,14 @@ $(STAMP): pyproject.toml ci/setup.sh
 
 # Records every process on the node while the bundled workload runs (a main process that
 # writes a dataset, then 4 spawned DataLoader-like workers per epoch reading it and writing
-# outputs), then prints what it saw. Needs root.
+# outputs), then prints what it saw: the recording's summary, `ioobserve analyze` of the trace, and
+# demo-traces/report.html. Needs root.
 demo: $(STAMP)
 	RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 $(VENV)/bin/ioobserve record --all -o demo-traces -- \
 		$(VENV)/bin/python bench/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
+	@trace="$$(ls -t demo-traces/*.pfw.gz | head -n 1)"; \
+		$(VENV)/bin/ioobserve analyze "$$trace" --top 5 && \
+		$(VENV)/bin/ioobserve report "$$trace" -o demo-traces/report.html --force
 
 # The compatibility tests run dftracer-utils and DFTracer from their own venv (.venv-peers).
 PEERS_STAMP := .venv-peers/.peers-installed

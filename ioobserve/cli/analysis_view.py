@@ -14,6 +14,7 @@ from ioobserve.cli.summary_view import short_path
 from ioobserve.units import format_bytes, format_rate
 
 LEVEL_STYLE = {"high": "bold red", "warn": "yellow"}
+WIDE = 120  # terminal columns for the full tables
 
 
 def _ms(ns: float | None) -> str:
@@ -88,28 +89,36 @@ def _insights(analysis: r.Analysis, console: Console) -> None:
     console.print()
 
 
+def _wide(console: Console) -> bool:
+    """Room for every column (else the tables keep the main ones, for 80 columns over SSH)."""
+    return console.width >= WIDE
+
+
 def _totals(console: Console, title: str, frame: pl.DataFrame, keys: list[str], top: int, bandwidth: bool = True) -> None:
-    columns = [*keys, "calls", "read", "written", "time", "metadata"] + (["busy", "bandwidth"] if bandwidth else [])
+    wide = _wide(console)
+    columns = [*keys, "calls", "read", "written", "time"] + (["metadata"] if wide else [])
+    columns += (["busy", "bandwidth"] if wide else ["bandwidth"]) if bandwidth else []
     table = _table(title + (f", top {top} of {frame.height}" if frame.height > top else ""), *columns)
     for row in frame.head(top).iter_rows(named=True):
         cells = [("-" if row[key] is None else str(row[key])) for key in keys]
         cells += [f"{row[r.CALLS]:,}", format_bytes(row[r.BYTES_READ] or 0), format_bytes(row[r.BYTES_WRITTEN] or 0),
-                  _ms(row[r.TIME_NS]), _ms(row[r.META_NS])]
+                  _ms(row[r.TIME_NS])] + ([_ms(row[r.META_NS])] if wide else [])
         if bandwidth:
-            cells += [_ms(row.get(r.DATA_BUSY_NS)), _rate(row.get(r.BYTES_PER_S))]
+            cells += ([_ms(row.get(r.DATA_BUSY_NS))] if wide else []) + [_rate(row.get(r.BYTES_PER_S))]
         table.add_row(*cells)
     console.print(table)
 
 
 def _processes(analysis: r.Analysis, console: Console, top: int) -> None:
-    frame = analysis.processes
-    table = _table(f"Processes, top {min(top, frame.height)} of {frame.height} by I/O time", "pid", "comm", "rank/worker",
-                   "calls", "read", "written", "I/O time", "seen for", "in I/O")
+    frame, wide = analysis.processes, _wide(console)
+    columns = ["pid", "comm", "rank/wkr", "calls", "read", "written", "I/O time"] + (["seen for"] if wide else []) + ["in I/O"]
+    table = _table(f"Processes, top {min(top, frame.height)} of {frame.height} by I/O time", *columns)
     for row in frame.head(top).iter_rows(named=True):
         tags = "/".join("-" if row[key] is None else str(row[key]) for key in (s.RANK, s.WORKER))
         host = f"{row[s.HOST]}:" if len(analysis.hosts) > 1 else ""
-        table.add_row(f"{host}{row[s.PID]}", row[s.COMM] or "?", tags, f"{row[r.CALLS]:,}", format_bytes(row[r.BYTES_READ] or 0),
-                      format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]), _ms(row[r.WALL_NS]), _share(row[r.IO_SHARE]))
+        cells = [f"{host}{row[s.PID]}", row[s.COMM] or "?", tags, f"{row[r.CALLS]:,}", format_bytes(row[r.BYTES_READ] or 0),
+                 format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS])]
+        table.add_row(*cells, *([_ms(row[r.WALL_NS])] if wide else []), _share(row[r.IO_SHARE]))
     console.print(table)
     for row in analysis.spawns.iter_rows(named=True):
         console.print(f"pid {row[s.PPID]} started {row['workers']} worker processes in {row['slots']} slots over "
@@ -118,10 +127,10 @@ def _processes(analysis: r.Analysis, console: Console, top: int) -> None:
 
 def _files(analysis: r.Analysis, console: Console, top: int) -> None:
     frame = analysis.files
-    table = _table(f"Files, top {min(top, frame.height)} of {frame.height} by I/O time", "path", "processes", "calls",
+    table = _table(f"Files, top {min(top, frame.height)} of {frame.height} by I/O time", "path", "procs", "calls",
                    "read", "re-read", "written", "time")
     for row in frame.head(top).iter_rows(named=True):
-        table.add_row(short_path(row[s.PATH], 60), f"{row[r.PROCESSES]:,}", f"{row[r.CALLS]:,}",
+        table.add_row(short_path(row[s.PATH], 60 if _wide(console) else 30), f"{row[r.PROCESSES]:,}", f"{row[r.CALLS]:,}",
                       format_bytes(row[r.BYTES_READ] or 0), format_bytes(row[r.REREAD_BYTES] or 0),
                       format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]))
     console.print(table)
