@@ -76,3 +76,27 @@ def test_dask_tasks_give_the_numbers_of_the_local_loop(trace, tmp_path):
     distributed = _tables(r.results(analyze_partial([trace, other], scheduler="local")))
     assert local == distributed
     assert local["overview"]["calls"] == (BATCHES + 3) * PER_BATCH
+
+
+def test_nodes_keep_their_processes_and_a_job_spans_them(tmp_path, monkeypatch):
+    """Two nodes' traces, the same pid on each: two processes, two ranks, one job whose busy
+    time is the union across the nodes (times in µs: node1 [0,10) [20,30), node2 [5,15) [40,50))."""
+    import socket
+
+    from tests.unit.synthetic_traces import US
+
+    traces = []
+    for host, rank, spans in (("node1", 0, [(0, 10), (20, 30)]), ("node2", 1, [(5, 15), (40, 50)])):
+        monkeypatch.setattr(socket, "gethostname", lambda host=host: host)
+        proc = Proc(100, rank=rank)
+        rows = [io(proc, 100, start, end, "read", "/shared/data.bin", 3, start * 4096, 4096) for start, end in spans]
+        traces.append(write_trace(tmp_path, [proc], [rows], name=f"{host}.pfw.gz"))
+    analysis = r.results(analyze_partial(traces))
+    assert analysis.hosts == ["node1", "node2"]
+    assert sorted(analysis.processes.select("host", "pid").rows()) == [("node1", 100), ("node2", 100)]
+    assert sorted(analysis.ranks.get_column("rank").to_list()) == [0, 1]
+    assert analysis.overview[r.IO_BUSY_NS] == 35 * US  # [0,15) [20,30) [40,50)
+    # compute: node1 [10,20), node2 [15,40); I/O outside both: [0,10) and [40,50)
+    assert analysis.overview[r.UNOVERLAPPED_NS] == 20 * US
+    shared = analysis.files.row(0, named=True)
+    assert (shared["path"], shared[r.PROCESSES]) == ("/shared/data.bin", 2)
