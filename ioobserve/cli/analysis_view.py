@@ -66,7 +66,8 @@ def _overview(analysis: r.Analysis, console: Console) -> None:
     grid.add_row("span", _ms(span))
     grid.add_row("processes, files", f"{o['processes']:,}, {o['files']:,}")
     grid.add_row("calls", f"{o[r.CALLS]:,} ({o['read_calls']:,} reads, {o['write_calls']:,} writes, {o[r.ERRORS]:,} failed)")
-    grid.add_row("read, written", f"{format_bytes(o[r.BYTES_READ] or 0)}, {format_bytes(o[r.BYTES_WRITTEN] or 0)}")
+    ratio = f" (read/write {o['read_write_ratio']:.2f})" if o["read_write_ratio"] is not None else ""
+    grid.add_row("read, written", f"{format_bytes(o[r.BYTES_READ] or 0)}, {format_bytes(o[r.BYTES_WRITTEN] or 0)}{ratio}")
     grid.add_row("I/O time", f"{_ms(o[r.TIME_NS])} in calls, {_ms(o[r.IO_BUSY_NS])} with at least one in progress")
     grid.add_row("metadata share", f"{_share(o['metadata_share'])} of the time in calls")
     grid.add_row("bandwidth", f"{_rate(o[r.BYTES_PER_S])} over {_ms(o[r.DATA_BUSY_NS])} of reads and writes in progress")

@@ -65,6 +65,7 @@ def _overview(a: r.Analysis) -> str:
     figures = [
         (format_count(o[r.CALLS] or 0), f"calls ({a.layer or '-'} layer)"),
         (format_bytes(o[r.BYTES_READ] or 0), "read"), (format_bytes(o[r.BYTES_WRITTEN] or 0), "written"),
+        ("-" if o["read_write_ratio"] is None else f"{o['read_write_ratio']:.2f}", "bytes read per byte written"),
         (_ms(o[r.TIME_NS]), "in calls (sum)"), (_ms(o[r.IO_BUSY_NS]), "with I/O in progress (union)"),
         ("-" if o[r.BYTES_PER_S] is None else format_rate(o[r.BYTES_PER_S]), "bandwidth over data busy time"),
         ("-" if o["metadata_share"] is None else f"{o['metadata_share']:.0%}", "of call time in metadata"),
