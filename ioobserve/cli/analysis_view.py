@@ -73,7 +73,8 @@ def _overview(analysis: r.Analysis, console: Console) -> None:
     grid.add_row("bandwidth", f"{_rate(o[r.BYTES_PER_S])} over {_ms(o[r.DATA_BUSY_NS])} of reads and writes in progress")
     grid.add_row("unoverlapped I/O", f"{_ms(o[r.UNOVERLAPPED_NS])} of I/O with no thread computing")
     if o.get("python_io_busy_ns") is not None:
-        grid.add_row("Python I/O calls", f"{_ms(o['python_io_busy_ns'])}, of which unoverlapped {_ms(o['python_unoverlapped_ns'])}")
+        grid.add_row("Python I/O calls", f"{_ms(o['python_io_busy_ns'])} in imports, open() and the functions that did "
+                     f"I/O; unoverlapped {_ms(o['python_unoverlapped_ns'])}")
     console.print(grid)
 
 

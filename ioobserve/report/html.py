@@ -73,7 +73,8 @@ def _overview(a: r.Analysis) -> str:
         (format_count(o["processes"] or 0), "processes"), (format_count(o["files"] or 0), "files"),
     ]
     if o.get("python_io_busy_ns") is not None:
-        figures.append((_ms(o["python_io_busy_ns"]), "in Python I/O calls (imports, open)"))
+        figures += [(_ms(o["python_io_busy_ns"]), "in Python I/O calls (imports, open(), functions doing I/O)"),
+                    (_ms(o["python_unoverlapped_ns"]), "of them unoverlapped")]
     return '<div class="figures">' + "".join(_figure(v, label) for v, label in figures) + "</div>"
 
 

@@ -12,6 +12,7 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.mounts import Mount
 from ioobserve.context.processes import Process
+from ioobserve.python.stacks import Stack
 from ioobserve.trace import writer as writer_module
 from ioobserve.trace.writer import TraceWriter
 
@@ -31,12 +32,12 @@ class Proc:
 
 
 def io(proc: Proc, tid: int, start_us: float, end_us: float, op: str, path: str | None = None, fd: int = -1,
-       offset: int = -1, size: int = 0, ret: int | None = None, dev: int = 0) -> dict:
+       offset: int = -1, size: int = 0, ret: int | None = None, dev: int = 0, stack: int | None = None) -> dict:
     """One syscall-layer event from start_us to end_us after T0; ret defaults to the size."""
     flags = (ev.F_FILE if path else 0) | (ev.F_POS if op in ("read", "write") else 0)
     return {s.TS: T0 + int(start_us * US), s.DUR: int((end_us - start_us) * US), s.PID: proc.pid, s.TID: tid,
             s.PPID: proc.ppid, s.OP: op, s.PATH: path, s.FD: fd, s.RET: size if ret is None else ret, s.BYTES_REQ: size,
-            s.OFFSET: offset, s.FLAGS: flags, s.JOB: proc.job, s.RANK: proc.rank, s.WORKER: proc.worker, s.DEV: dev}
+            s.OFFSET: offset, s.FLAGS: flags, s.JOB: proc.job, s.RANK: proc.rank, s.WORKER: proc.worker, s.DEV: dev, s.PY_STACK: stack}
 
 
 def frame(rows: list[dict]) -> pl.DataFrame:
@@ -44,7 +45,7 @@ def frame(rows: list[dict]) -> pl.DataFrame:
     given = pl.DataFrame(rows, schema={
         s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.PPID: pl.UInt32, s.OP: pl.String,
         s.PATH: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.OFFSET: pl.Int64,
-        s.FLAGS: pl.UInt16, s.JOB: pl.String, s.RANK: pl.Int32, s.WORKER: pl.Int32, s.DEV: pl.UInt64}).sort(s.TS)
+        s.FLAGS: pl.UInt16, s.JOB: pl.String, s.RANK: pl.Int32, s.WORKER: pl.Int32, s.DEV: pl.UInt64, s.PY_STACK: pl.UInt32}).sort(s.TS)
     bytes_done = pl.when(pl.col(s.OP).is_in(sorted(ev.READ_OPS | ev.WRITE_OPS))).then(pl.col(s.RET).clip(lower_bound=0))
     filled = given.with_columns(
         bytes_done.otherwise(0).cast(pl.UInt64).alias(s.BYTES), pl.lit(0, pl.UInt32).alias(s.UID),
@@ -56,7 +57,7 @@ def frame(rows: list[dict]) -> pl.DataFrame:
         pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit("/slurm/job_7/step_0")).otherwise(pl.lit("/user.slice"))
         .alias(s.CGROUP_PATH),
         pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit("0")).alias(s.STEP), pl.lit(None, pl.String).alias(s.PATH2),
-        pl.lit(None, pl.UInt64).alias(s.PARENT_TS), pl.lit(None, pl.UInt32).alias(s.PY_STACK),
+        pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
         pl.lit(None, pl.String).alias(s.PY_FUNCTION), pl.lit(None, pl.String).alias(s.PY_FILE),
         pl.lit(None, pl.Int32).alias(s.PY_LINE), pl.lit(None, pl.String).alias(s.PY_MODULE),
         pl.lit(None, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT), pl.lit(None, pl.String).alias(s.CONTAINER),
@@ -67,13 +68,14 @@ def frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def write_trace(directory: Path, procs: list[Proc], batches: list[list[dict]], name: str = "t.pfw.gz",
-                mounts: list[Mount] | None = None) -> Path:
-    """A trace of the processes and events, on `mounts` (default: none); each batch becomes its
-    own gzip member(s)."""
+                mounts: list[Mount] | None = None, stacks: dict[int, Stack] | None = None) -> Path:
+    """A trace of the processes and events, on `mounts` (default: none), with the Python stacks
+    events name; each batch becomes its own gzip member(s)."""
     flush_bytes = writer_module.FLUSH_BYTES
     writer_module.FLUSH_BYTES = 1  # a member per batch, as a long recording has many
     try:
         writer = TraceWriter(directory, name, {"command": ["synthetic"]}, mounts=mounts or [])
+        writer.stacks(stacks or {})
         writer.processes([Process(pid=p.pid, ppid=p.ppid, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))
                           for p in procs])
         for rows in batches:
