@@ -146,11 +146,13 @@ def _data_files(a: Analysis) -> pl.DataFrame:
 
 
 def _small_files(a: Analysis) -> Insight | None:
-    read = _data_files(a)
-    small = read.filter(pl.col(UNIQUE_BYTES_READ) < SMALL_FILE_BYTES)
+    # a file's size as read: its distinct bytes, or all bytes read where offsets are unknown
+    read = _data_files(a).with_columns(pl.when(pl.col(UNIQUE_BYTES_READ) > 0).then(pl.col(UNIQUE_BYTES_READ))
+                                       .otherwise(pl.col(BYTES_READ)).alias("_seen"))
+    small = read.filter(pl.col("_seen") < SMALL_FILE_BYTES)
     if small.height < SMALL_FILES_MIN or _share(small.height, read.height) <= SMALL_FILES_SHARE:
         return None
-    mean = small.get_column(UNIQUE_BYTES_READ).mean() or 0
+    mean = small.get_column("_seen").mean() or 0
     return Insight(
         "many-small-files", WARN, "Many small files",
         f"{small.height:,} of the {read.height:,} data files read ({_share(small.height, read.height):.0%}) gave "

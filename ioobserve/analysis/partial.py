@@ -30,6 +30,7 @@ from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
 from ioobserve.trace.chunks import TraceTables
 
 BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS = s.BYTES, "time_ns", "errors", "first_ns", "last_ns"
+PLACED_BYTES = "placed_bytes"  # bytes of calls with a known offset (DFTracer's read() has none)
 IO_BUSY_NS, DATA_BUSY_NS = "io_busy_ns", "data_busy_ns"
 SCOPE, SCOPE_IO, SCOPE_DATA, SCOPE_COMPUTE = "scope", "io", "data", "compute"
 GROUP, GROUP_RANK, GROUP_WORKER = "group", "rank", "worker"
@@ -46,7 +47,7 @@ class Partial:
     """Aggregates of some events; see the module docstring. Frames hold ids (FILE_ID, PID,
     CGROUP) named by `files` and `processes`."""
 
-    totals: pl.DataFrame  # TOTAL_KEYS: COUNT, BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS
+    totals: pl.DataFrame  # TOTAL_KEYS: COUNT, BYTES, TIME_NS, ERRORS, PLACED_BYTES, FIRST_NS, LAST_NS
     sizes: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND, BUCKET: COUNT
     patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
@@ -107,6 +108,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
         "totals": events.group_by(TOTAL_KEYS).agg(
             pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
             ((pl.col(s.RET) < 0) & (pl.col(KIND) != "other")).sum().cast(pl.UInt64).alias(ERRORS),
+            pl.col(s.BYTES).filter(pl.col(s.OFFSET) >= 0).sum().alias(PLACED_BYTES),
             pl.col(s.TS).min().alias(FIRST_NS), (pl.col(s.TS) + pl.col(s.DUR)).max().alias(LAST_NS)),
         "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
         "patterns": access_patterns(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
@@ -214,7 +216,7 @@ def combine(parts: list[Partial]) -> Partial:
     patterns, streams = _stitch_streams(stacked["patterns"], stacked["streams"])
     return Partial(
         totals=stacked["totals"].group_by(TOTAL_KEYS).agg(
-            pl.col(COUNT).sum(), pl.col(BYTES).sum(), pl.col(TIME_NS).sum(), pl.col(ERRORS).sum(),
+            pl.col(COUNT).sum(), pl.col(BYTES).sum(), pl.col(TIME_NS).sum(), pl.col(ERRORS).sum(), pl.col(PLACED_BYTES).sum(),
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
         sizes=_summed(stacked["sizes"], [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND, BUCKET], [COUNT]),
         patterns=patterns, streams=streams,

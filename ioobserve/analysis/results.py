@@ -22,6 +22,7 @@ from ioobserve.analysis.partial import (
     GROUP_WORKER,
     IO_BUSY_NS,
     LAST_NS,
+    PLACED_BYTES,
     SCOPE,
     SCOPE_COMPUTE,
     SCOPE_DATA,
@@ -117,7 +118,7 @@ def results(part: Partial) -> Analysis:
     processes = _processes(io, busy)
     return Analysis(
         layer=layer,
-        hosts=sorted(part.processes.get_column(s.HOST).unique().to_list()),
+        hosts=sorted(set(part.processes.get_column(s.HOST).to_list()) | set(part.totals.get_column(s.HOST).to_list())),
         overview=_overview(io, every_job, whole, layer),
         layers=named.group_by(s.LAYER).agg(pl.col(COUNT).sum().alias("events"), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
         .with_columns(pl.col(s.LAYER).cast(pl.String)).sort(s.LAYER),
@@ -222,14 +223,15 @@ def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
     users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
         pl.struct(s.HOST, s.PID).filter(pl.col(KIND) == READ).n_unique().alias("readers"),
-        *_sums(pl.col(KIND)))
+        pl.col(PLACED_BYTES).filter(pl.col(KIND) == READ).sum().alias("_placed"), *_sums(pl.col(KIND)))
     # Each file's file system, from its device (a dev names one mount per node; the first found is kept)
     mounts = part.mounts.select(s.DEV, MOUNTPOINT, FSTYPE).unique(s.DEV, keep="first", maintain_order=True)
     where = part.files.select(s.PATH, s.DEV).unique(s.PATH, keep="last").join(mounts, on=s.DEV, how="left").drop(s.DEV)
     return users.join(named.group_by(s.PATH).agg(pl.col(UNIQUE_BYTES_READ).sum()), on=s.PATH, how="left").with_columns(
         pl.col(UNIQUE_BYTES_READ).fill_null(0),
-        (pl.col(BYTES_READ) - pl.col(UNIQUE_BYTES_READ).fill_null(0)).clip(lower_bound=0).alias(REREAD_BYTES),
-    ).join(where, on=s.PATH, how="left").sort(TIME_NS, s.PATH, descending=[True, False])
+        # re-read: of the bytes read at a known offset, those beyond the distinct ranges
+        (pl.col("_placed") - pl.col(UNIQUE_BYTES_READ).fill_null(0)).clip(lower_bound=0).alias(REREAD_BYTES),
+    ).drop("_placed").join(where, on=s.PATH, how="left").sort(TIME_NS, s.PATH, descending=[True, False])
 
 
 def _spawns(processes: pl.DataFrame) -> pl.DataFrame:

@@ -51,8 +51,11 @@ def test_view_group_by_name_matches_our_load(peers, trace, tmp_path):
     assert theirs == ours
 
 
-def test_we_load_a_trace_dftracer_wrote(peers, tmp_path):
-    data, out = tmp_path / "data", tmp_path / "out"
+@pytest.fixture(scope="module")
+def dftracer_wrote(peers, tmp_path_factory):
+    """The known workload traced by DFTracer (LD_PRELOAD): its traces, directory and own counts."""
+    base = tmp_path_factory.mktemp("dftracer")
+    data, out = base / "data", base / "out"
     data.mkdir()
     out.mkdir()
     preload = sorted(peers.glob("lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so"))
@@ -61,8 +64,12 @@ def test_we_load_a_trace_dftracer_wrote(peers, tmp_path):
                DFTRACER_DATA_DIR=str(data), DFTRACER_LOG_FILE=str(out / "trace"), LD_PRELOAD=str(preload[0]))
     done = subprocess.run(["/usr/bin/python3", str(WORKLOAD), str(data)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    expected = json.loads(done.stdout.splitlines()[-1])
-    frame = ioobserve.load(sorted(out.glob("*.pfw.gz")))
+    return sorted(out.glob("*.pfw.gz")), data, json.loads(done.stdout.splitlines()[-1])
+
+
+def test_we_load_a_trace_dftracer_wrote(dftracer_wrote):
+    traces, data, expected = dftracer_wrote
+    frame = ioobserve.load(traces)
     mine = frame.filter(pl.col(s.PATH).str.starts_with(str(data)))
     reads = mine.filter(pl.col(s.OP) == "read")
     writes = mine.filter(pl.col(s.OP) == "write")
@@ -71,6 +78,19 @@ def test_we_load_a_trace_dftracer_wrote(peers, tmp_path):
     assert set(mine[s.PATH].unique()) >= set(expected["files"])
     assert (mine[s.TS] % 1000 == 0).all() and mine[s.TS].min() > 1_600_000_000 * 10**9  # µs epoch, as ns
     assert mine[s.LAYER].unique().to_list() == ["POSIX"]
+
+
+def test_we_analyze_a_trace_dftracer_wrote(dftracer_wrote):
+    from ioobserve.analysis.results import BYTES_READ, BYTES_WRITTEN, REREAD_BYTES, results
+    from ioobserve.analysis.run import Filters, analyze_partial
+
+    traces, data, expected = dftracer_wrote
+    analysis = results(analyze_partial(traces, Filters(path_prefixes=(str(data),))))
+    assert analysis.layer == s.LAYER_POSIX  # DFTracer's traces have no syscall layer
+    o = analysis.overview
+    assert (o["read_calls"], o["write_calls"]) == (expected["reads"], expected["writes"])
+    assert (o[BYTES_READ], o[BYTES_WRITTEN]) == (expected["bytes_read"], expected["bytes_written"])
+    assert analysis.files.get_column(REREAD_BYTES).sum() == 0  # read() carries no offset there: nothing claimed
 
 
 if __name__ == "__main__":
