@@ -93,22 +93,26 @@ def _insights(a: r.Analysis) -> str:
 
 
 def _over_time(a: r.Analysis, start_ns: int) -> str:
-    """Bandwidth and operations per second over time, a line per layer."""
-    width_s = a.timeline_ns / 1e9
-    bins = a.timeline.with_columns(((pl.col(BIN).cast(pl.Int64) - start_ns) / 1e9).alias("_t"))  # the first bin starts before
-    moved = bins.group_by(s.LAYER, "_t").agg(pl.col(s.BYTES).sum())  # what each layer moved (CACHE: pages filled)
-    calls = bins.group_by(s.LAYER, "_t").agg(pl.col(COUNT).sum())
+    """Bandwidth and operations per second over time, a line per layer (0 in bins without events)."""
+    width = a.timeline_ns
+    if not a.timeline.height:
+        return line_chart({}, title="Bandwidth per layer", y_format=format_rate) + line_chart(
+            {}, title="Operations per second per layer", y_format=format_count)
+    first, last = a.timeline.get_column(BIN).min(), a.timeline.get_column(BIN).max()
+    grid = pl.DataFrame({BIN: pl.arange(first, last + width, width, eager=True).cast(pl.UInt64)})
+    per_layer = a.timeline.group_by(s.LAYER, BIN).agg(pl.col(s.BYTES).sum(), pl.col(COUNT).sum())
 
-    def series(frame: pl.DataFrame, value: str) -> dict[str, list[tuple[float, float]]]:
+    def series(value: str) -> dict[str, list[tuple[float, float]]]:
         out = {}
-        for (layer,), rows in sorted(frame.filter(pl.col(value) > 0).partition_by(s.LAYER, as_dict=True).items()):
-            ordered = rows.sort("_t")
-            out[layer] = [(t, v / width_s) for t, v in zip(ordered.get_column("_t"), ordered.get_column(value), strict=True)]
+        # every layer in both charts, in one order: a layer keeps its colour (a flat line: it moved no bytes)
+        for (layer,), rows in sorted(per_layer.partition_by(s.LAYER, as_dict=True).items()):
+            full = grid.join(rows.select(BIN, value), on=BIN, how="left").fill_null(0).sort(BIN)
+            out[layer] = [((b - start_ns) / 1e9, v * 1e9 / width) for b, v in full.iter_rows()]
         return out
 
-    return (line_chart(series(moved, s.BYTES), title="Bandwidth per layer (bytes moved per second)",
-                       y_format=format_rate)
-            + line_chart(series(calls, COUNT), title="Operations per second per layer", y_format=format_count))
+    # what each layer moved: a syscall's bytes, a block request's, the pages the cache filled
+    return (line_chart(series(s.BYTES), title="Bandwidth per layer (bytes moved per second)", y_format=format_rate)
+            + line_chart(series(COUNT), title="Operations per second per layer", y_format=format_count))
 
 
 def _sizes(a: r.Analysis) -> str:
