@@ -107,7 +107,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     frames = {
         "totals": events.group_by(TOTAL_KEYS).agg(
             pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
-            ((pl.col(s.RET) < 0) & (pl.col(KIND) != "other")).sum().cast(pl.UInt64).alias(ERRORS),
+            ((pl.col(s.RET) < 0) & (pl.col(KIND) != OTHER)).sum().cast(pl.UInt64).alias(ERRORS),
             pl.col(s.BYTES).filter(pl.col(s.OFFSET) >= 0).sum().alias(PLACED_BYTES),
             pl.col(s.TS).min().alias(FIRST_NS), (pl.col(s.TS) + pl.col(s.DUR)).max().alias(LAST_NS)),
         "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
