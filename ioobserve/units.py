@@ -26,7 +26,7 @@ def format_count(n: float) -> str:
     for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= limit:
             return f"{value / limit:.1f}{suffix}"
-    return f"{value:.0f}" if value == int(value) else f"{value:.2g}"
+    return f"{value:.1f}" if value < 10 and value != int(value) else f"{value:.0f}"
 
 
 def format_seconds(seconds: float) -> str:

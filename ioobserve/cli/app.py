@@ -11,7 +11,7 @@ try:  # typer >= 0.22 carries its own copy of click
 except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
-from ioobserve.cli import analyze, doctor, export, index, record, report
+from ioobserve.cli import analyze, doctor, export, index, record, report, top
 
 app = typer.Typer(
     name="ioobserve",
@@ -25,6 +25,7 @@ app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.command("index", epilog=index.EPILOG)(index.index)
 app.command("report", epilog=report.EPILOG)(report.report)
+app.command("top", epilog=top.EPILOG)(top.top)
 app.command(
     "record", epilog=record.EPILOG, context_settings={"allow_interspersed_args": False}
 )(record.record)

@@ -1,0 +1,107 @@
+"""`ioobserve top`: watch the node's file I/O live in the terminal, or replay recorded traces."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.filters import (
+    CgroupOption,
+    CommOption,
+    JobOption,
+    LayersOption,
+    PidOption,
+    PrefixOption,
+    UnitOption,
+    build_filters,
+    build_layers,
+    build_python,
+)
+
+EPILOG = """Examples:
+
+  sudo ioobserve top                                   # every process on the node, live
+  sudo ioobserve top --job 81234 --record /var/tmp/t   # one Slurm job, and its trace written as well
+  ioobserve top --trace traces/node1-20261122T101500-4242.pfw.gz    # replay a recording (no root needed)
+
+Keys: q quit, / filter, s sort, p pause, enter drill down, esc back, ? help; replay: arrows, space, home, end.
+"""
+
+
+def top(
+    pid: PidOption = None,
+    cgroup: CgroupOption = None,
+    job: JobOption = None,
+    unit: UnitOption = None,
+    comm: CommOption = None,
+    path_prefix: PrefixOption = None,
+    layers: LayersOption = None,
+    record: Annotated[Path | None, typer.Option("--record", help="Also write the trace into this directory.")] = None,
+    trace: Annotated[list[Path] | None, typer.Option("--trace", help="Replay these traces instead of capturing.")] = None,
+) -> None:
+    """A live view of file I/O: node totals, jobs, processes, files, latency histograms and the
+    event stream, refreshed every second; or the same over recorded traces with a time cursor."""
+    from tui.app import make_app
+
+    source = _replay(trace) if trace else _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
+    make_app(source).run()
+    writer = getattr(source, "writer", None)
+    if getattr(source, "error", None) is not None:
+        fail(f"the capture stopped: {source.error}", EXIT_FAILURE)
+    if writer is not None:
+        print(f"ioobserve: trace written to {writer.path} ({writer.events_written:,} events)")
+
+
+def _replay(paths: list[Path]):
+    from ioobserve.live.source import ReplaySource
+    from ioobserve.trace.reader import TraceError
+
+    for path in paths:
+        if not path.is_file():
+            fail(f"{path}: no such trace file")
+    try:
+        return ReplaySource.from_traces(paths)
+    except TraceError as exc:
+        fail(str(exc))
+
+
+def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None):
+    """A live source, or one clear error: no privileges, a bad filter, an unusable --record."""
+    from ioobserve.cli.record import MAX_WORK_THREADS
+    from ioobserve.collect.priority import lower_priority
+    from ioobserve.collect.recording import Recording
+    from ioobserve.live.source import LiveSource
+    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.loader import ProbeError
+    from ioobserve.trace.output import OutputError, check_output_dir, trace_name
+    from ioobserve.trace.writer import TraceWriter
+
+    os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
+    try:
+        privileges = privileges_check()
+        if not privileges.ok:
+            raise UserError(f"recording needs privileges: {privileges.detail}")
+        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
+        chosen, python_options = build_python(None, None, build_layers(layers))
+        directory = check_output_dir(record) if record else None
+    except (UserError, OutputError) as exc:
+        fail(str(exc))
+    try:
+        recording = Recording(filters, [], original_nice=lower_priority(), layers=chosen, python=python_options)
+    except ProbeError as exc:
+        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+    writer = None
+    if directory is not None:
+        details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "top"],
+                   "recorder_pid": os.getpid(), "layers": sorted(chosen)}
+        try:
+            writer = TraceWriter(directory, trace_name(), details)
+        except OutputError as exc:
+            recording.probes.close()
+            fail(str(exc))
+    return LiveSource(recording, writer)

@@ -1,0 +1,140 @@
+"""Live aggregates: batches of events folded into window totals with a few group-bys (never a
+Python object per event), taken as a Snapshot one to two times a second by whoever shows
+them (`top`; the same for a live capture and a replayed trace)."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.analysis.ops import KIND, METADATA, READ, WRITE, op_kind
+
+STREAM_ROWS = 500  # the most recent events kept for the event stream
+HISTORY = 120  # samples kept for sparklines
+LATENCY_BUCKET = "bucket"  # log2 of the duration in ns: bucket b holds [2^b, 2^(b+1)) ns
+OPS, READ_BYTES, WRITE_BYTES, TIME_NS, MAX_NS = "ops", "read_bytes", "write_bytes", "time_ns", "max_ns"
+METADATA_OPS = "metadata_ops"
+STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.COMM, s.OP, s.PATH, s.BYTES, s.RET]
+PROCESS_KEYS = [s.PID]
+PROCESS_NAMES = [s.COMM, s.JOB, s.RANK, s.WORKER]
+
+
+def _sums() -> list[pl.Expr]:
+    kind = pl.col(KIND)
+    return [
+        pl.len().cast(pl.UInt64).alias(OPS), (kind == METADATA).sum().cast(pl.UInt64).alias(METADATA_OPS),
+        pl.col(s.BYTES).filter(kind == READ).sum().alias(READ_BYTES),
+        pl.col(s.BYTES).filter(kind == WRITE).sum().alias(WRITE_BYTES),
+        pl.col(s.DUR).sum().alias(TIME_NS), pl.col(s.DUR).max().alias(MAX_NS),
+    ]
+
+
+def _resum(frames: list[pl.DataFrame], keys: list[str], names: list[str] = ()) -> pl.DataFrame:
+    """Per-batch group-bys summed into one (names: the latest value)."""
+    stacked = pl.concat(frames, how="vertical_relaxed")
+    return stacked.group_by(keys).agg(
+        *(pl.col(name).drop_nulls().last() for name in names),
+        pl.col(OPS).sum(), pl.col(METADATA_OPS).sum(), pl.col(READ_BYTES).sum(), pl.col(WRITE_BYTES).sum(),
+        pl.col(TIME_NS).sum(), pl.col(MAX_NS).max())
+
+
+@dataclass
+class Snapshot:
+    """What happened in one window [start_ns, end_ns), and since the start (processes' totals)."""
+
+    start_ns: int
+    end_ns: int
+    totals: dict[str, int]  # OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS, "lost"
+    processes: pl.DataFrame  # pid, comm, job, rank, worker; this window's sums; "total_*" since the start
+    files: pl.DataFrame  # pid, path: this window's sums (a file used by several processes has a row each)
+    latency: pl.DataFrame  # op, LATENCY_BUCKET: count (this window)
+    events: pl.DataFrame  # the most recent STREAM_ROWS events (STREAM_COLUMNS)
+    history: dict[str, list[float]] = field(default_factory=dict)  # per-second rates of the last HISTORY windows
+
+    @property
+    def seconds(self) -> float:
+        """The window's length."""
+        return max((self.end_ns - self.start_ns) / 1e9, 1e-9)
+
+
+_EMPTY_SUMS = {OPS: pl.UInt64, METADATA_OPS: pl.UInt64, READ_BYTES: pl.UInt64, WRITE_BYTES: pl.UInt64,
+               TIME_NS: pl.UInt64, MAX_NS: pl.UInt64}
+EMPTY_PROCESSES = pl.DataFrame(schema={s.PID: pl.UInt32, s.COMM: pl.String, s.JOB: pl.String, s.RANK: pl.Int32,
+                                       s.WORKER: pl.Int32, **_EMPTY_SUMS})
+EMPTY_FILES = pl.DataFrame(schema={s.PID: pl.UInt32, s.PATH: pl.String, **_EMPTY_SUMS})
+EMPTY_LATENCY = pl.DataFrame(schema={s.OP: pl.String, LATENCY_BUCKET: pl.Int32, "count": pl.UInt32})
+EMPTY_STREAM = pl.DataFrame(schema={name: s.EVENT_SCHEMA[name] for name in STREAM_COLUMNS})
+
+
+class WindowAggregator:
+    """Folds batches (columns of ioobserve.schema) into the current window; `take` closes it.
+    Thread-safe: batches arrive on the collector's thread, snapshots are taken on another."""
+
+    def __init__(self, start_ns: int) -> None:
+        self._lock = threading.Lock()
+        self._window_start = start_ns
+        self._parts: dict[str, list[pl.DataFrame]] = {"processes": [], "files": [], "latency": []}
+        self._stream: deque[pl.DataFrame] = deque()
+        self._stream_rows = 0
+        self._lost = 0
+        self._totals_since_start = EMPTY_PROCESSES
+        self._history: dict[str, deque[float]] = {name: deque(maxlen=HISTORY) for name in
+                                                  ("read_bps", "write_bps", "iops", "metadata_ops_s", "lost")}
+
+    def add(self, frame: pl.DataFrame) -> None:
+        """Fold a batch in: the syscall layer's calls (the ground truth; other layers repeat them)."""
+        calls = frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL).with_columns(op_kind().alias(KIND))
+        if not calls.height:
+            return
+        processes = calls.group_by(PROCESS_KEYS).agg(*(pl.col(n).drop_nulls().last() for n in PROCESS_NAMES), *_sums())
+        files = calls.filter(pl.col(s.PATH).is_not_null()).group_by(s.PID, s.PATH).agg(_sums())
+        bucket = pl.col(s.DUR).clip(lower_bound=1).log(2).floor().cast(pl.Int32).alias(LATENCY_BUCKET)
+        latency = calls.group_by(pl.col(s.OP).cast(pl.String), bucket).agg(pl.len().alias("count"))
+        recent = calls.select(STREAM_COLUMNS).tail(STREAM_ROWS)
+        with self._lock:
+            self._parts["processes"].append(processes)
+            self._parts["files"].append(files)
+            self._parts["latency"].append(latency)
+            self._stream.append(recent)
+            self._stream_rows += recent.height
+            while self._stream_rows - self._stream[0].height >= STREAM_ROWS:
+                self._stream_rows -= self._stream.popleft().height
+
+    def lost(self, count: int) -> None:
+        """Records the kernel could not hand over in this window."""
+        with self._lock:
+            self._lost += count
+
+    def take(self, end_ns: int) -> Snapshot:
+        """Close the window at end_ns and start the next one."""
+        with self._lock:
+            parts, self._parts = self._parts, {"processes": [], "files": [], "latency": []}
+            stream = list(self._stream)
+            lost, self._lost = self._lost, 0
+            start, self._window_start = self._window_start, end_ns
+        processes = _resum(parts["processes"], PROCESS_KEYS, PROCESS_NAMES) if parts["processes"] else EMPTY_PROCESSES
+        files = _resum(parts["files"], [s.PID, s.PATH]) if parts["files"] else EMPTY_FILES
+        latency = (pl.concat(parts["latency"]).group_by(s.OP, LATENCY_BUCKET).agg(pl.col("count").sum())
+                   if parts["latency"] else EMPTY_LATENCY)
+        totals = {name: int(processes.get_column(name).sum() or 0) for name in (OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS)}
+        totals["lost"] = lost
+        self._totals_since_start = _resum([self._totals_since_start, processes], PROCESS_KEYS, PROCESS_NAMES)
+        seconds = max((end_ns - start) / 1e9, 1e-9)
+        for name, value in (("read_bps", totals[READ_BYTES]), ("write_bps", totals[WRITE_BYTES]), ("iops", totals[OPS]),
+                            ("metadata_ops_s", totals[METADATA_OPS]), ("lost", lost)):
+            self._history[name].append(value / seconds)
+        named = self._totals_since_start.select(
+            *PROCESS_KEYS, *PROCESS_NAMES, *(pl.col(c).alias(f"total_{c}") for c in (OPS, READ_BYTES, WRITE_BYTES, TIME_NS)))
+        window = processes.drop(PROCESS_NAMES)
+        return Snapshot(
+            start_ns=start, end_ns=end_ns, totals=totals,
+            processes=named.join(window, on=PROCESS_KEYS, how="left").with_columns(
+                pl.col(list(_EMPTY_SUMS)).fill_null(0)),
+            files=files, latency=latency,
+            events=pl.concat(stream).tail(STREAM_ROWS) if stream else EMPTY_STREAM,
+            history={name: list(values) for name, values in self._history.items()},
+        )

@@ -1,0 +1,157 @@
+"""Where `top` gets its snapshots: a live capture (probes, collector and sinks on a worker
+thread) or a recorded trace replayed under a time cursor. Both answer `snapshot()`; the UI
+never learns which it has, beyond `live`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.live.aggregate import Snapshot, WindowAggregator
+
+REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
+
+
+class Source(Protocol):
+    """What the UI reads."""
+
+    live: bool
+    unavailable: dict[str, str]  # layer -> why it cannot be shown
+
+    def start(self) -> None:
+        """Begin (a live source attaches its probes)."""
+
+    def snapshot(self) -> Snapshot:
+        """The window since the last snapshot (live) or at the cursor (replay)."""
+
+    def stop(self) -> None:
+        """End and release everything (a live source detaches its probes and closes its sinks)."""
+
+
+class AggregatingSink:
+    """A collector sink feeding a WindowAggregator."""
+
+    def __init__(self, aggregator: WindowAggregator) -> None:
+        self.aggregator = aggregator
+
+    def processes(self, changed) -> None:
+        """Names come with the events."""
+
+    def stacks(self, new) -> None:
+        """Python stacks are not shown live."""
+
+    def events(self, frame: pl.DataFrame) -> None:
+        """A batch, folded in."""
+        self.aggregator.add(frame)
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """Losses, counted in the window."""
+        self.aggregator.lost(sum(counts.values()))
+
+    def forget(self, pids: list[int]) -> None:
+        """Exited processes stay in the totals."""
+
+    def counters(self, counts: dict[str, int]) -> None:
+        """Not shown."""
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Not shown."""
+
+    def close(self) -> None:
+        """Nothing to flush."""
+
+
+class LiveSource:
+    """A recording on a worker thread: the capture never waits on the UI (its sink only folds
+    batches into the aggregator) and the UI never waits on the capture."""
+
+    live = True
+
+    def __init__(self, recording, writer=None) -> None:
+        self.aggregator = WindowAggregator(time.time_ns())
+        self.recording = recording  # an ioobserve.collect.recording.Recording whose sinks we extend
+        self.writer = writer  # a TraceWriter for --record, or None
+        self.recording.sinks = [AggregatingSink(self.aggregator), *([writer] if writer else []), *recording.sinks]
+        self.unavailable: dict[str, str] = {}
+        self.error: BaseException | None = None
+        self.result = None
+        self.ready = threading.Event()  # set once the probes are attached
+        self._thread = threading.Thread(target=self._run, name="ioobserve-capture", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.result = self.recording.run(on_start=self.ready.set)
+        except BaseException as exc:  # shown by the CLI; the thread must not die silently
+            self.error = exc
+            self.ready.set()
+
+    def start(self) -> None:
+        """Attach and capture until stop()."""
+        self._thread.start()
+
+    def snapshot(self) -> Snapshot:
+        """What arrived since the last call."""
+        return self.aggregator.take(time.time_ns())
+
+    def stop(self) -> None:
+        """Detach the probes, flush the sinks (a parallel --record loses nothing) and wait."""
+        self.recording.request_stop("top")
+        self._thread.join()
+
+
+class ReplaySource:
+    """Recorded traces under a time cursor: each snapshot is the window ending at the cursor."""
+
+    live = False
+
+    def __init__(self, events: pl.DataFrame, window_s: float = REPLAY_STEP_S) -> None:
+        self.events = events.sort(s.TS)
+        self.unavailable: dict[str, str] = {}
+        self.window_ns = int(window_s * 1e9)
+        times = self.events.get_column(s.TS)
+        self.first_ns = int(times.min()) if self.events.height else 0
+        self.last_ns = int(times.max()) + 1 if self.events.height else 1
+        self.cursor_ns = min(self.first_ns + self.window_ns, self.last_ns)
+        self.playing = False
+
+    @classmethod
+    def from_traces(cls, paths: Sequence[Path]) -> ReplaySource:
+        """The traces' events (ioobserve.load; a corrupt trace raises its TraceError)."""
+        from ioobserve.trace.reader import load
+
+        return cls(load(list(paths), progress=False))
+
+    def start(self) -> None:
+        """Nothing runs in the background: the cursor moves when asked."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+    def step(self, seconds: float) -> None:
+        """Move the cursor (negative: back), within the trace."""
+        self.cursor_ns = max(self.first_ns, min(self.last_ns, self.cursor_ns + int(seconds * 1e9)))
+
+    def jump(self, fraction: float) -> None:
+        """Put the cursor at a fraction (0 to 1) of the trace."""
+        self.cursor_ns = self.first_ns + int((self.last_ns - self.first_ns) * min(max(fraction, 0.0), 1.0))
+
+    def tick(self) -> None:
+        """One refresh while playing: the cursor advances by a step."""
+        if self.playing:
+            self.step(REPLAY_STEP_S)
+            self.playing = self.cursor_ns < self.last_ns
+
+    def snapshot(self) -> Snapshot:
+        """The window [cursor - window, cursor); processes' totals count from the trace's start."""
+        start = max(self.first_ns, self.cursor_ns - self.window_ns)
+        aggregator = WindowAggregator(self.first_ns)
+        aggregator.add(self.events.filter(pl.col(s.TS) < start))  # the totals since the start
+        aggregator.take(start)
+        aggregator.add(self.events.filter((pl.col(s.TS) >= start) & (pl.col(s.TS) < self.cursor_ns)))
+        return aggregator.take(self.cursor_ns)

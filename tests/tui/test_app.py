@@ -1,0 +1,149 @@
+"""`top` driven by keys over a replayed trace (Textual's Pilot, each test in its own event
+loop), and snapshots of its screens."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ioobserve.live.source import ReplaySource
+from tests.unit.synthetic_traces import T0, Proc, io, write_trace
+from tui.app import HelpScreen, make_app
+
+MAIN, WORKER = Proc(100, rank=0, job="7"), Proc(200, ppid=100, rank=0, worker=0, job="7")
+OTHER = Proc(300, job="8")
+MiB = 1 << 20
+
+
+def _rows() -> list[dict]:
+    """Within the first second: job 7's main process writes a lot, its worker reads often in
+    small pieces; job 8's process reads one big file once (and again at 3 s)."""
+    rows = [io(MAIN, 100, 1000 + i * 100, 1000 + i * 100 + 50, "write", "/d/out.bin", 3, i * MiB, MiB) for i in range(8)]
+    rows += [io(WORKER, 200, 2000 + i * 10, 2000 + i * 10 + 5, "read", "/d/small.bin", 4, i * 4096, 4096) for i in range(400)]
+    rows += [io(OTHER, 300, 9000, 19000, "read", "/d/big.bin", 5, 0, 4 * MiB)]
+    rows += [io(OTHER, 300, 3_000_000, 3_010_000, "read", "/d/big.bin", 5, 0, 4 * MiB)]
+    return rows
+
+
+@pytest.fixture
+def source(tmp_path, monkeypatch) -> ReplaySource:
+    monkeypatch.setenv("TZ", "UTC")  # the title shows the cursor's local time: the same in every snapshot
+    time.tzset()
+    replay = ReplaySource.from_traces([write_trace(tmp_path, [MAIN, WORKER, OTHER], [_rows()])])
+    replay.cursor_ns = T0 + 1_000_000_000  # the window holding every event
+    return replay
+
+
+def _column(app, table: str, index: int = 0) -> list[str]:
+    grid = app.query_one(f"#{table}-table")
+    return [str(grid.get_row_at(row)[index]) for row in range(grid.row_count)]
+
+
+async def _started(app, pilot):
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_processes_sorted_three_ways(source):
+    asyncio.run(_processes_sorted_three_ways(source))
+
+
+async def _processes_sorted_three_ways(source):
+    app = make_app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _started(app, pilot)
+        assert _column(app, "processes") == ["100", "300", "200"]  # bandwidth: 8 MiB, 4 MiB, 1.6 MiB
+        await pilot.press("s")
+        assert _column(app, "processes") == ["200", "100", "300"]  # IOPS: 400, 8, 1
+        await pilot.press("s")
+        assert _column(app, "processes") == ["300", "100", "200"]  # latency: 10 ms, 50 µs, 5 µs
+        assert "sort: latency" in str(app.query_one("#title").render())
+
+
+def test_filter_as_you_type_and_escape(source):
+    asyncio.run(_filter_as_you_type_and_escape(source))
+
+
+async def _filter_as_you_type_and_escape(source):
+    app = make_app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _started(app, pilot)
+        await pilot.press("3", "slash", *"small")
+        assert _column(app, "files") == ["/d/small.bin"]
+        await pilot.press("escape")
+        assert sorted(_column(app, "files")) == ["/d/big.bin", "/d/out.bin", "/d/small.bin"]
+
+
+def test_drill_down_job_process_file_and_back(source):
+    asyncio.run(_drill_down_job_process_file_and_back(source))
+
+
+async def _drill_down_job_process_file_and_back(source):
+    app = make_app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _started(app, pilot)
+        await pilot.press("1")
+        assert _column(app, "jobs") == ["7", "8"]
+        app.query_one("#jobs-table").focus()
+        await pilot.press("enter")  # job 7
+        assert app.query_one("#tabs").active == "processes" and sorted(_column(app, "processes")) == ["100", "200"]
+        app.query_one("#processes-table").focus()
+        await pilot.press("down", "enter")  # its second-busiest process: the worker
+        assert app.query_one("#tabs").active == "files" and _column(app, "files") == ["/d/small.bin"]
+        assert "job 7 › pid 200" in str(app.query_one("#title").render())
+        app.query_one("#files-table").focus()
+        await pilot.press("enter")
+        assert app.query_one("#tabs").active == "events" and set(_column(app, "events", 4)) == {"/d/small.bin"}
+        await pilot.press("escape", "escape")  # the path filter, then the process
+        assert sorted(_column(app, "processes")) == ["100", "200"]
+        await pilot.press("escape")
+        assert sorted(_column(app, "processes")) == ["100", "200", "300"]
+
+
+def test_pause_replay_cursor_and_help(source):
+    asyncio.run(_pause_replay_cursor_and_help(source))
+
+
+async def _pause_replay_cursor_and_help(source):
+    app = make_app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _started(app, pilot)
+        await pilot.press("p")
+        assert "PAUSED" in str(app.query_one("#title").render())
+        before = source.cursor_ns
+        await pilot.press("right")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert source.cursor_ns == before + 1_000_000_000  # [1 s, 2 s): nothing happened
+        assert _column(app, "processes", 4) == ["0 B/s"] * 3 and _column(app, "processes", 8)[0] != "0 B"
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+def test_too_small_a_terminal_says_so(source):
+    asyncio.run(_too_small_a_terminal_says_so(source))
+
+
+async def _too_small_a_terminal_says_so(source):
+    app = make_app(source)
+    async with app.run_test(size=(50, 12)) as pilot:
+        await _started(app, pilot)
+        assert app.query_one("#too-small").display and not app.query_one("#tabs").display
+
+
+def test_main_screen_snapshot(source, snap_compare):
+    assert snap_compare(make_app(source), terminal_size=(100, 30), run_before=_settle)
+
+
+def test_help_snapshot(source, snap_compare):
+    assert snap_compare(make_app(source), terminal_size=(100, 30), press=["question_mark"], run_before=_settle)
+
+
+async def _settle(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()

@@ -1,0 +1,1 @@
+"""The Textual UI of `ioobserve top` (app, views of snapshots, styles)."""

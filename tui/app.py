@@ -1,0 +1,270 @@
+"""`ioobserve top`: node totals with sparklines, jobs, processes, files, latency histograms and
+the event stream, for a live capture or a replayed trace. Snapshots are taken on a worker
+thread and arrive as messages; the UI thread only draws."""
+
+from __future__ import annotations
+
+import datetime
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Input, Label, Sparkline, Static, TabbedContent, TabPane
+
+from ioobserve.live.aggregate import METADATA_OPS, OPS, READ_BYTES, WRITE_BYTES, Snapshot
+from ioobserve.live.source import REPLAY_STEP_S, Source
+from ioobserve.units import format_count, format_rate
+from tui import views
+
+MIN_WIDTH, MIN_HEIGHT = 60, 16
+REFRESH_S = 1.0
+TABLES = {
+    "jobs": ("job", "procs", "read/s", "write/s", "IOPS", "latency"),
+    "processes": ("pid", "comm", "job", "rank/w", "read/s", "write/s", "IOPS", "latency", "read", "written"),
+    "files": ("path", "procs", "read/s", "write/s", "IOPS", "latency"),
+    "events": ("time", "pid", "comm", "op", "path", "bytes", "latency", "ret"),
+}
+HELP = """[b]ioobserve top[/b]
+
+  q          quit                      /        filter as you type (esc: clear)
+  s          sort: bandwidth, IOPS, latency
+  p          pause / resume            ?        this help
+  enter      drill down: job → processes → files and events of one process
+  esc        back up one level         1-5      jobs, processes, files, latency, events
+Replay only:  ← →  step one second,  space  play / stop,  home / end  first / last second
+
+Rates are per second over the last window (about one second); read and written on the
+processes tab count from the start. Totals come from the syscall layer."""
+
+
+class SnapshotReady(Message):
+    """A new snapshot, taken on the worker thread."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        super().__init__()
+
+
+class HelpScreen(ModalScreen):
+    """The keys."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help")
+
+
+class Stat(Vertical):
+    """One node total: its value and a sparkline of its history."""
+
+    def __init__(self, label: str, key: str) -> None:
+        super().__init__(classes="stat")
+        self.label, self.key = label, key
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.label, classes="value")
+        yield Sparkline([], summary_function=max)
+
+    def show(self, text: str, history: list[float]) -> None:
+        """Refresh the value and the line."""
+        self.query_one(Label).update(f"{self.label} [b]{text}[/b]")
+        self.query_one(Sparkline).data = history or [0.0]
+
+
+class TopApp(App):
+    """The app over any Source (live or replay)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "ioobserve top"
+    BINDINGS = [
+        Binding("q", "quit", "quit"), Binding("slash", "filter", "filter"), Binding("s", "sort", "sort"),
+        Binding("p", "pause", "pause"), Binding("question_mark", "help", "help"), Binding("escape", "back", "back"),
+        Binding("1", "tab('jobs')", "jobs", show=False), Binding("2", "tab('processes')", "procs", show=False),
+        Binding("3", "tab('files')", "files", show=False), Binding("4", "tab('latency')", "latency", show=False),
+        Binding("5", "tab('events')", "events", show=False),
+        Binding("left", "step(-1)", "back 1 s", show=False), Binding("right", "step(1)", "on 1 s", show=False),
+        Binding("space", "play", "play", show=False), Binding("home", "jump(0)", show=False),
+        Binding("end", "jump(1)", show=False),
+    ]
+
+    def __init__(self, source: Source) -> None:
+        super().__init__()
+        self.source = source
+        self.view = views.View()
+        self.paused = False
+        self.snapshot: Snapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Label("", id="title")
+        yield Label(f"terminal too small: at least {MIN_WIDTH}x{MIN_HEIGHT} needed", id="too-small")
+        with Horizontal(id="stats"):
+            yield Stat("read", "read_bps")
+            yield Stat("write", "write_bps")
+            yield Stat("IOPS", "iops")
+            yield Stat("meta/s", "metadata_ops_s")
+            yield Stat("lost", "lost")
+        yield Input(placeholder="filter: pid, comm, job, path or op", id="filter")
+        with TabbedContent(initial="processes", id="tabs"):
+            for name in ("jobs", "processes", "files"):
+                with TabPane(name, id=name):
+                    yield DataTable(id=f"{name}-table", cursor_type="row", zebra_stripes=True)
+            with TabPane("latency", id="latency"):
+                yield Static("", id="latency-view")
+            with TabPane("events", id="events"):
+                yield DataTable(id="events-table", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for name, columns in TABLES.items():
+            self.query_one(f"#{name}-table", DataTable).add_columns(*columns)
+        self.query_one("#processes-table", DataTable).focus()
+        self.source.start()
+        self.set_interval(REFRESH_S, self.refresh_snapshot)
+        self.refresh_snapshot()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Below the minimum size, only the message shows."""
+        small = self.size.width < MIN_WIDTH or self.size.height < MIN_HEIGHT
+        self.query_one("#too-small").display = small
+        for selector in ("#title", "#stats", "#tabs", "Footer"):
+            self.query_one(selector).display = not small
+
+    def refresh_snapshot(self) -> None:
+        """Every tick: unless paused, move a playing replay on and take a snapshot off the UI thread."""
+        if self.paused:
+            return
+        if not self.source.live:
+            self.source.tick()
+        self._take()
+
+    @work(thread=True, exclusive=True, group="snapshot")
+    def _take(self) -> None:
+        self.post_message(SnapshotReady(self.source.snapshot()))
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self.snapshot = message.snapshot
+        self._draw()
+
+    def _draw(self) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        self._draw_title(snap)
+        sec = snap.seconds
+        for stat, text in zip(self.query(Stat), (
+                format_rate(snap.totals[READ_BYTES] / sec), format_rate(snap.totals[WRITE_BYTES] / sec),
+                format_count(snap.totals[OPS] / sec), format_count(snap.totals[METADATA_OPS] / sec),
+                format_count(snap.totals["lost"])), strict=True):
+            stat.show(text, snap.history.get(stat.key, []))
+        for name, rows in (("jobs", views.job_rows(snap, self.view)), ("processes", views.process_rows(snap, self.view)),
+                           ("files", views.file_rows(snap, self.view)), ("events", views.event_rows(snap, self.view))):
+            self._fill(self.query_one(f"#{name}-table", DataTable), rows)
+        self.query_one("#latency-view", Static).update("\n".join(views.latency_lines(snap, self.view)))
+
+    def _draw_title(self, snap: Snapshot) -> None:
+        when = datetime.datetime.fromtimestamp(snap.end_ns / 1e9).strftime("%H:%M:%S")
+        mode = "live" if self.source.live else f"replay {when}" + (" ▶" if getattr(self.source, "playing", False) else "")
+        state = " [reverse] PAUSED [/reverse]" if self.paused else ""
+        unavailable = "".join(f"  {layer}: unavailable" for layer in self.source.unavailable)
+        self.query_one("#title", Label).update(
+            f"[b]ioobserve top[/b]  {mode}{state}  view: {self.view.focus.describe()}  sort: {self.view.sort}"
+            + (f"  filter: {self.view.text!r}" if self.view.text else "") + unavailable)
+
+    @staticmethod
+    def _fill(table: DataTable, rows: list[tuple]) -> None:
+        """Replace a table's rows, keeping the cursor where it was."""
+        row = table.cursor_row
+        table.clear()
+        table.add_rows(rows)
+        if rows:
+            table.move_cursor(row=min(row, len(rows) - 1))
+
+    # Keys
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.view.text = event.value.strip()
+        self._draw()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(f"#{self._tab()}-table", DataTable).focus() if self._tab() != "latency" else None
+
+    def action_sort(self) -> None:
+        self.view.sort = views.SORTS[(views.SORTS.index(self.view.sort) + 1) % len(views.SORTS)]
+        self._draw()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        if self.snapshot:
+            self._draw_title(self.snapshot)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_tab(self, name: str) -> None:
+        self.query_one(TabbedContent).active = name
+
+    def _tab(self) -> str:
+        return self.query_one(TabbedContent).active
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter: a job shows its processes; a process its files; a file its events."""
+        values = event.data_table.get_row(event.row_key)
+        focus = self.view.focus
+        if event.data_table.id == "jobs-table":
+            focus.job, focus.pid, focus.path = values[0], None, None
+            self.action_tab("processes")
+        elif event.data_table.id == "processes-table":
+            focus.pid = int(values[0])
+            self.action_tab("files")
+        elif event.data_table.id == "files-table":
+            self.view.text = values[0]
+            self.action_tab("events")
+        self._draw()
+
+    def action_back(self) -> None:
+        """Esc: clear the filter, else go up one level of the drill-down."""
+        box, focus = self.query_one("#filter", Input), self.view.focus
+        if self.view.text or box.display:
+            box.value, box.display, self.view.text = "", False, ""
+        elif focus.pid is not None:
+            focus.pid = None
+            self.action_tab("processes")
+        elif focus.job is not None:
+            focus.job = None
+            self.action_tab("jobs")
+        self._draw()
+
+    def action_step(self, seconds: int) -> None:
+        if not self.source.live:
+            self.source.step(seconds * REPLAY_STEP_S)
+            self._take()
+
+    def action_jump(self, fraction: float) -> None:
+        if not self.source.live:
+            self.source.jump(fraction)
+            self._take()
+
+    def action_play(self) -> None:
+        if not self.source.live:
+            self.source.playing = not self.source.playing
+            self._take()
+
+    def on_unmount(self) -> None:
+        self.source.stop()
+
+
+def make_app(source: Source) -> TopApp:
+    """The app over a source; the CLI and the tests build it the same way."""
+    return TopApp(source)
