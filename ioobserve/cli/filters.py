@@ -47,27 +47,37 @@ PyDepthOption = Annotated[
 ]
 
 
-def build_layers(text: str | None) -> frozenset[str]:
-    """The layers of --layers, refusing one this kernel cannot give (with the reason)."""
+def split_layers(text: str | None) -> tuple[frozenset[str], dict[str, str]]:
+    """The layers of --layers this kernel can give, and why it cannot give the others."""
     from ioobserve.probes import layers as ly
 
     try:
         layers = ly.parse_layers(text)
     except ly.LayerError as exc:
         raise UserError(str(exc)) from exc
+    missing: dict[str, str] = {}
     libraries = [layer for layer in ly.LIBRARY_LAYERS if layer in layers]
     if libraries:
         from ioobserve.probes.capabilities import uprobes_available
 
         if not uprobes_available():
-            raise UserError(f"--layers {','.join(libraries)}: this kernel has no uprobes (CONFIG_UPROBE_EVENTS); "
-                            "run 'ioobserve doctor'; the syscall layer still sees every call")
+            missing.update(dict.fromkeys(libraries, "this kernel has no uprobes (CONFIG_UPROBE_EVENTS)"))
     if ly.VFS in layers:
         from ioobserve.probes.capabilities import vfs_available
 
         mechanism, why = vfs_available()
         if mechanism is None:
-            raise UserError(f"--layers vfs: {why} (run 'ioobserve doctor'; the syscall layer still sees every call)")
+            missing[ly.VFS] = why
+    return layers - set(missing), missing
+
+
+def build_layers(text: str | None) -> frozenset[str]:
+    """The layers of --layers, refusing one this kernel cannot give (with the reason)."""
+    layers, missing = split_layers(text)
+    if missing:
+        reasons = "; ".join(sorted(set(missing.values())))
+        raise UserError(f"--layers {','.join(sorted(missing))}: {reasons} "
+                        "(run 'ioobserve doctor'; the syscall layer still sees every call)")
     return layers
 
 

@@ -19,8 +19,8 @@ from ioobserve.cli.filters import (
     PrefixOption,
     UnitOption,
     build_filters,
-    build_layers,
     build_python,
+    split_layers,
 )
 
 EPILOG = """Examples:
@@ -87,7 +87,8 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         if not privileges.ok:
             raise UserError(f"recording needs privileges: {privileges.detail}")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
-        chosen, python_options = build_python(None, None, build_layers(layers))
+        available, missing = split_layers(layers)  # top shows what the kernel lacks instead of refusing
+        chosen, python_options = build_python(None, None, available)
         directory = check_output_dir(record) if record else None
     except (UserError, OutputError) as exc:
         fail(str(exc))
@@ -104,4 +105,6 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         except OutputError as exc:
             recording.probes.close()
             fail(str(exc))
-    return LiveSource(recording, writer)
+    source = LiveSource(recording, writer)
+    source.missing = missing
+    return source

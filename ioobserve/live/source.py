@@ -78,10 +78,10 @@ class LiveSource:
         self.recording = recording  # an ioobserve.collect.recording.Recording whose sinks we extend
         self.writer = writer  # a TraceWriter for --record, or None
         self.recording.sinks = [AggregatingSink(self.aggregator), *([writer] if writer else []), *recording.sinks]
-        self.unavailable: dict[str, str] = {}
         self.error: BaseException | None = None
         self.result = None
         self.ready = threading.Event()  # set once the probes are attached
+        self.missing: dict[str, str] = {}  # layers asked for that this kernel cannot give, and why
         self._thread = threading.Thread(target=self._run, name="ioobserve-capture", daemon=True)
 
     def _run(self) -> None:
@@ -90,6 +90,14 @@ class LiveSource:
         except BaseException as exc:  # shown by the CLI; the thread must not die silently
             self.error = exc
             self.ready.set()
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Layers asked for but not captured: refused up front, or that did not attach."""
+        probes = self.recording.probes
+        failed = {layer: "did not attach" for layer in sorted(probes.layers)
+                  if self.ready.is_set() and layer not in probes.attached_layers}
+        return {**self.missing, **failed}
 
     def start(self) -> None:
         """Attach and capture until stop()."""

@@ -11,6 +11,7 @@ import pytest
 
 from ioobserve import schema as s
 from ioobserve.cli.top import _live
+from ioobserve.probes.capabilities import vfs_available
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import Workload, json_line
@@ -25,7 +26,8 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
 
     (tmp_path / "work").mkdir()
     workload = Workload([sys.executable, PATTERNS, "clean", str(tmp_path / "work")])
-    source = _live([workload.pid], None, None, None, None, None, None, tmp_path / "trace")
+    # vfs: a layer this VM lacks (no kprobes, no fentry) is shown as unavailable; real nodes have it
+    source = _live([workload.pid], None, None, None, None, None, "vfs", tmp_path / "trace")
     app = make_app(source)
 
     async def drive() -> dict:
@@ -40,6 +42,11 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
                 if mine and mine[0][8] == "64.0 MiB":
                     break
             assert mine and (mine[0][8], mine[0][9]) == ("64.0 MiB", "64.0 MiB"), rows  # read, written since the start
+            title = str(app.query_one("#title").render())
+            if vfs_available()[0] is None:
+                assert "vfs: unavailable" in title, title
+            else:
+                assert "vfs" not in source.unavailable and "unavailable" not in title
             await pilot.press("q")
         return report
 
