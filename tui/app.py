@@ -71,7 +71,8 @@ class Stat(Vertical):
     def show(self, text: str, history: list[float]) -> None:
         """Refresh the value and the line."""
         self.query_one(Label).update(f"{self.label} [b]{text}[/b]")
-        self.query_one(Sparkline).data = history or [0.0]
+        # all zero: no line at all (Textual would draw a flat series at full height)
+        self.query_one(Sparkline).data = history if any(history) else []
 
 
 class TopApp(App):

@@ -138,3 +138,18 @@ class WindowAggregator:
             events=pl.concat(stream).tail(STREAM_ROWS) if stream else EMPTY_STREAM,
             history={name: list(values) for name, values in self._history.items()},
         )
+
+
+def rates_per_second(frame: pl.DataFrame, start_ns: int, end_ns: int) -> dict[str, list[float]]:
+    """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)."""
+    seconds = max(1, -(-(end_ns - start_ns) // 1_000_000_000))
+    calls = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns))
+    kind = pl.col(KIND)
+    per_second = calls.with_columns(op_kind().alias(KIND)).group_by(((pl.col(s.TS) - start_ns) // 1_000_000_000).alias("_s")).agg(
+        pl.col(s.BYTES).filter(kind == READ).sum().alias("read_bps"), pl.col(s.BYTES).filter(kind == WRITE).sum().alias("write_bps"),
+        pl.len().alias("iops"), (kind == METADATA).sum().alias("metadata_ops_s"))
+    grid = pl.DataFrame({"_s": pl.arange(0, seconds, eager=True).cast(per_second.schema["_s"])})
+    full = grid.join(per_second, on="_s", how="left").fill_null(0).sort("_s")
+    history = {name: [float(v) for v in full.get_column(name)] for name in ("read_bps", "write_bps", "iops", "metadata_ops_s")}
+    history["lost"] = [0.0] * seconds  # a trace's losses are per second records, not shown in replay
+    return history

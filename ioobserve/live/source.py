@@ -13,7 +13,7 @@ from typing import Protocol
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.live.aggregate import Snapshot, WindowAggregator
+from ioobserve.live.aggregate import HISTORY, Snapshot, WindowAggregator, rates_per_second
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 
@@ -162,4 +162,7 @@ class ReplaySource:
         aggregator.add(self.events.filter(pl.col(s.TS) < start))  # the totals since the start
         aggregator.take(start)
         aggregator.add(self.events.filter((pl.col(s.TS) >= start) & (pl.col(s.TS) < self.cursor_ns)))
-        return aggregator.take(self.cursor_ns)
+        snapshot = aggregator.take(self.cursor_ns)
+        since = max(self.first_ns, self.cursor_ns - HISTORY * 1_000_000_000)
+        snapshot.history = rates_per_second(self.events, since, self.cursor_ns)
+        return snapshot

@@ -69,13 +69,21 @@ def test_unknown_command(tmp_path, root_required):
     assert_one_line_error(run("record", "-o", str(tmp_path), "--", "no-such-program-xyz"), "command not found")
 
 
-def test_not_root_is_told_what_is_needed(tmp_path):
+@pytest.mark.parametrize("command", [["record", "-o", "/tmp"], ["top"]])
+def test_not_root_is_told_what_is_needed(command):
     if os.geteuid() != 0:
-        result = run("record", "-o", str(tmp_path))
+        result = run(*command)
     else:  # drop to nobody for this one call
-        result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", IOOBSERVE, "record", "-o", "/tmp"],
+        result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", IOOBSERVE, *command],
                                 capture_output=True, text=True, timeout=120)
     assert_one_line_error(result, "privileges", "root")
+
+
+def test_top_replays_only_traces(tmp_path):
+    junk = tmp_path / "junk.pfw.gz"
+    junk.write_bytes(b"not gzip")
+    assert_one_line_error(run("top", "--trace", str(junk)), "not a gzip trace")
+    assert_one_line_error(run("top", "--trace", str(tmp_path / "none.pfw.gz")), "no such trace file")
 
 
 def test_help_has_examples():
