@@ -13,6 +13,7 @@ from ioobserve.live.aggregate import Snapshot
 from ioobserve.units import format_bytes, format_count, format_rate, format_seconds
 
 SORTS = ("bandwidth", "iops", "latency")
+MAX_ROWS = 300  # per table: the busiest; a node's thousands of idle processes would only slow the table
 RATE = "_rate"
 
 
@@ -78,7 +79,7 @@ def process_rows(snap: Snapshot, view: View) -> list[tuple]:
         frame = frame.filter(pl.col(s.JOB).fill_null("-") == view.focus.job)
     if view.text:
         frame = frame.filter(_contains([s.PID, s.COMM, s.JOB], view.text))
-    frame = frame.sort(_sort_key(view.sort), "total_ops", s.PID, descending=[True, True, False])
+    frame = frame.sort(_sort_key(view.sort), "total_ops", s.PID, descending=[True, True, False]).head(MAX_ROWS)
     sec = snap.seconds
     rows = []
     for row in frame.iter_rows(named=True):
@@ -101,7 +102,7 @@ def file_rows(snap: Snapshot, view: View) -> list[tuple]:
         frame = frame.filter(_contains([s.PATH], view.text))
     files = frame.group_by(s.PATH).agg(pl.len().alias("n"), pl.col(ag.OPS).sum(), pl.col(ag.READ_BYTES).sum(),
                                        pl.col(ag.WRITE_BYTES).sum(), pl.col(ag.TIME_NS).sum())
-    files = files.sort(_sort_key(view.sort), s.PATH, descending=[True, False])
+    files = files.sort(_sort_key(view.sort), s.PATH, descending=[True, False]).head(MAX_ROWS)
     sec = snap.seconds
     return [(row[s.PATH], str(row["n"]), format_rate(row[ag.READ_BYTES] / sec), format_rate(row[ag.WRITE_BYTES] / sec),
              format_count(row[ag.OPS] / sec), _mean_latency(row)) for row in files.iter_rows(named=True)]
