@@ -199,7 +199,9 @@ class TopApp(App):
         self._draw()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one(f"#{self._tab()}-table", DataTable).focus() if self._tab() != "latency" else None
+        """Enter in the filter: back to the table, the filter kept."""
+        if self._tab() != "latency":
+            self.query_one(f"#{self._tab()}-table", DataTable).focus()
 
     def action_sort(self) -> None:
         self.view.sort = views.SORTS[(views.SORTS.index(self.view.sort) + 1) % len(views.SORTS)]

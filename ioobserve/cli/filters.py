@@ -76,7 +76,7 @@ def build_layers(text: str | None) -> frozenset[str]:
     layers, missing = split_layers(text)
     if missing:
         reasons = "; ".join(sorted(set(missing.values())))
-        raise UserError(f"--layers {','.join(sorted(missing))}: {reasons} "
+        raise UserError(f"--layers {','.join(missing)}: {reasons} "
                         "(run 'ioobserve doctor'; the syscall layer still sees every call)")
     return layers
 

@@ -1,0 +1,121 @@
+"""`ioobserve top` under load: observer CPU and input latency at given event rates, with a
+parallel --record that must lose nothing.
+
+For each rate, the real app runs in a tmux pane (100x30) filtered to the generator
+(`--comm flood`); bench/flood.c issues pread(64 B) paced to the rate for --seconds. Meanwhile
+`s` is pressed every second and the pane is polled until the title shows the new sort order:
+key-to-screen latency. CPU is the top process's user+system time over the flood, as a share
+of one core. After `q`, the trace is read back: events and losses.
+
+Usage (root): sudo .venv/bin/python bench/top.py --rates 10000 100000 200000 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
+SESSION = "ioobserve-bench-top"
+SORTS = ("bandwidth", "iops", "latency")
+
+
+def _pane() -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", SESSION], capture_output=True, text=True).stdout
+
+
+def _wait_for(text: str, timeout: float) -> float | None:
+    """Seconds until the pane shows `text` (polled every 2 ms), or None."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if text in _pane():
+            return time.perf_counter() - start
+        time.sleep(0.002)
+    return None
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
+    """Run top under one rate; its CPU share, key latencies and the trace's counts."""
+    out = work / f"trace-{rate}"
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+    subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", "100", "-y", "30",
+                    f"{IOOBSERVE} top --comm flood --record {out}"], check=True)
+    if _wait_for(" live ", 120) is None:
+        raise RuntimeError(f"top did not start: {_pane()}")
+    top_pid = int(subprocess.run(["pgrep", "-f", f"ioobserve top --comm flood --record {out}"],
+                                 capture_output=True, text=True).stdout.split()[0])
+    calls = int(rate * seconds)
+    cpu0, wall0 = _cpu_seconds(top_pid), time.perf_counter()
+    generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", str(calls), str(rate)],
+                                 stdout=subprocess.PIPE, text=True)
+    latencies, sort = [], 0
+    while generator.poll() is None:
+        time.sleep(1.0)
+        if generator.poll() is not None:
+            break
+        sort = (sort + 1) % len(SORTS)
+        sent = time.perf_counter()
+        subprocess.run(["tmux", "send-keys", "-t", SESSION, "s"])
+        if _wait_for(f"sort: {SORTS[sort]}", 10) is not None:
+            latencies.append(time.perf_counter() - sent)
+    cpu = (_cpu_seconds(top_pid) - cpu0) / (time.perf_counter() - wall0)
+    achieved = json.loads(generator.stdout.read())["rate"]
+    subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"])
+    while subprocess.run(["pgrep", "-f", f"--record {out}"], capture_output=True).returncode == 0:
+        time.sleep(0.2)
+    import polars as pl
+
+    import ioobserve
+    from ioobserve import schema as s
+    from ioobserve.trace.reader import own_records
+
+    traces = sorted(out.glob("*.pfw.gz"))
+    events = ioobserve.load(traces).filter((pl.col(s.COMM) == "flood") & (pl.col(s.OP) == "pread64")).height
+    lost = sum(sum(v for k, v in record["args"].items() if isinstance(v, int)) for t in traces for record in own_records(t, "lost"))
+    return {"rate": rate, "achieved": achieved, "cpu": cpu, "latencies": latencies, "events": events, "calls": calls,
+            "lost": lost}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", type=int, nargs="+", default=[10_000, 100_000, 200_000])
+    parser.add_argument("--seconds", type=float, default=10)
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        sys.exit("bench/top.py needs tmux (apt-get install tmux)")
+    work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-top-"))
+    try:
+        flood = work / "flood"
+        subprocess.run(["cc", "-O2", "-o", str(flood), str(ROOT / "bench" / "flood.c")], check=True)
+        print("| events/s asked | achieved | top CPU (share of a core) | key to screen, median (max) | --record: events / calls, lost |")
+        print("|---|---|---|---|---|")
+        for rate in args.rates:
+            r = one_rate(rate, args.seconds, flood, work)
+            lat = r["latencies"]
+            shown = f"{statistics.median(lat) * 1e3:.0f} ms ({max(lat) * 1e3:.0f} ms), n={len(lat)}" if lat else "no reply"
+            print(f"| {rate:,} | {r['achieved']:,.0f} | {r['cpu']:.0%} | {shown} | {r['events']:,} / {r['calls']:,}, {r['lost']:,} |",
+                  flush=True)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
