@@ -51,16 +51,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _top_pid(out: Path) -> int | None:
+    """The Python process running `top` for this rate (not tmux's shell)."""
+    found = subprocess.run(["pgrep", "-f", "--", f"top --comm flood --record {out}"], capture_output=True, text=True).stdout
+    for pid in map(int, found.split()):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() not in ("sh", "bash", "tmux: server", "tmux"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
 def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
     """Run top under one rate; its CPU share, key latencies and the trace's counts."""
     out = work / f"trace-{rate}"
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
     subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", "100", "-y", "30",
                     f"{IOOBSERVE} top --comm flood --record {out}"], check=True)
-    if _wait_for(" live ", 120) is None:
+    if _wait_for(" live  view", 120) is None:  # the probes attached
         raise RuntimeError(f"top did not start: {_pane()}")
-    top_pid = int(subprocess.run(["pgrep", "-f", f"ioobserve top --comm flood --record {out}"],
-                                 capture_output=True, text=True).stdout.split()[0])
+    top_pid = _top_pid(out)
     calls = int(rate * seconds)
     cpu0, wall0 = _cpu_seconds(top_pid), time.perf_counter()
     generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", str(calls), str(rate)],
@@ -78,7 +89,7 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
     cpu = (_cpu_seconds(top_pid) - cpu0) / (time.perf_counter() - wall0)
     achieved = json.loads(generator.stdout.read())["rate"]
     subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"])
-    while subprocess.run(["pgrep", "-f", f"--record {out}"], capture_output=True).returncode == 0:
+    while _top_pid(out) is not None:  # until it has flushed and closed the trace
         time.sleep(0.2)
     import polars as pl
 

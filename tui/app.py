@@ -27,6 +27,7 @@ TABLES = {
     "files": ("path", "procs", "read/s", "write/s", "IOPS", "latency"),
     "events": ("time", "pid", "comm", "op", "path", "bytes", "latency", "ret"),
 }
+ROWS = {"jobs": views.job_rows, "processes": views.process_rows, "files": views.file_rows, "events": views.event_rows}
 HELP = """[b]ioobserve top[/b]
 
   q          quit                      /        filter as you type (esc: clear)
@@ -154,6 +155,8 @@ class TopApp(App):
         self._draw()
 
     def _draw(self) -> None:
+        """Title, totals and the tab in view (the others are drawn when shown: less work on
+        the UI thread, so keys get through at once)."""
         snap = self.snapshot
         if snap is None:
             return
@@ -164,14 +167,21 @@ class TopApp(App):
                 format_count(snap.totals[OPS] / sec), format_count(snap.totals[METADATA_OPS] / sec),
                 format_count(snap.totals["lost"])), strict=True):
             stat.show(text, snap.history.get(stat.key, []))
-        for name, rows in (("jobs", views.job_rows(snap, self.view)), ("processes", views.process_rows(snap, self.view)),
-                           ("files", views.file_rows(snap, self.view)), ("events", views.event_rows(snap, self.view))):
-            self._fill(self.query_one(f"#{name}-table", DataTable), rows)
-        self.query_one("#latency-view", Static).update("\n".join(views.latency_lines(snap, self.view)))
+        tab = self._tab()
+        if tab == "latency":
+            self.query_one("#latency-view", Static).update("\n".join(views.latency_lines(snap, self.view)))
+        else:
+            self._fill(self.query_one(f"#{tab}-table", DataTable), ROWS[tab](snap, self.view))
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._draw()
 
     def _draw_title(self, snap: Snapshot) -> None:
         when = datetime.datetime.fromtimestamp(snap.end_ns / 1e9).strftime("%H:%M:%S")
-        mode = "live" if self.source.live else f"replay {when}" + (" ▶" if getattr(self.source, "playing", False) else "")
+        if self.source.live:  # until the probes are attached nothing is seen yet: say so
+            mode = "live" if self.source.ready.is_set() else "attaching probes…"
+        else:
+            mode = f"replay {when}" + (" ▶" if self.source.playing else "")
         state = " [reverse] PAUSED [/reverse]" if self.paused else ""
         unavailable = "".join(f"  {layer}: unavailable" for layer in self.source.unavailable)
         self.query_one("#title", Label).update(

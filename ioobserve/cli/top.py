@@ -49,7 +49,10 @@ def top(
     from tui.app import make_app
 
     source = _replay(trace) if trace else _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
-    make_app(source).run()
+    try:
+        make_app(source).run()
+    finally:  # detach and flush before the process ends, however the app ended
+        source.stop()
     writer = getattr(source, "writer", None)
     if getattr(source, "error", None) is not None:
         fail(f"the capture stopped: {source.error}", EXIT_FAILURE)

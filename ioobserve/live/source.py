@@ -23,6 +23,7 @@ class Source(Protocol):
 
     live: bool
     unavailable: dict[str, str]  # layer -> why it cannot be shown
+    ready: threading.Event  # set once events can arrive (live: the probes are attached)
 
     def start(self) -> None:
         """Begin (a live source attaches its probes)."""
@@ -108,9 +109,11 @@ class LiveSource:
         return self.aggregator.take(time.time_ns())
 
     def stop(self) -> None:
-        """Detach the probes, flush the sinks (a parallel --record loses nothing) and wait."""
+        """Detach the probes, flush the sinks (a parallel --record loses nothing) and wait;
+        again is harmless."""
         self.recording.request_stop("top")
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 class ReplaySource:
@@ -127,6 +130,8 @@ class ReplaySource:
         self.last_ns = int(times.max()) + 1 if self.events.height else 1
         self.cursor_ns = min(self.first_ns + self.window_ns, self.last_ns)
         self.playing = False
+        self.ready = threading.Event()
+        self.ready.set()
 
     @classmethod
     def from_traces(cls, paths: Sequence[Path]) -> ReplaySource:

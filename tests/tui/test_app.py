@@ -99,7 +99,9 @@ async def _drill_down_job_process_file_and_back(source):
         assert app.query_one("#tabs").active == "events" and set(_column(app, "events", 4)) == {"/d/small.bin"}
         await pilot.press("escape", "escape")  # the path filter, then the process
         assert sorted(_column(app, "processes")) == ["100", "200"]
-        await pilot.press("escape")
+        await pilot.press("escape")  # out of the job: back to the jobs
+        assert app.query_one("#tabs").active == "jobs" and "view: all" in str(app.query_one("#title").render())
+        await pilot.press("2")
         assert sorted(_column(app, "processes")) == ["100", "200", "300"]
 
 
