@@ -41,6 +41,8 @@ QUEUED_BYTES = 64 << 20
 # A worker behind takes the queued batches together, up to this many events: each batch has
 # a fixed cost (some tens of Polars calls), which a flood of small drains would multiply.
 MERGED_EVENTS = 1 << 18
+# Below this many events a batch waits up to COALESCE_S for the batches after it.
+COALESCE_EVENTS, COALESCE_S = 1 << 14, 0.1
 _NOTHING = object()  # no queue item held back (None is one: the stream's end)
 
 
@@ -176,9 +178,13 @@ class Collector:
         if not isinstance(item, tuple):
             return item
         batches, records, events = [item[0]], item[1], item[0].size
+        # A small batch waits a moment for the next ones: at a steady low rate the capture
+        # process drains every 10 ms, and each batch's fixed cost would cost most of a core.
+        deadline = time.monotonic() + COALESCE_S
         while events < MERGED_EVENTS:
+            wait = deadline - time.monotonic() if events < COALESCE_EVENTS else 0
             try:
-                later = self._queue.get_nowait()
+                later = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if not isinstance(later, tuple):
