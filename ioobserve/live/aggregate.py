@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -17,6 +18,8 @@ STREAM_ROWS = 500  # the most recent events kept for the event stream
 HISTORY = 120  # samples kept for sparklines
 LATENCY_BUCKET = "bucket"  # log2 of the duration in ns: bucket b holds [2^b, 2^(b+1)) ns
 OPS, READ_BYTES, WRITE_BYTES, TIME_NS, MAX_NS = "ops", "read_bytes", "write_bytes", "time_ns", "max_ns"
+LAST_NS = "last_ns"  # the latest call's start: which processes are still about
+MAX_PROCESSES = 20_000  # processes' totals kept (the most recently seen): bounded memory over days of short-lived workers
 METADATA_OPS = "metadata_ops"
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.COMM, s.OP, s.PATH, s.BYTES, s.RET]
 PROCESS_KEYS = [s.PID]
@@ -29,7 +32,7 @@ def _sums() -> list[pl.Expr]:
         pl.len().cast(pl.UInt64).alias(OPS), (kind == METADATA).sum().cast(pl.UInt64).alias(METADATA_OPS),
         pl.col(s.BYTES).filter(kind == READ).sum().alias(READ_BYTES),
         pl.col(s.BYTES).filter(kind == WRITE).sum().alias(WRITE_BYTES),
-        pl.col(s.DUR).sum().alias(TIME_NS), pl.col(s.DUR).max().alias(MAX_NS),
+        pl.col(s.DUR).sum().alias(TIME_NS), pl.col(s.DUR).max().alias(MAX_NS), pl.col(s.TS).max().alias(LAST_NS),
     ]
 
 
@@ -39,7 +42,17 @@ def _resum(frames: list[pl.DataFrame], keys: list[str], names: list[str] = ()) -
     return stacked.group_by(keys).agg(
         *(pl.col(name).drop_nulls().last() for name in names),
         pl.col(OPS).sum(), pl.col(METADATA_OPS).sum(), pl.col(READ_BYTES).sum(), pl.col(WRITE_BYTES).sum(),
-        pl.col(TIME_NS).sum(), pl.col(MAX_NS).max())
+        pl.col(TIME_NS).sum(), pl.col(MAX_NS).max(), pl.col(LAST_NS).max())
+
+
+def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
+    """The syscall layer's calls (the ground truth; other layers repeat them), with their KIND."""
+    return frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL).with_columns(op_kind().alias(KIND))
+
+
+def process_sums(calls: pl.DataFrame, by: Sequence[str | pl.Expr] = ()) -> pl.DataFrame:
+    """Per process (and `by`): its names and sums, as WindowAggregator keeps them."""
+    return calls.group_by(*PROCESS_KEYS, *by).agg(*(pl.col(n).drop_nulls().last() for n in PROCESS_NAMES), *_sums())
 
 
 @dataclass
@@ -62,7 +75,7 @@ class Snapshot:
 
 
 _EMPTY_SUMS = {OPS: pl.UInt64, METADATA_OPS: pl.UInt64, READ_BYTES: pl.UInt64, WRITE_BYTES: pl.UInt64,
-               TIME_NS: pl.UInt64, MAX_NS: pl.UInt64}
+               TIME_NS: pl.UInt64, MAX_NS: pl.UInt64, LAST_NS: pl.UInt64}
 EMPTY_PROCESSES = pl.DataFrame(schema={s.PID: pl.UInt32, s.COMM: pl.String, s.JOB: pl.String, s.RANK: pl.Int32,
                                        s.WORKER: pl.Int32, **_EMPTY_SUMS})
 EMPTY_FILES = pl.DataFrame(schema={s.PID: pl.UInt32, s.PATH: pl.String, **_EMPTY_SUMS})
@@ -74,23 +87,24 @@ class WindowAggregator:
     """Folds batches (columns of ioobserve.schema) into the current window; `take` closes it.
     Thread-safe: batches arrive on the collector's thread, snapshots are taken on another."""
 
-    def __init__(self, start_ns: int) -> None:
+    def __init__(self, start_ns: int, totals: pl.DataFrame | None = None) -> None:
+        """totals: processes' sums before start_ns (process_sums rows, several per process allowed)."""
         self._lock = threading.Lock()
         self._window_start = start_ns
         self._parts: dict[str, list[pl.DataFrame]] = {"processes": [], "files": [], "latency": []}
         self._stream: deque[pl.DataFrame] = deque()
         self._stream_rows = 0
         self._lost = 0
-        self._totals_since_start = EMPTY_PROCESSES
+        self._totals_since_start = _resum([totals], PROCESS_KEYS, PROCESS_NAMES) if totals is not None else EMPTY_PROCESSES
         self._history: dict[str, deque[float]] = {name: deque(maxlen=HISTORY) for name in
                                                   ("read_bps", "write_bps", "iops", "metadata_ops_s", "lost")}
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Fold a batch in: the syscall layer's calls (the ground truth; other layers repeat them)."""
-        calls = frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL).with_columns(op_kind().alias(KIND))
+        """Fold a batch in (its syscall layer)."""
+        calls = syscall_calls(frame)
         if not calls.height:
             return
-        processes = calls.group_by(PROCESS_KEYS).agg(*(pl.col(n).drop_nulls().last() for n in PROCESS_NAMES), *_sums())
+        processes = process_sums(calls)
         files = calls.filter(pl.col(s.PATH).is_not_null()).group_by(s.PID, s.PATH).agg(_sums())
         bucket = pl.col(s.DUR).clip(lower_bound=1).log(2).floor().cast(pl.Int32).alias(LATENCY_BUCKET)
         latency = calls.group_by(pl.col(s.OP).cast(pl.String), bucket).agg(pl.len().alias("count"))
@@ -122,7 +136,10 @@ class WindowAggregator:
                    if parts["latency"] else EMPTY_LATENCY)
         totals = {name: int(processes.get_column(name).sum() or 0) for name in (OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS)}
         totals["lost"] = lost
-        self._totals_since_start = _resum([self._totals_since_start, processes], PROCESS_KEYS, PROCESS_NAMES)
+        totals_since_start = _resum([self._totals_since_start, processes], PROCESS_KEYS, PROCESS_NAMES)
+        if totals_since_start.height > MAX_PROCESSES:
+            totals_since_start = totals_since_start.top_k(MAX_PROCESSES, by=LAST_NS)
+        self._totals_since_start = totals_since_start
         seconds = max((end_ns - start) / 1e9, 1e-9)
         for name, value in (("read_bps", totals[READ_BYTES]), ("write_bps", totals[WRITE_BYTES]), ("iops", totals[OPS]),
                             ("metadata_ops_s", totals[METADATA_OPS]), ("lost", lost)):

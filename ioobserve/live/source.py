@@ -13,9 +13,21 @@ from typing import Protocol
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.live.aggregate import HISTORY, Snapshot, WindowAggregator, rates_per_second
+from ioobserve.live.aggregate import (
+    HISTORY,
+    PROCESS_NAMES,
+    STREAM_COLUMNS,
+    Snapshot,
+    WindowAggregator,
+    process_sums,
+    rates_per_second,
+    syscall_calls,
+)
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
+REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS]))  # what a replay shows; the rest is dropped
+NS = 1_000_000_000
+SECOND = "_second"  # a call's whole second since the trace's first call
 
 
 class Source(Protocol):
@@ -117,21 +129,24 @@ class LiveSource:
 
 
 class ReplaySource:
-    """Recorded traces under a time cursor: each snapshot is the window ending at the cursor."""
+    """Recorded traces under a time cursor: each snapshot is the window ending at the cursor.
+    The calls are sorted once and sliced by binary search, and each process's sums are kept
+    per second of the trace, so a snapshot costs its window, not the trace before it."""
 
     live = False
 
     def __init__(self, events: pl.DataFrame, window_s: float = REPLAY_STEP_S) -> None:
-        self.events = events.sort(s.TS)
+        self.calls = syscall_calls(events.select(REPLAY_COLUMNS)).sort(s.TS)
         self.unavailable: dict[str, str] = {}
         self.window_ns = int(window_s * 1e9)
-        times = self.events.get_column(s.TS)
-        self.first_ns = int(times.min()) if self.events.height else 0
-        self.last_ns = int(times.max()) + 1 if self.events.height else 1
+        times = self.calls.get_column(s.TS)
+        self.first_ns = int(times.min()) if self.calls.height else 0
+        self.last_ns = int(times.max()) + 1 if self.calls.height else 1
         self.cursor_ns = min(self.first_ns + self.window_ns, self.last_ns)
         self.playing = False
         self.ready = threading.Event()
         self.ready.set()
+        self._per_second = process_sums(self.calls, by=[((pl.col(s.TS) - self.first_ns) // NS).alias(SECOND)])
 
     @classmethod
     def from_traces(cls, paths: Sequence[Path]) -> ReplaySource:
@@ -160,14 +175,23 @@ class ReplaySource:
             self.step(REPLAY_STEP_S)
             self.playing = self.cursor_ns < self.last_ns
 
+    def _between(self, start_ns: int, end_ns: int) -> pl.DataFrame:
+        """The calls starting in [start_ns, end_ns)."""
+        times = self.calls.get_column(s.TS)
+        low, high = (int(times.search_sorted(bound, side="left")) for bound in (start_ns, end_ns))
+        return self.calls.slice(low, max(high - low, 0))
+
     def snapshot(self) -> Snapshot:
-        """The window [cursor - window, cursor); processes' totals count from the trace's start."""
+        """The window [cursor - window, cursor); processes' totals count from the trace's start
+        (whole seconds from the per-second sums, the rest from the calls)."""
         start = max(self.first_ns, self.cursor_ns - self.window_ns)
-        aggregator = WindowAggregator(self.first_ns)
-        aggregator.add(self.events.filter(pl.col(s.TS) < start))  # the totals since the start
+        whole = (start - self.first_ns) // NS
+        boundary = self.first_ns + whole * NS
+        aggregator = WindowAggregator(boundary, totals=self._per_second.filter(pl.col(SECOND) < whole))
+        aggregator.add(self._between(boundary, start))
         aggregator.take(start)
-        aggregator.add(self.events.filter((pl.col(s.TS) >= start) & (pl.col(s.TS) < self.cursor_ns)))
+        aggregator.add(self._between(start, self.cursor_ns))
         snapshot = aggregator.take(self.cursor_ns)
-        since = max(self.first_ns, self.cursor_ns - HISTORY * 1_000_000_000)
-        snapshot.history = rates_per_second(self.events, since, self.cursor_ns)
+        since = max(self.first_ns, self.cursor_ns - HISTORY * NS)
+        snapshot.history = rates_per_second(self._between(since, self.cursor_ns), since, self.cursor_ns)
         return snapshot

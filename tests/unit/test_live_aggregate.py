@@ -1,0 +1,81 @@
+"""The live aggregates behind `top`: windows, totals since the start, the bound on processes
+kept, and a replay's snapshots against sums worked out from the events directly."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.live import aggregate as ag
+from ioobserve.live.aggregate import WindowAggregator
+from ioobserve.live.source import ReplaySource
+from tests.unit.synthetic_traces import T0, Proc, frame, io
+
+A, B = Proc(10, job="1"), Proc(20, job="2")
+NS = 1_000_000_000
+
+
+def test_windows_sum_their_own_batches_and_totals_run_on():
+    aggregator = WindowAggregator(T0)
+    aggregator.add(frame([io(A, 10, 0, 5, "read", "/f", 3, 0, 100), io(B, 20, 1, 2, "write", "/g", 3, 0, 7)]))
+    aggregator.add(frame([io(A, 10, 10, 30, "read", "/f", 3, 100, 50), io(A, 10, 40, 41, "stat", "/f")]))
+    aggregator.lost(3)
+    first = aggregator.take(T0 + NS)
+    assert first.totals == {ag.OPS: 4, ag.METADATA_OPS: 1, ag.READ_BYTES: 150, ag.WRITE_BYTES: 7,
+                            ag.TIME_NS: 5_000 + 1_000 + 20_000 + 1_000, "lost": 3}
+    a = first.processes.filter(pl.col(s.PID) == 10).row(0, named=True)
+    assert (a[ag.OPS], a[ag.READ_BYTES], a[ag.MAX_NS], a[ag.LAST_NS], a["total_read_bytes"]) == (3, 150, 20_000, T0 + 40_000, 150)
+    assert first.files.filter(pl.col(s.PATH) == "/f").get_column(ag.OPS).to_list() == [3]
+    assert first.events.height == 4 and first.history["lost"] == [3.0]
+
+    aggregator.add(frame([io(B, 20, NS // 1000 + 5, NS // 1000 + 6, "write", "/g", 3, 7, 9)]))
+    second = aggregator.take(T0 + 2 * NS)
+    assert second.totals[ag.OPS] == 1 and second.totals["lost"] == 0
+    by_pid = {row[s.PID]: row for row in second.processes.iter_rows(named=True)}
+    assert (by_pid[10][ag.OPS], by_pid[10]["total_ops"]) == (0, 3)  # quiet in this window, still listed
+    assert (by_pid[20][ag.WRITE_BYTES], by_pid[20]["total_write_bytes"]) == (9, 16)
+    assert second.history["write_bps"] == [7.0, 9.0]
+
+
+def test_the_stream_keeps_the_most_recent_rows():
+    aggregator = WindowAggregator(T0)
+    for batch in range(4):
+        aggregator.add(frame([io(A, 10, batch * 1000 + i, batch * 1000 + i + 1, "read", "/f", 3, 0, 1) for i in range(200)]))
+    events = aggregator.take(T0 + NS).events
+    assert events.height == ag.STREAM_ROWS
+    assert events.get_column(s.TS).max() == T0 + (3 * 1000 + 199) * 1000
+
+
+def test_processes_kept_are_bounded_by_the_most_recently_seen(monkeypatch):
+    monkeypatch.setattr(ag, "MAX_PROCESSES", 3)
+    aggregator = WindowAggregator(T0)
+    for pid in range(1, 6):  # pid 5 seen last
+        aggregator.add(frame([io(Proc(pid), pid, pid * 10, pid * 10 + 1, "read", "/f", 3, 0, 1)]))
+        aggregator.take(T0 + pid * NS)
+    assert sorted(aggregator.take(T0 + 9 * NS).processes.get_column(s.PID).to_list()) == [3, 4, 5]
+
+
+def test_replay_snapshots_match_sums_from_the_events():
+    rng = random.Random(7)
+    procs = [Proc(pid, job=str(pid % 3)) for pid in range(100, 110)]
+    rows = []
+    for _ in range(3000):
+        proc, start = rng.choice(procs), rng.uniform(0, 9.5e6)  # µs: over 9.5 s
+        rows.append(io(proc, proc.pid, start, start + rng.uniform(1, 500), rng.choice(["read", "write", "stat"]), "/f", 3, 0,
+                       rng.randrange(1, 1 << 16)))
+    events = frame(rows)
+    replay = ReplaySource(events)
+    for cursor in [T0 + 1, T0 + NS, T0 + 1_234_567_891, T0 + 5 * NS, T0 + 9_999_999_999]:
+        replay.cursor_ns = cursor
+        snap = replay.snapshot()
+        before = events.filter(pl.col(s.TS) < cursor)
+        window = before.filter(pl.col(s.TS) >= max(T0, cursor - NS))
+        assert snap.totals[ag.OPS] == window.height
+        assert snap.totals[ag.READ_BYTES] == window.filter(pl.col(s.OP) == "read").get_column(s.BYTES).sum()
+        expected = before.group_by(s.PID).agg(pl.len().alias("total_ops"), pl.col(s.BYTES).filter(pl.col(s.OP) == "write")
+                                              .sum().alias("total_write_bytes"))
+        got = snap.processes.select(s.PID, "total_ops", "total_write_bytes")
+        assert got.sort(s.PID).equals(expected.sort(s.PID).cast(got.schema)), cursor
+        assert sum(snap.history["iops"]) == before.filter(pl.col(s.TS) >= max(T0, cursor - ag.HISTORY * NS)).height
