@@ -66,12 +66,14 @@ class Stat(Vertical):
         self.label, self.key = label, key
 
     def compose(self) -> ComposeResult:
-        yield Label(self.label, classes="value")
+        # name and value on lines of their own: five stats fit 80 columns with any value
+        yield Label(self.label, classes="name")
+        yield Label("", classes="value")
         yield Sparkline([], summary_function=max)
 
     def show(self, text: str, history: list[float]) -> None:
         """Refresh the value and the line."""
-        self.query_one(Label).update(f"{self.label} [b]{text}[/b]")
+        self.query_one(".value", Label).update(f"[b]{text}[/b]")
         # all zero: no line at all (Textual would draw a flat series at full height)
         self.query_one(Sparkline).data = history if any(history) else []
 
@@ -92,8 +94,9 @@ class TopApp(App):
         Binding("end", "jump(1)", show=False),
     ]
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, theme: str = "textual-dark") -> None:
         super().__init__()
+        self.theme = theme
         self.source = source
         self.view = views.View()
         self.paused = False
@@ -278,6 +281,10 @@ class TopApp(App):
         self.source.stop()
 
 
-def make_app(source: Source) -> TopApp:
-    """The app over a source; the CLI and the tests build it the same way."""
-    return TopApp(source)
+THEMES = {"dark": "textual-dark", "light": "textual-light", "ansi-dark": "ansi-dark", "ansi-light": "ansi-light"}
+
+
+def make_app(source: Source, theme: str = "dark") -> TopApp:
+    """The app over a source, in one of THEMES (ansi-*: the terminal's own colours); the CLI
+    and the tests build it the same way."""
+    return TopApp(source, THEMES[theme])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,15 @@ Keys: q quit, / filter, s sort, p pause, enter drill down, esc back, ? help; rep
 """
 
 
+class Theme(str, Enum):
+    """tui.app.THEMES."""
+
+    dark = "dark"
+    light = "light"
+    ansi_dark = "ansi-dark"
+    ansi_light = "ansi-light"
+
+
 def top(
     pid: PidOption = None,
     cgroup: CgroupOption = None,
@@ -43,6 +53,8 @@ def top(
     layers: LayersOption = None,
     record: Annotated[Path | None, typer.Option("--record", help="Also write the trace into this directory.")] = None,
     trace: Annotated[list[Path] | None, typer.Option("--trace", help="Replay these traces instead of capturing.")] = None,
+    theme: Annotated[Theme, typer.Option("--theme", help="Colours: dark or light background, or the terminal's own "
+                                         "palette (ansi-*).")] = Theme.dark,
 ) -> None:
     """A live view of file I/O: node totals, jobs, processes, files, latency histograms and the
     event stream, refreshed every second; or the same over recorded traces with a time cursor."""
@@ -50,7 +62,7 @@ def top(
 
     source = _replay(trace) if trace else _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
     try:
-        make_app(source).run()
+        make_app(source, theme.value).run()
     finally:  # detach and flush before the process ends, however the app ended
         source.stop()
     writer = getattr(source, "writer", None)

@@ -149,3 +149,21 @@ def test_help_snapshot(source, snap_compare):
 async def _settle(pilot) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+def test_light_theme_at_80x24_snapshot(source, snap_compare):
+    assert snap_compare(make_app(source, theme="light"), terminal_size=(80, 24), run_before=_settle)
+
+
+def test_the_mouse_switches_tabs_and_drills_down(source):
+    asyncio.run(_the_mouse_switches_tabs_and_drills_down(source))
+
+
+async def _the_mouse_switches_tabs_and_drills_down(source):
+    app = make_app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _started(app, pilot)
+        assert await pilot.click("#tabs Tab#--content-tab-jobs")
+        assert app.query_one("#tabs").active == "jobs"
+        assert await pilot.click("#jobs-table", offset=(2, 2), times=2)  # the second row: job 8
+        assert app.query_one("#tabs").active == "processes" and _column(app, "processes") == ["300"]
