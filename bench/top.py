@@ -2,7 +2,8 @@
 parallel --record that must lose nothing.
 
 For each rate, the real app runs in a tmux pane (100x30) filtered to the generator
-(`--comm flood`); bench/flood.c issues pread(64 B) paced to the rate for --seconds. Meanwhile
+(`--comm flood`); bench/flood.c issues pread(64 B) paced to the rate for --seconds, from
+--processes processes (the dynamic loader's 2 pread64 calls at its start come on top). Meanwhile
 `s` is pressed every second and the pane is polled until the title shows the new sort order:
 key-to-screen latency. CPU is the top process's user+system time over the flood, as a share
 of one core. After `q`, the trace is read back: events and losses.
@@ -63,7 +64,7 @@ def _top_pid(out: Path) -> int | None:
     return None
 
 
-def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
+def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int = 1) -> dict:
     """Run top under one rate; its CPU share, key latencies and the trace's counts."""
     out = work / f"trace-{rate}"
     subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
@@ -74,7 +75,7 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
     top_pid = _top_pid(out)
     calls = int(rate * seconds)
     cpu0, wall0 = _cpu_seconds(top_pid), time.perf_counter()
-    generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", str(calls), str(rate)],
+    generator = subprocess.Popen([str(flood), str(work / "flood.dat"), str(processes), str(calls // processes), str(rate)],
                                  stdout=subprocess.PIPE, text=True)
     latencies, sort = [], 0
     while generator.poll() is None:
@@ -100,14 +101,15 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path) -> dict:
     traces = sorted(out.glob("*.pfw.gz"))
     events = ioobserve.load(traces).filter((pl.col(s.COMM) == "flood") & (pl.col(s.OP) == "pread64")).height
     lost = sum(sum(v for k, v in record["args"].items() if isinstance(v, int)) for t in traces for record in own_records(t, "lost"))
-    return {"rate": rate, "achieved": achieved, "cpu": cpu, "latencies": latencies, "events": events, "calls": calls,
-            "lost": lost}
+    return {"rate": rate, "achieved": achieved, "cpu": cpu, "latencies": latencies, "events": events,
+            "calls": calls // processes * processes, "lost": lost}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", type=int, nargs="+", default=[10_000, 100_000, 200_000])
     parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--processes", type=int, default=1, help="flood processes sharing the rate")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         sys.exit("bench/top.py needs tmux (apt-get install tmux)")
@@ -118,7 +120,7 @@ def main() -> None:
         print("| events/s asked | achieved | top CPU (share of a core) | key to screen, median (max) | --record: events / calls, lost |")
         print("|---|---|---|---|---|")
         for rate in args.rates:
-            r = one_rate(rate, args.seconds, flood, work)
+            r = one_rate(rate, args.seconds, flood, work, args.processes)
             lat = r["latencies"]
             shown = f"{statistics.median(lat) * 1e3:.0f} ms ({max(lat) * 1e3:.0f} ms), n={len(lat)}" if lat else "no reply"
             print(f"| {rate:,} | {r['achieved']:,.0f} | {r['cpu']:.0%} | {shown} | {r['events']:,} / {r['calls']:,}, {r['lost']:,} |",
