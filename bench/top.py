@@ -33,7 +33,7 @@ SORTS = ("bandwidth", "iops", "latency")
 
 
 def _pane() -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", SESSION], capture_output=True, text=True).stdout
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", SESSION], capture_output=True, text=True, check=False).stdout
 
 
 def _wait_for(text: str, timeout: float) -> float | None:
@@ -54,7 +54,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def _top_pid(out: Path) -> int | None:
     """The Python process running `top` for this rate (not tmux's shell)."""
-    found = subprocess.run(["pgrep", "-f", "--", f"top --comm flood --record {out}"], capture_output=True, text=True).stdout
+    found = subprocess.run(["pgrep", "-f", "--", f"top --comm flood --record {out}"], capture_output=True, text=True, check=False).stdout
     for pid in map(int, found.split()):
         try:
             if Path(f"/proc/{pid}/comm").read_text().strip() not in ("sh", "bash", "tmux: server", "tmux"):
@@ -67,7 +67,7 @@ def _top_pid(out: Path) -> int | None:
 def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int = 1) -> dict:
     """Run top under one rate; its CPU share, key latencies and the trace's counts."""
     out = work / f"trace-{rate}"
-    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+    subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
     subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", "100", "-y", "30",
                     f"{IOOBSERVE} top --comm flood --record {out}"], check=True)
     if _wait_for(" live  view", 120) is None:  # the probes attached
@@ -84,12 +84,12 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int 
             break
         sort = (sort + 1) % len(SORTS)
         sent = time.perf_counter()
-        subprocess.run(["tmux", "send-keys", "-t", SESSION, "s"])
+        subprocess.run(["tmux", "send-keys", "-t", SESSION, "s"], check=True)
         if _wait_for(f"sort: {SORTS[sort]}", 10) is not None:
             latencies.append(time.perf_counter() - sent)
     cpu = (_cpu_seconds(top_pid) - cpu0) / (time.perf_counter() - wall0)
     achieved = json.loads(generator.stdout.read())["rate"]
-    subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"])
+    subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"], check=True)
     while _top_pid(out) is not None:  # until it has flushed and closed the trace
         time.sleep(0.2)
     import polars as pl
@@ -126,7 +126,7 @@ def main() -> None:
             print(f"| {rate:,} | {r['achieved']:,.0f} | {r['cpu']:.0%} | {shown} | {r['events']:,} / {r['calls']:,}, {r['lost']:,} |",
                   flush=True)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
 
 
