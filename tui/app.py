@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import datetime
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Input, Label, Sparkline, Static, TabbedContent, TabPane
@@ -131,12 +132,14 @@ class TopApp(App):
         self.refresh_snapshot()
         self._fit()
 
-    def on_resize(self) -> None:
-        self._fit()
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(event.size)
 
-    def _fit(self) -> None:
-        """Below the minimum size, only the message shows."""
-        small = self.size.width < MIN_WIDTH or self.size.height < MIN_HEIGHT
+    def _fit(self, size: Size | None = None) -> None:
+        """Below the minimum size, only the message shows (size: the new one while resizing,
+        which self.size does not know yet)."""
+        size = size or self.size
+        small = size.width < MIN_WIDTH or size.height < MIN_HEIGHT
         self.query_one("#too-small").display = small
         for selector in ("#title", "#stats", "#tabs", "Footer"):
             self.query_one(selector).display = not small

@@ -136,6 +136,14 @@ async def _too_small_a_terminal_says_so(source):
     async with app.run_test(size=(50, 12)) as pilot:
         await _started(app, pilot)
         assert app.query_one("#too-small").display and not app.query_one("#tabs").display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert not app.query_one("#too-small").display and app.query_one("#tabs").display
+        await pilot.resize_terminal(59, 24)
+        await pilot.pause()
+        assert app.query_one("#too-small").display
+        await pilot.press("q")  # keys still work
+        assert app.return_code == 0 and not app.is_running
 
 
 def test_main_screen_snapshot(source, snap_compare):
