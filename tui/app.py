@@ -4,7 +4,9 @@ thread and arrive as messages; the UI thread only draws."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import signal
 
 from textual import events, work
 from textual.app import App, ComposeResult
@@ -124,6 +126,11 @@ class TopApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        # SIGTERM, and SIGHUP when the SSH session or terminal goes, end the app as q does: the
+        # CLI then detaches the probes and closes a --record trace with its end record
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(signum, self.exit)
         for name, columns in TABLES.items():
             self.query_one(f"#{name}-table", DataTable).add_columns(*columns)
         self.query_one("#processes-table", DataTable).focus()

@@ -1,10 +1,19 @@
 """`top` over a live capture: a workload started by the test shows up with its bytes, and the
-parallel --record trace has every one of its calls."""
+parallel --record trace has every one of its calls, also when the terminal hangs up."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import pty
+import signal
+import struct
+import subprocess
 import sys
+import termios
+import threading
+import time
 
 import polars as pl
 import pytest
@@ -12,9 +21,9 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.cli.top import _live
 from ioobserve.probes.capabilities import vfs_available
-from ioobserve.trace.reader import load
+from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
-from tests.kernel.recorder import Workload, json_line
+from tests.kernel.recorder import IOOBSERVE, Workload, json_line
 
 PATTERNS = str(ROOT / "tests" / "workloads" / "io_patterns.py")
 MiB = 1 << 20
@@ -57,3 +66,58 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
                          & pl.col(s.OP).is_in(["read", "write"]) & pl.col(s.PATH).str.starts_with(str(tmp_path / "work")))
     assert calls.height == report["calls"]  # nothing lost while the UI ran
     assert calls.get_column(s.BYTES).sum() == 128 * MiB
+
+
+class _Terminal:
+    """`ioobserve top ...` in a pseudo-terminal of 100x30, its screen output drained as it comes."""
+
+    def __init__(self, *args: str):
+        controller, terminal = pty.openpty()
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+        self.proc = subprocess.Popen([IOOBSERVE, "top", *args], stdin=terminal, stdout=terminal, stderr=terminal,
+                                     start_new_session=True, env={**os.environ, "TERM": "xterm-256color"})
+        os.close(terminal)
+        self.controller, self.output = controller, bytearray()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.controller, 65536)
+            except OSError:  # the last holder of the terminal closed it
+                return
+            if not chunk:
+                return
+            self.output += chunk
+
+    def wait_for(self, text: bytes, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if text in self.output:
+                return True
+            time.sleep(0.1)
+        return text in self.output
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_a_hangup_or_sigterm_closes_the_record_trace(root_required, tmp_path, signum):
+    (tmp_path / "work").mkdir()
+    workload = Workload([sys.executable, PATTERNS, "clean", str(tmp_path / "work")])
+    screen = _Terminal("--pid", str(workload.pid), "--record", str(tmp_path / "trace"))
+    try:
+        assert screen.wait_for(b" live ", 90), screen.output[-2000:]
+        report = json_line(workload.go(), "mode")
+        time.sleep(1.5)  # on screen by now; some of it still in the collector's and writer's queues
+        screen.proc.send_signal(signum)  # as the SSH session closing (SIGHUP) or a kill would
+        assert screen.proc.wait(timeout=120) == 0
+    finally:
+        if screen.proc.poll() is None:
+            screen.proc.kill()
+        os.close(screen.controller)
+    (trace,) = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    (end,) = own_records(trace, "end")  # closed, not cut off
+    calls = load([trace]).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
+                                 & pl.col(s.OP).is_in(["read", "write"]))
+    assert calls.height == report["calls"] and end["args"]["lost_total"] == 0
