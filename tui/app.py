@@ -11,16 +11,17 @@ import signal
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.geometry import Size
-from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Input, Label, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
 from ioobserve.live.aggregate import METADATA_OPS, OPS, READ_BYTES, WRITE_BYTES, Snapshot
 from ioobserve.live.source import REPLAY_STEP_S, Source
 from ioobserve.units import format_count, format_rate
 from tui import views
+from tui.messages import SnapshotReady
+from tui.screens import HelpScreen
+from tui.widgets import Stat
 
 MIN_WIDTH, MIN_HEIGHT = 60, 16
 REFRESH_S = 1.0
@@ -31,56 +32,6 @@ TABLES = {
     "events": ("time", "pid", "comm", "op", "path", "bytes", "latency", "ret"),
 }
 ROWS = {"jobs": views.job_rows, "processes": views.process_rows, "files": views.file_rows, "events": views.event_rows}
-HELP = """[b]ioobserve top[/b]
-
-  q          quit                      /        filter as you type (esc: clear)
-  s          sort: bandwidth, IOPS, latency
-  p          pause / resume            ?        this help
-  enter      drill down: job → processes → files and events of one process
-  esc        back up one level         1-5      jobs, processes, files, latency, events
-Replay only:  ← →  step one second,  space  play / stop,  home / end  first / last second
-
-Rates are per second over the last window (about one second); read and written on the
-processes tab count from the start. Totals come from the syscall layer."""
-
-
-class SnapshotReady(Message):
-    """A new snapshot, taken on the worker thread."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-        super().__init__()
-
-
-class HelpScreen(ModalScreen):
-    """The keys."""
-
-    BINDINGS = [Binding("escape,q,question_mark", "app.pop_screen", "close")]
-
-    def compose(self) -> ComposeResult:
-        yield Static(HELP, id="help")
-
-
-class Stat(Vertical):
-    """One node total: its value and a sparkline of its history."""
-
-    def __init__(self, label: str, key: str) -> None:
-        super().__init__(classes="stat")
-        self.label, self.key = label, key
-
-    def compose(self) -> ComposeResult:
-        # name and value on lines of their own: five stats fit 80 columns with any value
-        yield Label(self.label, classes="name")
-        yield Label("", classes="value")
-        yield Sparkline([], summary_function=max)
-
-    def show(self, text: str, history: list[float]) -> None:
-        """Refresh the value and the line."""
-        self.query_one(".value", Label).update(f"[b]{text}[/b]")
-        # all zero: no line at all (Textual would draw a flat series at full height)
-        self.query_one(Sparkline).data = history if any(history) else []
-
-
 class TopApp(App):
     """The app over any Source (live or replay)."""
 

@@ -10,7 +10,8 @@ import pytest
 
 from ioobserve.live.source import ReplaySource
 from tests.unit.synthetic_traces import T0, Proc, io, write_trace
-from tui.app import HelpScreen, make_app
+from tui.app import make_app
+from tui.screens import HelpScreen
 
 MAIN, WORKER = Proc(100, rank=0, job="7"), Proc(200, ppid=100, rank=0, worker=0, job="7")
 OTHER = Proc(300, job="8")
