@@ -150,7 +150,8 @@ struct ioo_config {
 	__u32 filter_path;    /* only files under `prefix_dirs` / `prefixes` */
 	__u32 helper_tgid;    /* ioobserve's capture process: never traced either */
 	__u32 layers;         /* IOO_LAYER_* bits of the optional layers switched on */
-	__u32 pad;
+	__u32 emit_some;      /* with IOO_AGGREGATE: events leave the kernel only for tasks whose cgroup
+			       * or an ancestor is in `emit_cgroups`; every call is still aggregated */
 };
 
 /* Bits of ioo_config.layers. */
@@ -192,6 +193,36 @@ struct ioo_event {
 	__u16 flags;
 	char comm[IOO_COMM_LEN];
 	__u64 py_chain;    /* the Python frames the call was made from (an IOO_AUX_PY_CHAIN record); 0 if none */
+};
+
+/* Kernel aggregation (built with IOO_AGGREGATE, for `serve`): per cgroup, user, operation and
+ * device, the calls' counts and sums, and log2 histograms of their latency and size. */
+struct ioo_agg_key {
+	__u64 cgroup_id;
+	__u32 uid;
+	__u32 dev;         /* kernel dev_t of the file; 0: no file */
+	__u16 op;
+	__u16 out;         /* the output side of a two-file op (sendfile, copy_file_range): 1 its only
+			    * record, 2 a second record of a call counted on its input side */
+	__u32 pad;
+};
+
+struct ioo_agg_value {
+	__u64 calls;
+	__u64 errors;      /* returned -1..-4095 */
+	__u64 ret_sum;     /* sum of non-negative returns: bytes moved for data ops */
+	__u64 req_sum;     /* sum of the bytes asked for */
+	__u64 time_ns;
+};
+
+#define IOO_AGG_LATENCY 0  /* ioo_hist_key.kind: log2 of the duration in ns */
+#define IOO_AGG_SIZE    1  /* ... log2 of the bytes asked for */
+#define IOO_AGG_SLOTS   64
+
+struct ioo_hist_key {
+	struct ioo_agg_key agg;
+	__u32 kind;
+	__u32 slot;        /* value v is in slot ceil(log2(v)), the smallest k with v <= 2^k (v <= 1: 0) */
 };
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */

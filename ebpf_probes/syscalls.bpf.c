@@ -154,6 +154,13 @@ BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
 BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 
+#ifdef IOO_AGGREGATE
+BPF_HASH(agg_calls, struct ioo_agg_key, struct ioo_agg_value, AGG_ENTRIES);
+BPF_HASH(agg_hist, struct ioo_hist_key, u64, AGG_ENTRIES * 8);
+BPF_HASH(emit_cgroups, u64, u8, 1024);  /* with emit_some: the cgroups whose events leave the kernel */
+BPF_ARRAY(agg_dropped, u64, 1);         /* calls not aggregated: a table was full */
+#endif
+
 static __always_inline void count_lost(u32 index)
 {
 	u64 *slot = lost.lookup(&index);
@@ -661,9 +668,89 @@ static __always_inline void event_task(struct ioo_event *ev)
 	current_comm(ev->comm);
 }
 
+#ifdef IOO_AGGREGATE
+static __always_inline u32 log2_slot(u64 v)
+{
+	/* ceil(log2(v)): a bucket's bound is inclusive, as Prometheus's `le` (4096 B is "<= 4 KiB");
+	 * bcc's bpf_log2l(x) is floor(log2(x)) + 1 */
+	u32 slot = v > 1 ? bpf_log2l(v - 1) : 0;
+	return slot < IOO_AGG_SLOTS ? slot : IOO_AGG_SLOTS - 1;
+}
+
+static __always_inline void agg_dropped_one(void)
+{
+	u32 zero = 0;
+	u64 *dropped = agg_dropped.lookup(&zero);
+	if (dropped)
+		__sync_fetch_and_add(dropped, 1);
+}
+
+static __always_inline void hist_add(struct ioo_agg_key *key, u32 kind, u64 v)
+{
+	struct ioo_hist_key hk = {.agg = *key, .kind = kind, .slot = log2_slot(v)};
+	u64 one = 1;
+	u64 *count = agg_hist.lookup(&hk);
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	else if (agg_hist.insert(&hk, &one))  /* lost a race to create it: add to the winner's */
+		if ((count = agg_hist.lookup(&hk)))
+			__sync_fetch_and_add(count, 1);
+		else
+			agg_dropped_one();
+}
+
+/* One traced call into the aggregates (every call, whatever leaves the kernel). */
+static __always_inline void aggregate_call(struct inflight *st, s64 ret, u64 dur, u32 dev, u16 flags)
+{
+	struct ioo_agg_key key = {.cgroup_id = current_cgroup_id(), .uid = current_uid(), .dev = dev, .op = st->op,
+				  .out = (flags & IOO_F_PAIR_OUT) ? ((flags & IOO_F_REPEAT) ? 2 : 1) : 0};
+	struct ioo_agg_value *value = agg_calls.lookup(&key);
+	if (!value) {
+		struct ioo_agg_value zero = {};
+		agg_calls.insert(&key, &zero);
+		value = agg_calls.lookup(&key);
+		if (!value) {
+			agg_dropped_one();
+			return;
+		}
+	}
+	__sync_fetch_and_add(&value->calls, 1);
+	if (ret < 0 && ret >= -MAX_ERRNO_)
+		__sync_fetch_and_add(&value->errors, 1);
+	else if (ret > 0)
+		__sync_fetch_and_add(&value->ret_sum, ret);
+	__sync_fetch_and_add(&value->req_sum, st->bytes_req);
+	__sync_fetch_and_add(&value->time_ns, dur);
+	hist_add(&key, IOO_AGG_LATENCY, dur);
+	if (st->bytes_req)
+		hist_add(&key, IOO_AGG_SIZE, st->bytes_req);
+}
+
+/* Whether this task's events leave the kernel: all, or only those of emit_cgroups. */
+static __always_inline int event_wanted(void)
+{
+	struct ioo_config *cfg = get_config();
+	if (!cfg || !cfg->emit_some)
+		return 1;
+	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+		u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			return 0;
+		if (emit_cgroups.lookup(&id))
+			return 1;
+	}
+	return 0;
+}
+#endif
+
 static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, struct file_ident *id,
 					int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
 {
+#ifdef IOO_AGGREGATE
+	aggregate_call(st, ret, dur, has_file ? id->dev : 0, flags);
+	if (!event_wanted())
+		return 0;
+#endif
 	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
 	if (!ev) {
 		count_lost(st->op);

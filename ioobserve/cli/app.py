@@ -11,7 +11,7 @@ try:  # typer >= 0.22 carries its own copy of click
 except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
-from ioobserve.cli import analyze, doctor, export, index, record, report, top
+from ioobserve.cli import analyze, doctor, export, index, job, record, report, serve, top
 
 app = typer.Typer(
     name="ioobserve",
@@ -24,7 +24,9 @@ app.command("analyze", epilog=analyze.EPILOG)(analyze.analyze)
 app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.command("index", epilog=index.EPILOG)(index.index)
+app.command("job", epilog=job.EPILOG)(job.job)
 app.command("report", epilog=report.EPILOG)(report.report)
+app.command("serve", epilog=serve.EPILOG)(serve.serve)
 app.command("top", epilog=top.EPILOG)(top.top)
 app.command(
     "record", epilog=record.EPILOG, context_settings={"allow_interspersed_args": False}

@@ -66,6 +66,7 @@ class ProbeSizes:
     events_pages: int = 4096  # 16 MiB: ~150k events, 0.1 s of a 1.5M events/s flood
     aux_pages: int = 1024
     known_files: int = 65536
+    aggregate_entries: int = 0  # > 0: kernel aggregation (`serve`) with tables this size; 0: none compiled in
 
 
 def probes_source_dir() -> Path:
@@ -100,6 +101,7 @@ class SyscallProbes:
             f"-DRETURN_SP_ADJUST={RETURN_SP_ADJUST.get(machine_arch(), 0)}",
             *(f"-D{name}={value}" for name, value in sorted(tracepoint_flags.items())),
             "-Wno-unused-function",
+            *(["-DIOO_AGGREGATE", f"-DAGG_ENTRIES={sizes.aggregate_entries}"] if sizes.aggregate_entries else []),
         ]
         text = "".join(f'#line 1 "{source_dir / name}"\n' + (source_dir / name).read_text() + "\n" for name in SOURCES)
         try:
@@ -138,6 +140,7 @@ class SyscallProbes:
         cfg["filter_cgroup"] = bool(filters.cgroup_ids)
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
+        cfg["emit_some"] = bool(self.sizes.aggregate_entries)  # aggregating: no events until asked for
         call_layers = [*self.libraries.values(), *([self.python.calls] if self.python is not None else [])]
         if call_layers:
             cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
@@ -159,6 +162,29 @@ class SyscallProbes:
         """Never trace this helper process of ours (the capture process)."""
         self._config["helper_tgid"] = pid
         self._write_config()
+
+    def emit_some(self, on: bool) -> None:
+        """With kernel aggregation: events leave the kernel only for the cgroups of emit_cgroup
+        (on) or for every traced task (off); every call is aggregated either way."""
+        self._config["emit_some"] = on
+        self._write_config()
+
+    def emit_cgroup(self, cgroup_id: int, on: bool) -> None:
+        """Let a cgroup's events (and its descendants') leave the kernel, or stop them."""
+        table = self.bpf["emit_cgroups"]
+        if on:
+            table[ctypes.c_uint64(cgroup_id)] = ctypes.c_uint8(1)
+        else:
+            table.pop(ctypes.c_uint64(cgroup_id), None)
+
+    def aggregates(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The kernel's aggregates as they stand: (AGG_KEY + AGG_VALUE rows, HIST_KEY + count
+        rows, calls dropped because a table was full)."""
+        calls = self.bpf["agg_calls"].items()
+        hist = self.bpf["agg_hist"].items()
+        call_rows = np.frombuffer(b"".join(bytes(k) + bytes(v) for k, v in calls), dtype=ev.AGG_ROW)
+        hist_rows = np.frombuffer(b"".join(bytes(k) + bytes(ctypes.c_uint64(v.value)) for k, v in hist), dtype=ev.HIST_ROW)
+        return call_rows, hist_rows, int(self.bpf["agg_dropped"][ctypes.c_int(0)].value)
 
     def _fill_set(self, name: str, keys) -> None:
         table = self.bpf[name]

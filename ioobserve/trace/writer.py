@@ -81,6 +81,7 @@ class TraceWriter:
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
         self._part = 0
+        self._rotate_asked = False
         self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
         # Per part, the format thread's own: files (path, dev, ino) -> hash, cgroups and uids described.
         self._fhashes: dict[tuple, str] = {}
@@ -132,7 +133,13 @@ class TraceWriter:
         self._put(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start))
         self._queue.put(None)  # flush the start record on its own: the file is readable at once
 
+    def rotate_soon(self) -> None:
+        """Start a new part with the next batch (after logrotate moved the files: SIGHUP); any thread."""
+        self._rotate_asked = True
+
     def _rotation_due(self) -> bool:
+        if self._rotate_asked:
+            return True
         if self._rotate_seconds is not None and time.monotonic() - self._part_started >= self._rotate_seconds:
             return True
         return self._rotate_bytes is not None and self._offset >= self._rotate_bytes
@@ -143,6 +150,7 @@ class TraceWriter:
                "next": part_name(self._name, self._part + 1)}
         self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end)))
         self._part += 1
+        self._rotate_asked = False
         self._put(_Rotate(part_name(self._name, self._part)))
         self._part_pids.clear()
         self._part_started = time.monotonic()

@@ -14,6 +14,9 @@ STRUCTS = {
     "ioo_syscall_spec": ev.SYSCALL_SPEC,
     "ioo_call_spec": ev.CALL_SPEC,
     "ioo_config": ev.CONFIG,
+    "ioo_agg_key": ev.AGG_KEY,
+    "ioo_agg_value": ev.AGG_VALUE,
+    "ioo_hist_key": ev.HIST_KEY,
     "ioo_file_key": ev.FILE_KEY,
     "ioo_lib_record": ev.LIB_RECORD,
     "ioo_py_layout": ev.PY_LAYOUT,
@@ -45,6 +48,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
     lines.append('printf("const.LAYER_CALLS %d\\n", IOO_LAYER_CALLS);')
+    lines.append('printf("const.AGG %d %d %d\\n", IOO_AGG_LATENCY, IOO_AGG_SIZE, IOO_AGG_SLOTS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
     lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
                  'IOO_PY_NO_FIELD, IOO_PY_LAYOUTS, IOO_PY_MAX_FRAMES, IOO_PY_LASTI, IOO_PY_TRUNCATED, IOO_PY_NAME_BYTES, '
@@ -104,6 +108,7 @@ def test_constants_match(layout):
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
     assert layout["const.AUX_LIB"] == ev.AUX_LIB
     assert (layout["const.LAYER_CALLS"], layout["const.LAYER_LIBS"]) == (ev.LAYER_CALLS, ev.LAYER_LIBS)
+    assert layout["const.AGG"] == (ev.AGG_LATENCY, ev.AGG_SIZE, ev.AGG_SLOTS)
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)
     assert layout["const.LIBS"] == (ev.LIB_LIBC, ev.LIB_HDF5, ev.LIB_MPIIO)

@@ -1,0 +1,75 @@
+"""`ioobserve serve`: the node service (OpenMetrics, per-job traces, live event socket)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.filters import CommOption, build_filters
+
+EPILOG = """Examples:
+
+  sudo ioobserve serve                                   # /metrics on 127.0.0.1:9464, socket /run/ioobserve/events.sock
+  sudo ioobserve serve --config /etc/ioobserve/serve.toml
+  sudo ioobserve serve --listen 0.0.0.0:9464 --record-job '*' --record-dir /scratch/io-traces
+
+Config keys are the long options (listen, socket, socket-group, record-dir, record-job, rotate-mb,
+rotate-s, comm, node); the command line wins. SIGHUP starts new trace files; SIGTERM stops.
+Scheduler hooks: deploy/slurm/prolog.sh and epilog.sh (`ioobserve job start|stop ID`).
+"""
+
+
+def serve(
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file whose keys are these options.")] = None,
+    listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT of /metrics [127.0.0.1:9464].")] = None,
+    socket_path: Annotated[Path | None, typer.Option("--socket", help="Event stream and job commands [/run/ioobserve/events.sock].")] = None,
+    socket_group: Annotated[str | None, typer.Option("--socket-group", help="This group may read the stream too.")] = None,
+    record_dir: Annotated[Path | None, typer.Option("--record-dir", help="Per-job traces [/var/lib/ioobserve/traces].")] = None,
+    record_job: Annotated[list[str] | None, typer.Option("--record-job", help="Record this job whenever it runs ('*': every job; repeatable).")] = None,
+    rotate_mb: Annotated[float | None, typer.Option("--rotate-mb", help="A job's trace starts a new file after this many MB.")] = None,
+    rotate_s: Annotated[float | None, typer.Option("--rotate-s", help="... or after this many seconds.")] = None,
+    comm: CommOption = None,
+    node: Annotated[str | None, typer.Option("--node", help="The metrics' node label [the host name].")] = None,
+) -> None:
+    """Run as the node's I/O service: per job, user, operation and mount point, counters and
+    latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
+    a live event stream on a Unix socket (`ioobserve top --attach`)."""
+    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.loader import ProbeError
+    from ioobserve.serve.config import ConfigError, load_config
+    from ioobserve.serve.daemon import Daemon, ServeError
+    from ioobserve.serve.jobs import JobError, check_job_id
+    from ioobserve.serve.stream import SocketError
+
+    overrides = {"listen": listen, "socket": socket_path, "socket_group": socket_group, "record_dir": record_dir,
+                 "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node}
+    try:
+        settings = load_config(config, overrides)
+        for job in settings.record_job:
+            if job != "*":
+                check_job_id(job)
+        privileges = privileges_check()
+        if not privileges.ok:
+            raise UserError(f"serve needs privileges: {privileges.detail}")
+        filters = build_filters(None, None, settings.comm, None)
+    except (ConfigError, JobError, UserError) as exc:
+        fail(str(exc))
+    os.environ.setdefault("POLARS_MAX_THREADS", "2")
+    daemon = Daemon(settings, filters)
+    daemon.install_signals()
+    host, port = settings.address()
+
+    def ready() -> None:
+        print(f"ioobserve serve: metrics on http://{host}:{port}/metrics, events on {settings.socket}", flush=True)
+
+    try:
+        daemon.run(on_ready=ready)
+    except (ServeError, SocketError) as exc:
+        fail(str(exc))
+    except ProbeError as exc:
+        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+    print("ioobserve serve: stopped", flush=True)

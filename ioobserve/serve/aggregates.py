@@ -1,0 +1,112 @@
+"""The kernel's aggregates (counts, sums and log2 histograms per cgroup, user, operation and
+device) as labelled Polars frames: the metrics' numbers, with no kernel in sight (tests feed
+rows built by hand).
+
+Labels are few and bounded, as Prometheus wants: node, job (the Slurm job, else the
+Kubernetes pod, else ""), user, layer, op and mountpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from ioobserve import events as ev
+
+LABELS = ("node", "job", "user", "layer", "op", "mountpoint")
+SUMS = ("calls", "errors", "read_bytes", "write_bytes", "req_bytes", "time_ns")
+# Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
+LATENCY_SLOTS = range(10, 36)
+SIZE_SLOTS = range(31)
+SIZED_OPS = frozenset(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
+OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
+
+
+def call_frame(rows: np.ndarray) -> pl.DataFrame:
+    """ev.AGG_ROW rows as columns: cgroup_id, uid, dev, op (name), out, and the value's sums."""
+    key, value = rows["key"], rows["value"]
+    ops = np.asarray(ev.OP_LABELS, dtype=object)[key["op"]] if len(rows) else np.array([], dtype=object)
+    return pl.DataFrame({
+        "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": pl.Series(ops, dtype=pl.String),
+        "out": key["out"], **{name: value[name] for name in ("calls", "errors", "ret_sum", "req_sum", "time_ns")},
+    }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16})
+
+
+def hist_frame(rows: np.ndarray) -> pl.DataFrame:
+    """ev.HIST_ROW rows as columns: cgroup_id, uid, dev, op, out, kind, slot, count."""
+    key = rows["key"]
+    agg = key["agg"]
+    ops = np.asarray(ev.OP_LABELS, dtype=object)[agg["op"]] if len(rows) else np.array([], dtype=object)
+    return pl.DataFrame({
+        "cgroup_id": agg["cgroup_id"], "uid": agg["uid"], "dev": agg["dev"], "op": pl.Series(ops, dtype=pl.String),
+        "out": agg["out"], "kind": key["kind"], "slot": key["slot"], "count": rows["count"],
+    }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16,
+                         "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64})
+
+
+def _counted_once() -> pl.Expr:
+    """A two-file call's second record (out 2) repeats the call its first one counted."""
+    return pl.col("out") != 2
+
+
+def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per key: calls, errors, bytes read and written (by the op's kind and side), bytes asked for, time."""
+    op, out = pl.col("op"), pl.col("out")
+    reads = op.is_in(sorted(ev.READ_OPS)) | (op.is_in(sorted(ev.COPY_OPS)) & (out == 0))
+    writes = op.is_in(sorted(ev.WRITE_OPS)) | (op.is_in(sorted(ev.COPY_OPS)) & (out > 0))
+    once = _counted_once()
+    zero = pl.lit(0, pl.UInt64)
+    return calls.select(
+        "cgroup_id", "uid", "dev", "op",
+        pl.when(once).then(pl.col("calls")).otherwise(zero).alias("calls"),
+        pl.when(once).then(pl.col("errors")).otherwise(zero).alias("errors"),
+        pl.when(reads).then(pl.col("ret_sum")).otherwise(zero).alias("read_bytes"),
+        pl.when(writes).then(pl.col("ret_sum")).otherwise(zero).alias("write_bytes"),
+        pl.when(once & op.is_in(sorted(SIZED_OPS))).then(pl.col("req_sum")).otherwise(zero).alias("req_bytes"),
+        pl.when(once).then(pl.col("time_ns")).otherwise(zero).alias("time_ns"),
+    )
+
+
+@dataclass
+class LabelMaps:
+    """What the ids mean: cgroup id -> job, uid -> user, kernel dev -> mount point."""
+
+    node: str
+    jobs: dict[int, str] = field(default_factory=dict)
+    users: dict[int, str] = field(default_factory=dict)
+    mountpoints: dict[int, str] = field(default_factory=dict)
+
+    def label(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The frame's ids replaced by LABELS (ids without a name: "" for jobs and mounts, the uid for users)."""
+        def mapping(column: str, values: dict[int, str]) -> pl.Expr:
+            return pl.col(column).replace_strict(list(values), list(values.values()), default=None, return_dtype=pl.String) \
+                if values else pl.lit(None, pl.String)
+
+        return frame.with_columns(
+            pl.lit(self.node).alias("node"),
+            mapping("cgroup_id", self.jobs).fill_null("").alias("job"),
+            mapping("uid", self.users).fill_null(pl.col("uid").cast(pl.String)).alias("user"),
+            pl.lit("syscall").alias("layer"),
+            mapping("dev", self.mountpoints).fill_null("").alias("mountpoint"),
+        ).drop("cgroup_id", "uid", "dev")
+
+
+def by_labels(frame: pl.DataFrame, columns) -> pl.DataFrame:
+    """Sums of `columns` per label set."""
+    return frame.group_by(LABELS).agg(pl.col(c).sum() for c in columns)
+
+
+def cumulative_buckets(hist: pl.DataFrame, kind: int, slots: range) -> pl.DataFrame:
+    """Per label set: the count at or below each bound 2^slot (LATENCY_SLOTS or SIZE_SLOTS), and all."""
+    rows = hist.filter((pl.col("kind") == kind) & _counted_once())
+    if kind == ev.AGG_SIZE:
+        rows = rows.filter(pl.col("op").is_in(sorted(SIZED_OPS)))
+    per_slot = rows.group_by(*LABELS, "slot").agg(pl.col("count").sum())
+    bounds = pl.DataFrame({"bound": list(slots)}, schema={"bound": pl.UInt32})
+    per_bound = per_slot.join(bounds, how="cross").filter(pl.col("slot") <= pl.col("bound"))
+    below = per_bound.group_by(*LABELS, "bound").agg(pl.col("count").sum())
+    total = per_slot.group_by(LABELS).agg(pl.col("count").sum().alias("total"))
+    grid = total.join(bounds, how="cross")
+    return grid.join(below, on=[*LABELS, "bound"], how="left").with_columns(pl.col("count").fill_null(0)) \
+        .sort(*LABELS, "bound")

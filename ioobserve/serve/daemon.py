@@ -1,0 +1,111 @@
+"""The node service: one capture with kernel aggregation, `/metrics` over HTTP, the event
+socket, and per-job traces, until SIGTERM; SIGHUP starts new trace files (logrotate)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from ioobserve.collect.recording import Recording
+from ioobserve.probes import layers as ly
+from ioobserve.probes.filters import KernelFilters
+from ioobserve.probes.loader import ProbeSizes
+from ioobserve.serve.config import ServeConfig
+from ioobserve.serve.jobs import JobRecorder
+from ioobserve.serve.metrics import KernelCollector
+from ioobserve.serve.stream import EventStream, bind_socket
+from ioobserve.trace.output import OutputError, check_output_dir
+
+AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; histograms get 8x
+DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for
+
+
+class ServeError(Exception):
+    """The service cannot start; the message says why."""
+
+
+class Daemon:
+    """Everything `serve` runs, started by run() and stopped by stop() (or a signal)."""
+
+    def __init__(self, config: ServeConfig, filters: KernelFilters) -> None:
+        self.config = config
+        self.filters = filters
+        self.stopped = threading.Event()
+        self.http = None
+        self.stream: EventStream | None = None
+        self.recording: Recording | None = None
+        self.jobs: JobRecorder | None = None
+
+    def run(self, on_ready=None) -> None:
+        """Bind the listeners, attach the probes and serve until stop(); returns after the probes
+        are detached and every trace is closed."""
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.exposition import start_http_server
+
+        host, port = self.config.address()
+        try:
+            self.config.record_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            check_output_dir(self.config.record_dir)
+        except OSError as exc:
+            raise ServeError(f"record-dir {self.config.record_dir}: {exc.strerror}") from None
+        except OutputError as exc:
+            raise ServeError(f"record-dir: {exc}") from None
+        server = bind_socket(self.config.socket, self.config.group_id())
+        recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
+                              layers=frozenset({ly.SYSCALL}))  # other layers: a later step
+        probes = recording.probes
+        self.recording = recording
+        jobs = JobRecorder(probes, self.config.record_dir, self.config.record_job,
+                           rotate_bytes=int(self.config.rotate_mb * 1e6) if self.config.rotate_mb else None,
+                           rotate_seconds=self.config.rotate_s)
+        self.jobs = jobs
+        self.stream = EventStream(server, self._command, lambda on: probes.emit_some(not on))
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(KernelCollector(probes, self.config.node))
+        try:
+            self.http, _ = start_http_server(port, host, registry)
+        except OSError as exc:
+            server.close()
+            probes.close()
+            raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
+        recording.sinks = [jobs, self.stream]
+        self.stream.start()
+        started = threading.Event()
+        discover = threading.Thread(target=self._discover, args=(started,), name="ioobserve-jobs", daemon=True)
+        discover.start()
+
+        def ready() -> None:
+            started.set()
+            if on_ready:
+                on_ready()
+
+        try:
+            recording.run(on_start=ready)
+        finally:
+            self.stopped.set()
+            self.http.shutdown()
+            self.stream.stop()
+
+    def _discover(self, started: threading.Event) -> None:
+        started.wait()
+        while not self.stopped.wait(DISCOVER_S):
+            self.jobs.discover()
+
+    def _command(self, verb: str, job: str) -> str:
+        """A scheduler hook's command: start or stop a job's trace."""
+        if verb == "start":
+            self.jobs.start(job)
+            return f"recording job {job}"
+        path = self.jobs.stop(job)
+        return f"stopped job {job}" + (f": {path}" if path else "")
+
+    def stop(self, reason: str = "stop") -> None:
+        """End the service (from a signal handler or another thread)."""
+        if self.recording is not None:
+            self.recording.request_stop(reason)
+
+    def install_signals(self) -> None:
+        """SIGTERM and SIGINT stop; SIGHUP reopens the trace files."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda num, _frame: self.stop(signal.Signals(num).name))
+        signal.signal(signal.SIGHUP, lambda _num, _frame: self.jobs and self.jobs.reopen())

@@ -1,0 +1,160 @@
+"""Per-job traces for `serve`: the jobs being recorded, the kernel told to let their cgroups'
+events out, and a TraceWriter per job (<record-dir>/job-<id>/, rotated like `record`'s).
+
+A job is recorded from a rule in the config (`record-job`, "*" for every Slurm job) or
+between the scheduler's prolog and epilog (`start` / `stop`). Its cgroups may not exist yet
+when the prolog runs, so `discover` (called every second) looks again for new ones."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.context.cgroups import CgroupTable
+from ioobserve.trace.output import OutputError, check_output_dir, trace_name
+from ioobserve.trace.writer import TraceWriter
+
+EVERY_JOB = "*"
+_JOB_ID = re.compile(r"^[0-9A-Za-z_.-]{1,64}$")
+
+
+class JobError(Exception):
+    """A job command that cannot be carried out; the message says why."""
+
+
+def check_job_id(job: str) -> str:
+    """A job id as Slurm writes it (digits, or letters, '_', '.', '-' for arrays and others)."""
+    if not _JOB_ID.match(job):
+        raise JobError(f"job {job!r}: a job id is 1 to 64 letters, digits, '_', '.' or '-'")
+    return job
+
+
+class JobRecorder:
+    """A collector sink: each recorded job's events into its own trace."""
+
+    def __init__(self, probes, directory: Path, rules: list[str], rotate_bytes: int | None = None,
+                 rotate_seconds: float | None = None, cgroups: CgroupTable | None = None) -> None:
+        self.probes = probes
+        self.directory = directory
+        self.rules = set(rules)  # jobs recorded whenever they run
+        self.rotate_bytes, self.rotate_seconds = rotate_bytes, rotate_seconds
+        self.cgroups = cgroups if cgroups is not None else CgroupTable()
+        self.writers: dict[str, TraceWriter] = {}
+        self._asked: set[str] = set()  # started by a command, until stopped
+        self._emitting: dict[int, str] = {}  # cgroup id -> job, let out of the kernel
+        self._processes: dict = {}  # every process seen (pid -> Process): a new writer describes them
+        self._lock = threading.Lock()  # commands and discovery (other threads) against the sink calls
+
+    def wanted(self, job: str | None) -> bool:
+        """Whether a job is being recorded now."""
+        return job is not None and (job in self._asked or job in self.rules or EVERY_JOB in self.rules)
+
+    def start(self, job: str) -> None:
+        """Record this job from now until stop (the prolog's command)."""
+        with self._lock:
+            self._asked.add(check_job_id(job))
+        self.discover()
+
+    def stop(self, job: str) -> Path | None:
+        """Stop recording a job and close its trace (the epilog's command); returns the trace."""
+        with self._lock:
+            self._asked.discard(check_job_id(job))
+            if self.wanted(job):  # a rule still records it
+                return None
+            for cgroup_id in [c for c, j in self._emitting.items() if j == job]:
+                self.probes.emit_cgroup(cgroup_id, False)
+                del self._emitting[cgroup_id]
+            writer = self.writers.pop(job, None)
+        if writer is None:
+            return None
+        writer.close()
+        return writer.path
+
+    def discover(self) -> None:
+        """Let out of the kernel the events of recorded jobs' cgroups not seen before."""
+        with self._lock:
+            if not (self._asked or self.rules):
+                return
+            tops = self.cgroups.ids_where(lambda ctx: self.wanted(ctx.job))
+            for cgroup_id in tops - self._emitting.keys():
+                self._emitting[cgroup_id] = self.cgroups.by_id[cgroup_id].job
+                self.probes.emit_cgroup(cgroup_id, True)
+
+    def reopen(self) -> None:
+        """SIGHUP: every job's trace starts a new part file with its next batch."""
+        with self._lock:
+            for writer in self.writers.values():
+                writer.rotate_soon()
+
+    def _writer(self, job: str) -> TraceWriter:
+        writer = self.writers.get(job)
+        if writer is None:
+            directory = check_output_dir(self.directory / f"job-{job}")
+            details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "serve"],
+                       "recorder_pid": os.getpid(), "job": job}
+            writer = self.writers[job] = TraceWriter(directory, trace_name(), details, rotate_bytes=self.rotate_bytes,
+                                                     rotate_seconds=self.rotate_seconds)
+            if self._processes:
+                writer.processes(list(self._processes.values()))
+        return writer
+
+    # The collector's sink calls (its thread).
+
+    def processes(self, changed) -> None:
+        """Kept, and passed on: a job's trace describes its processes."""
+        for process in changed:
+            self._processes[process.pid] = process
+        with self._lock:
+            for writer in self.writers.values():
+                writer.processes(changed)
+
+    def stacks(self, new) -> None:
+        """Python stacks are off in serve."""
+
+    def events(self, frame: pl.DataFrame) -> None:
+        """Each recorded job's share of the batch into its trace."""
+        jobs = [job for job in frame.get_column(s.JOB).drop_nulls().unique().to_list() if self.wanted(job)]
+        with self._lock:
+            for job in jobs:
+                try:
+                    self._writer(job).events(frame.filter(pl.col(s.JOB) == job))
+                except OutputError as exc:  # the directory went bad: say so once, keep serving
+                    print(f"ioobserve serve: job {job}: {exc}", flush=True)
+                    self._asked.discard(job)
+                    self.rules.discard(job)
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """Every open trace says what the node lost (the kernel does not know whose it was)."""
+        with self._lock:
+            for writer in self.writers.values():
+                writer.lost(ts_ns, counts)
+
+    def forget(self, pids: list[int]) -> None:
+        """Exited processes."""
+        for pid in pids:
+            self._processes.pop(pid, None)
+        with self._lock:
+            for writer in self.writers.values():
+                writer.forget(pids)
+
+    def counters(self, counts: dict[str, int]) -> None:
+        """Passed on."""
+        with self._lock:
+            for writer in self.writers.values():
+                writer.counters(counts)
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Not kept per job."""
+
+    def close(self) -> None:
+        """Close every job's trace (the daemon is stopping)."""
+        with self._lock:
+            writers, self.writers = self.writers, {}
+        for writer in writers.values():
+            writer.close()

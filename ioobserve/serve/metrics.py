@@ -1,0 +1,90 @@
+"""`/metrics`: the kernel's aggregates as OpenMetrics families (prometheus_client), read at
+each scrape. Ids become labels here: cgroup -> job, uid -> user, dev -> mount point."""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from ioobserve import events as ev
+from ioobserve.context.cgroups import CgroupTable
+from ioobserve.context.mounts import read_mounts
+from ioobserve.context.users import UserNames
+from ioobserve.serve import aggregates as agg
+
+MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
+
+COUNTERS = (  # (family, help, column, scale)
+    ("ioobserve_calls", "File I/O system calls.", "calls", 1),
+    ("ioobserve_errors", "File I/O system calls that returned an error.", "errors", 1),
+    ("ioobserve_read_bytes", "Bytes read by file I/O system calls.", "read_bytes", 1),
+    ("ioobserve_write_bytes", "Bytes written by file I/O system calls.", "write_bytes", 1),
+    ("ioobserve_call_seconds", "Time spent in file I/O system calls.", "time_ns", 1e-9),
+)
+
+
+class KernelCollector(Collector):
+    """Reads the probes' aggregate tables at each scrape (no per-event work anywhere)."""
+
+    def __init__(self, probes, node: str, cgroups: CgroupTable | None = None) -> None:
+        self.probes = probes
+        self.maps = agg.LabelMaps(node)
+        self.cgroups = cgroups if cgroups is not None else CgroupTable()
+        self.users = UserNames()
+        self._mounts_read = 0.0
+
+    def _learn(self, calls: pl.DataFrame) -> None:
+        """Names for ids not seen before (a cgroup walk, a passwd lookup, mountinfo)."""
+        new_cgroups = set(calls.get_column("cgroup_id").unique().to_list()) - self.maps.jobs.keys()
+        for cgroup_id, ctx in self.cgroups.lookup(new_cgroups).items():
+            self.maps.jobs[cgroup_id] = ctx.job or ctx.pod or ""
+        for uid in set(calls.get_column("uid").unique().to_list()) - self.maps.users.keys():
+            self.maps.users[uid] = self.users.name(uid)
+        unknown = set(calls.get_column("dev").unique().to_list()) - self.maps.mountpoints.keys() - {0}
+        if unknown and time.monotonic() - self._mounts_read >= MOUNTS_REFRESH_S:
+            self._mounts_read = time.monotonic()
+            for mount in reversed(read_mounts()):  # the first mount of a device wins (bind mounts come later)
+                self.maps.mountpoints[(mount.major << 20) | mount.minor] = mount.mountpoint
+
+    def collect(self):
+        """The metric families, from the tables as they stand now."""
+        call_rows, hist_rows, dropped = self.probes.aggregates()
+        calls = agg.call_frame(call_rows)
+        self._learn(calls)
+        sums = agg.by_labels(self.maps.label(agg.call_sums(calls)), agg.SUMS)
+        for name, text, column, scale in COUNTERS:
+            family = CounterMetricFamily(name, text, labels=agg.LABELS)
+            for row in sums.iter_rows(named=True):
+                family.add_metric([row[label] for label in agg.LABELS], row[column] * scale)
+            yield family
+        hist = self.maps.label(agg.hist_frame(hist_rows))
+        yield self._histogram("ioobserve_call_duration_seconds", "Latency of file I/O system calls.",
+                              agg.cumulative_buckets(hist, ev.AGG_LATENCY, agg.LATENCY_SLOTS), sums, "time_ns", 1e-9)
+        yield self._histogram("ioobserve_request_size_bytes", "Bytes asked for by read and write calls.",
+                              agg.cumulative_buckets(hist, ev.AGG_SIZE, agg.SIZE_SLOTS), sums, "req_bytes", 1)
+        family = CounterMetricFamily("ioobserve_aggregation_dropped", "Calls not aggregated: a kernel table was full.",
+                                     labels=["node"])
+        family.add_metric([self.maps.node], dropped)
+        yield family
+        lost = CounterMetricFamily("ioobserve_lost_events", "Events the kernel could not hand over (ring buffer full).",
+                                   labels=["node"])
+        lost.add_metric([self.maps.node], int(self.probes.lost_counts().sum()))
+        yield lost
+
+    @staticmethod
+    def _histogram(name: str, text: str, buckets: pl.DataFrame, sums: pl.DataFrame, sum_column: str, scale: float):
+        family = HistogramMetricFamily(name, text, labels=agg.LABELS)
+        totals = {tuple(row[:len(agg.LABELS)]): row[-1] for row in sums.select(*agg.LABELS, sum_column).iter_rows()}
+        for labels, rows in buckets.group_by(agg.LABELS, maintain_order=True):
+            bounds = [(_bound(bound, scale), count) for bound, count in rows.select("bound", "count").iter_rows()]
+            total = rows.get_column("total")[0]
+            family.add_metric(list(labels), [*bounds, ("+Inf", total)], sum_value=totals.get(tuple(labels), 0) * scale)
+        return family
+
+
+def _bound(slot: int, scale: float) -> str:
+    """A bucket's `le` value: 2^slot in the family's unit."""
+    return repr(float(2 ** slot * scale))

@@ -1,0 +1,205 @@
+"""`ioobserve serve` as a site runs it: started on a free loopback port, a workload of known
+I/O in a Slurm-like cgroup, /metrics scraped and parsed with prometheus_client's parser, two
+clients on the event socket, the prolog/epilog scripts recording one job, SIGHUP and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import polars as pl
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ioobserve import schema as s
+from ioobserve.context.mounts import read_mounts
+from ioobserve.trace.reader import load, own_records
+from tests.conftest import ROOT
+from tests.kernel.recorder import IOOBSERVE
+from tests.kernel.scratch_cgroups import scratch_cgroups
+
+JOB = "5151"
+STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
+WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
+# Moves itself into the job's cgroup, then makes exactly these file calls (and one failed open).
+WORKLOAD = f"""
+import json, os, sys
+cgroup, path = sys.argv[1], sys.argv[2]
+with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
+    procs.write(str(os.getpid()))
+fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+for _ in range({WRITES}):
+    os.write(fd, b"x" * {WRITE_SIZE})
+os.lseek(fd, 0, 0)
+for _ in range({READS}):
+    os.read(fd, {READ_SIZE})
+os.close(fd)
+try:
+    os.open(path + ".missing", os.O_RDONLY)
+except FileNotFoundError:
+    pass
+print(json.dumps({{"pid": os.getpid()}}))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Service:
+    """A running `ioobserve serve` with its own port, socket and trace directory."""
+
+    def __init__(self, tmp_path: Path, *options: str):
+        self.port, self.socket, self.traces = _free_port(), tmp_path / "run" / "events.sock", tmp_path / "traces"
+        self.proc = subprocess.Popen([IOOBSERVE, "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
+                                      "--record-dir", str(self.traces), *options],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.out = self.proc.stdout.readline()
+        assert "metrics on" in self.out, self.out + self.proc.stdout.read()
+
+    def metrics(self) -> dict:
+        """(family, sample name, labels) -> value, from a scrape parsed by prometheus_client."""
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read().decode()
+        return {(family.name, sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                for family in text_string_to_metric_families(text) for sample in family.samples}
+
+    def job(self, action: str, job: str = JOB) -> None:
+        """The Slurm hook, as slurmd would run it."""
+        script = ROOT / "deploy" / "slurm" / f"{'prolog' if action == 'start' else 'epilog'}.sh"
+        env = {**os.environ, "SLURM_JOB_ID": job, "IOOBSERVE": IOOBSERVE, "IOOBSERVE_SOCKET": str(self.socket)}
+        subprocess.run(["sh", str(script)], env=env, check=True, timeout=60)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=120)
+        assert self.proc.returncode == 0, out
+        return self.out + out
+
+
+@pytest.fixture
+def job_cgroup(root_required):
+    with scratch_cgroups(STEP) as base:
+        yield base / STEP
+
+
+def _run_workload(cgroup: Path, path: Path) -> int:
+    done = subprocess.run([sys.executable, "-c", WORKLOAD, str(cgroup), str(path)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return json.loads(done.stdout)["pid"]
+
+
+def _mountpoint(path: Path) -> str:
+    dev = os.stat(path).st_dev
+    return next(m.mountpoint for m in read_mounts() if m.dev == dev)
+
+
+def _value(metrics: dict, sample: str, **labels: str) -> float:
+    """The sum over the samples of this name whose labels include these."""
+    return sum(value for (_, name, found), value in metrics.items()
+               if name == sample and labels.items() <= dict(found).items())
+
+
+@pytest.mark.kernel
+def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
+    service = Service(tmp_path)
+    try:
+        data = tmp_path / "data.bin"
+        _run_workload(job_cgroup, data)
+        mine = {"job": JOB, "mountpoint": _mountpoint(tmp_path), "node": socket.gethostname(), "layer": "syscall"}
+        metrics = service.metrics()
+        assert _value(metrics, "ioobserve_calls_total", op="write", **mine) == WRITES
+        assert _value(metrics, "ioobserve_write_bytes_total", op="write", **mine) == WRITES * WRITE_SIZE
+        assert _value(metrics, "ioobserve_calls_total", op="read", **mine) == READS
+        assert _value(metrics, "ioobserve_read_bytes_total", op="read", **mine) == READS * READ_SIZE
+        # histograms: every call in the latency one; request sizes in their power-of-two buckets
+        assert _value(metrics, "ioobserve_call_duration_seconds_count", op="write", **mine) == WRITES
+        assert _value(metrics, "ioobserve_call_duration_seconds_bucket", op="read", le="+Inf", **mine) == READS
+        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="2048.0", **mine) == 0
+        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="4096.0", **mine) == WRITES
+        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="read", le="256.0", **mine) == READS
+        assert _value(metrics, "ioobserve_request_size_bytes_sum", op="read", **mine) == READS * READ_SIZE
+        # the failed open has no file, so no mount point
+        assert _value(metrics, "ioobserve_errors_total", op="openat", job=JOB, mountpoint="") == 1
+        assert _value(metrics, "ioobserve_aggregation_dropped_total") == 0
+    finally:
+        out = service.stop()
+    assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed
+
+
+def _stream_client(path: Path, received: list, ready: threading.Event, stop: threading.Event) -> None:
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(str(path))
+        client.sendall(b"stream\n")
+        ready.set()
+        lines = client.makefile("rb")
+        while not stop.is_set():
+            line = lines.readline()
+            if not line:
+                return
+            batch = json.loads(line)
+            received.extend(batch["events"])
+
+
+@pytest.mark.kernel
+def test_two_socket_clients_receive_the_same_events(job_cgroup, tmp_path):
+    service = Service(tmp_path)
+    stop = threading.Event()
+    clients = [([], threading.Event()) for _ in range(2)]
+    threads = [threading.Thread(target=_stream_client, args=(service.socket, got, ready, stop), daemon=True)
+               for got, ready in clients]
+    try:
+        for thread in threads:
+            thread.start()
+        assert all(ready.wait(30) for _, ready in clients)
+        time.sleep(0.5)  # both registered: the kernel now lets every event out
+        pid = _run_workload(job_cgroup, tmp_path / "data.bin")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            mine = [[e for e in got if e["pid"] == pid and e["op"] in ("read", "write")
+                     and (e["path"] or "").startswith(str(tmp_path))] for got, _ in clients]
+            if all(len(m) == WRITES + READS for m in mine):
+                break
+            time.sleep(0.2)
+        assert [len(m) for m in mine] == [WRITES + READS] * 2
+        assert mine[0] == mine[1]
+        assert sum(e["bytes"] for e in mine[0]) == WRITES * WRITE_SIZE + READS * READ_SIZE
+    finally:
+        stop.set()
+        service.stop()
+
+
+@pytest.mark.kernel
+def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup, tmp_path):
+    service = Service(tmp_path)
+    try:
+        service.job("start")
+        first = _run_workload(job_cgroup, tmp_path / "one.bin")
+        time.sleep(1.5)  # written out before the new file begins
+        service.proc.send_signal(signal.SIGHUP)
+        second = _run_workload(job_cgroup, tmp_path / "two.bin")
+        time.sleep(1.5)
+        service.job("stop")
+        after = _run_workload(job_cgroup, tmp_path / "after.bin")  # the job's trace is closed by now
+    finally:
+        service.stop()
+    parts = sorted((service.traces / f"job-{JOB}").glob("*.pfw.gz"), key=lambda p: own_records(p, "start")[0]["args"]["part"])
+    assert len(parts) == 2, parts  # SIGHUP: the next batch went to a new part file
+    for part in parts:
+        assert own_records(part, "end"), part  # each part closed properly
+    calls = load(parts).filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "write"])
+                               & pl.col(s.PATH).str.starts_with(str(tmp_path)))
+    per_pid = dict(calls.group_by(s.PID).len().iter_rows())
+    assert per_pid == {first: WRITES + READS, second: WRITES + READS} and after not in per_pid
+    assert set(calls.get_column(s.JOB).unique()) == {JOB}
+    first_part = load([parts[0]]).filter(pl.col(s.PATH).str.starts_with(str(tmp_path)))
+    assert set(first_part.get_column(s.PID).unique()) == {first}
