@@ -25,15 +25,15 @@ Scheduler hooks: deploy/slurm/prolog.sh and epilog.sh (`ioobserve job start|stop
 
 def serve(
     config: Annotated[Path | None, typer.Option("--config", help="TOML file whose keys are these options.")] = None,
-    listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT of /metrics [127.0.0.1:9464].")] = None,
-    socket_path: Annotated[Path | None, typer.Option("--socket", help="Event stream and job commands [/run/ioobserve/events.sock].")] = None,
+    listen: Annotated[str | None, typer.Option("--listen", help="HOST:PORT of /metrics (default 127.0.0.1:9464).")] = None,
+    socket_path: Annotated[Path | None, typer.Option("--socket", help="Event stream and job commands (default /run/ioobserve/events.sock).")] = None,
     socket_group: Annotated[str | None, typer.Option("--socket-group", help="This group may read the stream too.")] = None,
-    record_dir: Annotated[Path | None, typer.Option("--record-dir", help="Per-job traces [/var/lib/ioobserve/traces].")] = None,
+    record_dir: Annotated[Path | None, typer.Option("--record-dir", help="Per-job traces (default /var/lib/ioobserve/traces).")] = None,
     record_job: Annotated[list[str] | None, typer.Option("--record-job", help="Record this job whenever it runs ('*': every job; repeatable).")] = None,
     rotate_mb: Annotated[float | None, typer.Option("--rotate-mb", help="A job's trace starts a new file after this many MB.")] = None,
     rotate_s: Annotated[float | None, typer.Option("--rotate-s", help="... or after this many seconds.")] = None,
     comm: CommOption = None,
-    node: Annotated[str | None, typer.Option("--node", help="The metrics' node label [the host name].")] = None,
+    node: Annotated[str | None, typer.Option("--node", help="The metrics' node label (default: the host name).")] = None,
 ) -> None:
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;

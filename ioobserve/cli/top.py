@@ -29,6 +29,7 @@ EPILOG = """Examples:
   sudo ioobserve top                                   # every process on the node, live
   sudo ioobserve top --job 81234 --record /var/tmp/t   # one Slurm job, and its trace written as well
   ioobserve top --trace traces/node1-20261122T101500-4242.pfw.gz    # replay a recording (no root needed)
+  sudo ioobserve top --attach /run/ioobserve/events.sock   # watch a running `ioobserve serve`
 
 Keys: q quit, / filter, s sort, p pause, enter drill down, esc back, ? help; replay: arrows, space, home, end.
 """
@@ -53,6 +54,8 @@ def top(
     layers: LayersOption = None,
     record: Annotated[Path | None, typer.Option("--record", help="Also write the trace into this directory.")] = None,
     trace: Annotated[list[Path] | None, typer.Option("--trace", help="Replay these traces instead of capturing.")] = None,
+    attach: Annotated[Path | None, typer.Option("--attach", help="Watch a running `ioobserve serve` through its "
+                                                "socket instead of capturing.")] = None,
     theme: Annotated[Theme, typer.Option("--theme", help="Colours: dark or light background, or the terminal's own "
                                          "palette (ansi-*).")] = Theme.dark,
 ) -> None:
@@ -60,7 +63,15 @@ def top(
     event stream, refreshed every second; or the same over recorded traces with a time cursor."""
     from tui.app import make_app
 
-    source = _replay(trace) if trace else _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
+    if attach is not None and (trace or record or any((pid, cgroup, job, unit, comm, path_prefix, layers))):
+        fail("--attach shows the daemon's whole stream: filters, --record and --trace do not go with it "
+             "(filter in the app with /)")
+    if attach is not None:
+        source = _attach(attach)
+    elif trace:
+        source = _replay(trace)
+    else:
+        source = _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
     try:
         make_app(source, theme.value).run()
     finally:  # detach and flush before the process ends, however the app ended
@@ -70,6 +81,15 @@ def top(
         fail(f"the capture stopped: {source.error}", EXIT_FAILURE)
     if writer is not None:
         print(f"ioobserve: trace written to {writer.path} ({writer.events_written:,} events)")
+
+
+def _attach(path: Path):
+    from ioobserve.live.attach import AttachedSource, AttachError
+
+    try:
+        return AttachedSource(path)
+    except AttachError as exc:
+        fail(str(exc))
 
 
 def _replay(paths: list[Path]):

@@ -3,6 +3,7 @@ socket, and per-job traces, until SIGTERM; SIGHUP starts new trace files (logrot
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -50,9 +51,21 @@ class Daemon:
             raise ServeError(f"record-dir {self.config.record_dir}: {exc.strerror}") from None
         except OutputError as exc:
             raise ServeError(f"record-dir: {exc}") from None
+        # the listeners first: a port in use or a socket taken is told before the probes compile
+        registry = CollectorRegistry(auto_describe=True)
         server = bind_socket(self.config.socket, self.config.group_id())
-        recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
-                              layers=frozenset({ly.SYSCALL}))  # other layers: a later step
+        try:
+            self.http, _ = start_http_server(port, host, registry)
+        except OSError as exc:
+            _close_socket(server)
+            raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
+        try:
+            recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
+                                  layers=frozenset({ly.SYSCALL}))  # other layers: a later step
+        except BaseException:
+            self.http.shutdown()
+            _close_socket(server)
+            raise
         probes = recording.probes
         self.recording = recording
         jobs = JobRecorder(probes, self.config.record_dir, self.config.record_job,
@@ -60,14 +73,7 @@ class Daemon:
                            rotate_seconds=self.config.rotate_s)
         self.jobs = jobs
         self.stream = EventStream(server, self._command, lambda on: probes.emit_some(not on))
-        registry = CollectorRegistry(auto_describe=True)
         registry.register(KernelCollector(probes, self.config.node))
-        try:
-            self.http, _ = start_http_server(port, host, registry)
-        except OSError as exc:
-            server.close()
-            probes.close()
-            raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
         recording.sinks = [jobs, self.stream]
         self.stream.start()
         started = threading.Event()
@@ -109,3 +115,13 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda num, _frame: self.stop(signal.Signals(num).name))
         signal.signal(signal.SIGHUP, lambda _num, _frame: self.jobs and self.jobs.reopen())
+
+
+def _close_socket(server) -> None:
+    """Close a listening Unix socket and remove its file."""
+    path = server.getsockname()
+    server.close()
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -15,14 +15,15 @@ from ioobserve.context.mounts import read_mounts
 from ioobserve.context.users import UserNames
 from ioobserve.serve import aggregates as agg
 
+HOST_MOUNTINFO = "/proc/1/mountinfo"
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 
-COUNTERS = (  # (family, help, column, scale)
+COUNTERS = (  # (family, help, column, divisor to the family's unit)
     ("ioobserve_calls", "File I/O system calls.", "calls", 1),
     ("ioobserve_errors", "File I/O system calls that returned an error.", "errors", 1),
     ("ioobserve_read_bytes", "Bytes read by file I/O system calls.", "read_bytes", 1),
     ("ioobserve_write_bytes", "Bytes written by file I/O system calls.", "write_bytes", 1),
-    ("ioobserve_call_seconds", "Time spent in file I/O system calls.", "time_ns", 1e-9),
+    ("ioobserve_call_seconds", "Time spent in file I/O system calls.", "time_ns", 1e9),
 )
 
 
@@ -46,7 +47,9 @@ class KernelCollector(Collector):
         unknown = set(calls.get_column("dev").unique().to_list()) - self.maps.mountpoints.keys() - {0}
         if unknown and time.monotonic() - self._mounts_read >= MOUNTS_REFRESH_S:
             self._mounts_read = time.monotonic()
-            for mount in reversed(read_mounts()):  # the first mount of a device wins (bind mounts come later)
+            # the host's view (PID 1's), not the service's own private mounts; a device's first mount
+            # wins (bind mounts come later)
+            for mount in reversed(read_mounts(HOST_MOUNTINFO)):
                 self.maps.mountpoints[(mount.major << 20) | mount.minor] = mount.mountpoint
 
     def collect(self):
@@ -55,14 +58,14 @@ class KernelCollector(Collector):
         calls = agg.call_frame(call_rows)
         self._learn(calls)
         sums = agg.by_labels(self.maps.label(agg.call_sums(calls)), agg.SUMS)
-        for name, text, column, scale in COUNTERS:
+        for name, text, column, divisor in COUNTERS:
             family = CounterMetricFamily(name, text, labels=agg.LABELS)
             for row in sums.iter_rows(named=True):
-                family.add_metric([row[label] for label in agg.LABELS], row[column] * scale)
+                family.add_metric([row[label] for label in agg.LABELS], row[column] / divisor)
             yield family
         hist = self.maps.label(agg.hist_frame(hist_rows))
         yield self._histogram("ioobserve_call_duration_seconds", "Latency of file I/O system calls.",
-                              agg.cumulative_buckets(hist, ev.AGG_LATENCY, agg.LATENCY_SLOTS), sums, "time_ns", 1e-9)
+                              agg.cumulative_buckets(hist, ev.AGG_LATENCY, agg.LATENCY_SLOTS), sums, "time_ns", 1e9)
         yield self._histogram("ioobserve_request_size_bytes", "Bytes asked for by read and write calls.",
                               agg.cumulative_buckets(hist, ev.AGG_SIZE, agg.SIZE_SLOTS), sums, "req_bytes", 1)
         family = CounterMetricFamily("ioobserve_aggregation_dropped", "Calls not aggregated: a kernel table was full.",
@@ -75,16 +78,16 @@ class KernelCollector(Collector):
         yield lost
 
     @staticmethod
-    def _histogram(name: str, text: str, buckets: pl.DataFrame, sums: pl.DataFrame, sum_column: str, scale: float):
+    def _histogram(name: str, text: str, buckets: pl.DataFrame, sums: pl.DataFrame, sum_column: str, divisor: float):
         family = HistogramMetricFamily(name, text, labels=agg.LABELS)
         totals = {tuple(row[:len(agg.LABELS)]): row[-1] for row in sums.select(*agg.LABELS, sum_column).iter_rows()}
         for labels, rows in buckets.group_by(agg.LABELS, maintain_order=True):
-            bounds = [(_bound(bound, scale), count) for bound, count in rows.select("bound", "count").iter_rows()]
+            bounds = [(_bound(bound, divisor), count) for bound, count in rows.select("bound", "count").iter_rows()]
             total = rows.get_column("total")[0]
-            family.add_metric(list(labels), [*bounds, ("+Inf", total)], sum_value=totals.get(tuple(labels), 0) * scale)
+            family.add_metric(list(labels), [*bounds, ("+Inf", total)], sum_value=totals.get(tuple(labels), 0) / divisor)
         return family
 
 
-def _bound(slot: int, scale: float) -> str:
+def _bound(slot: int, divisor: float) -> str:
     """A bucket's `le` value: 2^slot in the family's unit."""
-    return repr(float(2 ** slot * scale))
+    return repr(2 ** slot / divisor)

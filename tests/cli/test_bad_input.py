@@ -87,7 +87,7 @@ def test_top_replays_only_traces(tmp_path):
 
 
 def test_help_has_examples():
-    for command in ("record", "doctor"):
+    for command in ("record", "doctor", "top", "analyze", "report", "export", "index", "serve", "job"):
         result = run(command, "--help")
         assert result.returncode == 0
         assert "Examples" in result.stdout
@@ -125,3 +125,63 @@ def test_index_of_something_that_is_not_a_trace(tmp_path):
 @pytest.mark.parametrize("flag", ["--rotate-mb", "--rotate-s"])
 def test_rotation_needs_a_positive_size_or_age(tmp_path, flag, root_required):
     assert_one_line_error(run("record", "-o", str(tmp_path / "out"), flag, "0"), flag)
+
+
+def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return run("serve", "--socket", str(tmp_path / "run" / "ev.sock"), "--record-dir", str(tmp_path / "traces"), *args)
+
+
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ('listen = "127.0.0.1:9464"\nlisten-port = 1\n', ["unknown key 'listen-port'", "known:"]),
+        ("record-job = 5\n", ["record-job", "wrong type"]),
+        ("listen = \n", ["not valid TOML"]),
+        ('listen = "nowhere"\n', ["listen 'nowhere'", "HOST:PORT"]),
+        ('socket-group = "no-such-group-xyz"\n', ["socket-group", "no such group"]),
+        ('record-job = ["12;rm"]\n', ["job '12;rm'"]),
+    ],
+)
+def test_serve_refuses_a_bad_config_naming_the_key(tmp_path, config, words):
+    path = tmp_path / "serve.toml"
+    path.write_text(config)
+    assert_one_line_error(_serve(tmp_path, "--config", str(path)), *words)
+
+
+def test_serve_refuses_an_unreadable_config(tmp_path):
+    assert_one_line_error(_serve(tmp_path, "--config", str(tmp_path / "missing.toml")), "missing.toml", "cannot read")
+
+
+def test_serve_refuses_a_port_in_use(tmp_path, root_required):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, "--listen", f"127.0.0.1:{port}")
+    assert_one_line_error(result, f"listen 127.0.0.1:{port}", "in use")
+    assert not (tmp_path / "run" / "ev.sock").exists()  # nothing left behind
+
+
+def test_serve_refuses_a_socket_path_taken(tmp_path, root_required):
+    import socket
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "ev.sock").write_text("not a socket")
+    assert_one_line_error(_serve(tmp_path), "ev.sock", "not a socket")
+    (tmp_path / "run" / "ev.sock").unlink()
+    with socket.socket(socket.AF_UNIX) as live:  # another daemon listening there
+        live.bind(str(tmp_path / "run" / "ev.sock"))
+        live.listen(1)
+        assert_one_line_error(_serve(tmp_path), "ev.sock", "another ioobserve serve")
+
+
+def test_top_attach_to_no_daemon(tmp_path):
+    assert_one_line_error(run("top", "--attach", str(tmp_path / "none.sock")), "none.sock", "no such socket")
+    assert_one_line_error(run("top", "--attach", str(tmp_path / "none.sock"), "--pid", "1"), "--attach")
+
+
+def test_job_command_without_a_daemon(tmp_path):
+    assert_one_line_error(run("job", "start", "42", "--socket", str(tmp_path / "none.sock")), "no ioobserve serve listens")
+    assert_one_line_error(run("job", "pause", "42"), "'pause'", "start or stop")

@@ -4,6 +4,7 @@ clients on the event socket, the prolog/epilog scripts recording one job, SIGHUP
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -203,3 +204,33 @@ def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup,
     assert set(calls.get_column(s.JOB).unique()) == {JOB}
     first_part = load([parts[0]]).filter(pl.col(s.PATH).str.starts_with(str(tmp_path)))
     assert set(first_part.get_column(s.PID).unique()) == {first}
+
+
+@pytest.mark.kernel
+def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
+    from ioobserve.live.attach import AttachedSource
+    from tui.app import make_app
+
+    service = Service(tmp_path)
+    try:
+        source = AttachedSource(service.socket)
+        app = make_app(source)
+
+        async def drive() -> tuple[int, list]:
+            async with app.run_test(size=(120, 32)) as pilot:
+                await asyncio.sleep(0.5)  # the daemon has our client: events flow
+                pid = await asyncio.to_thread(_run_workload, job_cgroup, tmp_path / "data.bin")
+                for _ in range(50):
+                    await pilot.pause(0.2)
+                    table = app.query_one("#processes-table")
+                    rows = [table.get_row_at(i) for i in range(table.row_count)]
+                    mine = [row for row in rows if row[0] == str(pid)]
+                    if mine and mine[0][9] != "0 B":
+                        break
+                await pilot.press("q")
+                return pid, mine
+
+        _, mine = asyncio.run(drive())
+        assert mine and mine[0][2] == JOB and mine[0][9] == "20.5 KiB", mine  # 7 x 3000 B written, its job shown
+    finally:
+        service.stop()

@@ -1,0 +1,81 @@
+"""`top --attach SOCKET`: a running `serve`'s event stream as a live source, so the TUI
+watches the node without a second set of probes."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.live.aggregate import Snapshot, WindowAggregator
+
+
+class AttachError(Exception):
+    """The daemon's socket cannot be read; the message says why."""
+
+
+def batch_frame(line: bytes) -> tuple[pl.DataFrame, int]:
+    """One stream line (ioobserve.serve.stream.batch_line) as (events in schema types, lost)."""
+    batch = pl.read_json(line, infer_schema_length=None)
+    lost = int(batch.get_column("lost")[0])
+    events = batch.select("events").explode("events").drop_nulls().unnest("events")
+    return events.cast({c: s.EVENT_SCHEMA[c] for c in events.columns if c in s.EVENT_SCHEMA}, strict=False), lost
+
+
+class AttachedSource:
+    """Batches from the socket, folded into window aggregates on a reader thread."""
+
+    live = True
+
+    def __init__(self, path: Path) -> None:
+        self.aggregator = WindowAggregator(time.time_ns())
+        self.unavailable: dict[str, str] = {}
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._socket.connect(str(path))
+            self._socket.sendall(b"stream\n")
+        except FileNotFoundError:
+            raise AttachError(f"{path}: no such socket (is ioobserve serve running? see its --socket)") from None
+        except PermissionError:
+            raise AttachError(f"{path}: permission denied (root, or the daemon's socket-group, may read it)") from None
+        except OSError as exc:
+            raise AttachError(f"{path}: {exc.strerror or exc}") from None
+        self._thread = threading.Thread(target=self._read, name="ioobserve-attach", daemon=True)
+
+    def start(self) -> None:
+        """Read the stream until stop() or the daemon goes."""
+        self._thread.start()
+        self.ready.set()
+
+    def _read(self) -> None:
+        try:
+            for line in self._socket.makefile("rb"):
+                frame, lost = batch_frame(line)
+                if lost:
+                    self.aggregator.lost(lost)
+                if frame.height:
+                    self.aggregator.add(frame)
+            self.unavailable = {"stream": "the daemon closed it"}
+        except (OSError, ValueError) as exc:  # closed by stop(), or a line that is not a batch
+            if not isinstance(exc, OSError):
+                self.error = exc
+
+    def snapshot(self) -> Snapshot:
+        """What arrived since the last call."""
+        return self.aggregator.take(time.time_ns())
+
+    def stop(self) -> None:
+        """Disconnect (the daemon stops letting events out when its last client goes)."""
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

@@ -1,0 +1,137 @@
+"""`serve`'s metrics from kernel aggregate rows built by hand (no kernel): sums per label set,
+a two-file call counted once, cumulative histogram buckets, and the Grafana dashboard asking
+only for series the collector exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ioobserve import events as ev
+from ioobserve.serve import aggregates as agg
+from ioobserve.serve.metrics import KernelCollector
+from tests.conftest import ROOT
+
+JOB_CG, OTHER_CG, DEV = 70, 80, 1 << 20 | 3
+
+
+def _calls(*rows) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=ev.AGG_ROW)
+    for i, (cgroup, op, out_side, calls, errors, ret_sum, req_sum, time_ns) in enumerate(rows):
+        out[i]["key"] = (cgroup, 0, DEV, ev.OP_CODES[op], out_side, 0)
+        out[i]["value"] = (calls, errors, ret_sum, req_sum, time_ns)
+    return out
+
+
+def _hist(*rows) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=ev.HIST_ROW)
+    for i, (cgroup, op, out_side, kind, slot, count) in enumerate(rows):
+        out[i]["key"] = ((cgroup, 0, DEV, ev.OP_CODES[op], out_side, 0), kind, slot)
+        out[i]["count"] = count
+    return out
+
+
+class _Probes:
+    """The two calls KernelCollector makes of the probes."""
+
+    def __init__(self, calls, hist):
+        self.calls, self.hist = calls, hist
+
+    def aggregates(self):
+        return self.calls, self.hist, 2
+
+    def lost_counts(self):
+        return np.array([3, 4], dtype=np.uint64)
+
+
+class _Cgroups:
+    def lookup(self, ids):
+        from ioobserve.context.cgroups import CgroupContext
+
+        return {i: CgroupContext(path=f"/x/{i}", job="77" if i == JOB_CG else None) for i in ids}
+
+
+def _scrape(probes) -> dict:
+    collector = KernelCollector(probes, "n1", cgroups=_Cgroups())
+    collector.maps.mountpoints[DEV] = "/data"
+    collector._mounts_read = float("inf")  # no mountinfo in a unit test
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _get(metrics: dict, name: str, **labels) -> float:
+    return sum(v for (n, found), v in metrics.items() if n == name and labels.items() <= dict(found).items())
+
+
+def test_sums_per_label_set_and_a_copy_counted_once():
+    calls = _calls(
+        (JOB_CG, "read", 0, 10, 1, 40960, 40960, 5000),
+        (JOB_CG, "write", 0, 4, 0, 1000, 1000, 800),
+        (JOB_CG, "sendfile", 0, 2, 0, 300, 300, 100),   # its input side: a read
+        (JOB_CG, "sendfile", 2, 2, 0, 300, 300, 100),   # its output side, the same calls: a write
+        (OTHER_CG, "openat", 0, 3, 2, 12, 0, 900),
+    )
+    m = _scrape(_Probes(calls, _hist()))
+    job = {"job": "77", "node": "n1", "mountpoint": "/data", "layer": "syscall", "user": "root"}
+    assert _get(m, "ioobserve_calls_total", op="read", **job) == 10
+    assert _get(m, "ioobserve_errors_total", op="read", **job) == 1
+    assert _get(m, "ioobserve_read_bytes_total", op="read", **job) == 40960
+    assert _get(m, "ioobserve_write_bytes_total", op="read", **job) == 0
+    assert _get(m, "ioobserve_call_seconds_total", op="write", **job) == 800e-9
+    assert _get(m, "ioobserve_calls_total", op="sendfile", **job) == 2  # not 4
+    assert (_get(m, "ioobserve_read_bytes_total", op="sendfile"), _get(m, "ioobserve_write_bytes_total", op="sendfile")) == (300, 300)
+    assert _get(m, "ioobserve_calls_total", op="openat", job="") == 3  # outside any job
+    assert _get(m, "ioobserve_read_bytes_total", op="openat") == 0  # an fd is not bytes
+    assert _get(m, "ioobserve_aggregation_dropped_total") == 2 and _get(m, "ioobserve_lost_events_total") == 7
+
+
+def test_histogram_buckets_are_cumulative_with_inclusive_bounds():
+    hist = _hist(
+        (JOB_CG, "read", 0, ev.AGG_SIZE, 12, 5),      # 4 KiB requests: slot 12 is "<= 4096"
+        (JOB_CG, "read", 0, ev.AGG_SIZE, 20, 1),      # one 1 MiB request
+        (JOB_CG, "read", 0, ev.AGG_LATENCY, 9, 2),    # <= 512 ns: below the first bound (1 µs), counted there
+        (JOB_CG, "read", 0, ev.AGG_LATENCY, 14, 4),   # <= 16 µs
+        (JOB_CG, "read", 0, ev.AGG_LATENCY, 40, 1),   # beyond the last bound (34 s): +Inf only
+        (JOB_CG, "openat", 0, ev.AGG_SIZE, 3, 9),     # not a data op: no size histogram
+    )
+    calls = _calls((JOB_CG, "read", 0, 7, 0, 0, 5 * 4096 + (1 << 20), 0))
+    m = _scrape(_Probes(calls, hist))
+    size = "ioobserve_request_size_bytes_bucket"
+    assert [_get(m, size, op="read", le=le) for le in ("2048.0", "4096.0", "524288.0", "1048576.0", "+Inf")] == [0, 5, 5, 6, 6]
+    assert _get(m, "ioobserve_request_size_bytes_sum", op="read") == 5 * 4096 + (1 << 20)
+    assert _get(m, size, op="openat") == 0
+    latency = "ioobserve_call_duration_seconds_bucket"
+    first, last = repr(2 ** 10 / 1e9), repr(2 ** 35 / 1e9)
+    assert [_get(m, latency, op="read", le=le) for le in (first, repr(2 ** 14 / 1e9), last, "+Inf")] == [2, 6, 6, 7]
+    assert _get(m, "ioobserve_call_duration_seconds_count", op="read") == 7
+
+
+def test_cumulative_buckets_against_a_direct_count():
+    rng = np.random.default_rng(3)
+    slots = rng.integers(0, 40, 200)
+    hist = agg.hist_frame(_hist(*((JOB_CG, "read", 0, ev.AGG_SIZE, int(s), 1) for s in slots)))
+    labelled = agg.LabelMaps("n").label(hist)
+    buckets = agg.cumulative_buckets(labelled, ev.AGG_SIZE, agg.SIZE_SLOTS)
+    for bound, count in buckets.select("bound", "count").iter_rows():
+        assert count == int((slots <= bound).sum())
+
+
+def test_the_dashboard_asks_only_for_exposed_series():
+    calls = _calls((JOB_CG, "read", 0, 1, 0, 1, 1, 1))
+    hist = _hist((JOB_CG, "read", 0, ev.AGG_SIZE, 1, 1), (JOB_CG, "read", 0, ev.AGG_LATENCY, 11, 1))
+    exposed = {name for name, _ in _scrape(_Probes(calls, hist))}
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "ioobserve-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    exprs += [var["query"]["query"] for var in dashboard["templating"]["list"] if isinstance(var.get("query"), dict)]
+    asked = {name for expr in exprs for name in re.findall(r"ioobserve_[a-z_]+", expr)}
+    assert asked and asked <= exposed, asked - exposed
+    for expr in exprs:  # labels the panels group or filter by are ours
+        for label in re.findall(r"by \(([^)]*)\)", expr):
+            assert {part.strip() for part in label.split(",")} <= {*agg.LABELS, "le"}, expr
