@@ -1,0 +1,165 @@
+"""`ioobserve serve` in aggregation-only mode: its CPU and memory under a paced event rate, and
+the overhead it adds to the pread microbenchmark, beside the full-trace mode (`record`) and
+the floor: empty programs on the same two tracepoints.
+
+1. Daemon cost: bench/flood.c issues pread(64 B) paced to --rate for --seconds while the
+   observer runs system-wide and /metrics is scraped every 5 s; CPU is the observer's
+   user+system time over the flood as a share of one core, memory its peak RSS.
+2. Overhead: bench/microbench.c (N x pread 4 KiB from the page cache, ns per call as it
+   measures itself) with nothing, the empty probes, serve, and record running system-wide;
+   configurations interleaved round by round, medians.
+
+  sudo .venv/bin/python bench/serve.py --rate 100000 --seconds 10 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from overhead import IOOBSERVE, build_microbench, measure  # noqa: E402 (a sibling script)
+
+# Empty programs on the raw tracepoints serve uses: the cost of any probe there at all.
+EMPTY_PROBES = """
+import signal
+from ioobserve.probes.compile import compile_bpf
+bpf = compile_bpf(text='int on_enter(void *ctx) { return 0; } int on_exit(void *ctx) { return 0; }')
+bpf.attach_raw_tracepoint(tp="sys_enter", fn_name="on_enter")
+bpf.attach_raw_tracepoint(tp="sys_exit", fn_name="on_exit")
+print("ready", flush=True)
+signal.sigwait([signal.SIGTERM, signal.SIGINT])
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Observer:
+    """One observer running system-wide in the background until stop()."""
+
+    def __init__(self, kind: str, work: Path):
+        self.kind, self.port = kind, _free_port()
+        if kind == "serve":
+            argv = [str(IOOBSERVE), "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(work / "serve.sock"),
+                    "--record-dir", str(work / "jobs")]
+            ready = "metrics on"
+        elif kind == "record":
+            argv = [str(IOOBSERVE), "record", "-o", tempfile.mkdtemp(dir=work, prefix="trace-")]
+            ready = "recording to"
+        elif kind == "empty probes":
+            argv = [str(IOOBSERVE.parent / "python"), "-c", EMPTY_PROBES]
+            ready = "ready"
+        else:
+            raise ValueError(kind)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        head = ""
+        while ready not in head:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{kind} did not start: {head}")
+            head += line
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # drain
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.proc.pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def scrape(self) -> int:
+        return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=300)
+
+
+def daemon_cost(kind: str, rate: int, seconds: float, flood: Path, work: Path) -> dict:
+    """CPU share and peak memory of one observer while the flood runs."""
+    observer = Observer(kind, work)
+    try:
+        time.sleep(1.0)
+        cpu0, wall0 = observer.cpu_seconds(), time.perf_counter()
+        generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", str(int(rate * seconds)), str(rate)],
+                                     stdout=subprocess.PIPE, text=True)
+        scraped = 0
+        while generator.poll() is None:
+            time.sleep(5.0 if kind == "serve" else 0.5)
+            if kind == "serve" and generator.poll() is None:
+                scraped = observer.scrape()
+        achieved = json.loads(generator.stdout.read())["rate"]
+        cpu = (observer.cpu_seconds() - cpu0) / (time.perf_counter() - wall0)
+        rss = observer.peak_rss_mb()
+    finally:
+        observer.stop()
+    return {"kind": kind, "achieved": achieved, "cpu": cpu, "peak_rss_mb": rss, "scrape_bytes": scraped}
+
+
+def overhead(rounds: int, calls: int, work: Path) -> dict[str, list[float]]:
+    """ns per pread under each configuration, interleaved."""
+    micro = build_microbench(work)
+    command = [str(micro), str(work / "micro.dat"), str(calls)]
+    configs = ["baseline", "empty probes", "serve", "record"]
+    results: dict[str, list[float]] = {config: [] for config in configs}
+    for _ in range(rounds):
+        for config in configs:
+            observer = None if config == "baseline" else Observer(config, work)
+            try:
+                results[config].append(measure(command, "ns_per_call", config))
+            finally:
+                if observer:
+                    observer.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=int, default=100_000)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=1_000_000)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/serve.py: run as root (the observers attach probes)")
+    work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-serve-"))
+    flood = work / "flood"
+    subprocess.run(["cc", "-O2", "-o", str(flood), str(BENCH / "flood.c")], check=True)
+    print(f"Observer cost at {args.rate:,} pread/s for {args.seconds:g} s (system-wide):\n")
+    print("| observer | achieved rate | CPU (share of a core) | peak RSS |")
+    print("|---|---|---|---|")
+    for kind in ("serve", "record"):
+        r = daemon_cost(kind, args.rate, args.seconds, flood, work)
+        print(f"| {kind} | {r['achieved']:,.0f}/s | {r['cpu']:.1%} | {r['peak_rss_mb']:.0f} MB |", flush=True)
+    results = overhead(args.rounds, args.calls, work)
+    base = statistics.median(results["baseline"])
+    print(f"\npread(4 KiB) microbenchmark, {args.calls:,} calls, {args.rounds} interleaved rounds:\n")
+    print("| running | median ns/call | min-max | added ns/call | ratio to baseline |")
+    print("|---|---|---|---|---|")
+    for config, values in results.items():
+        med = statistics.median(values)
+        print(f"| {config} | {med:.0f} | {min(values):.0f}-{max(values):.0f} | {med - base:+.0f} | {med / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
