@@ -30,7 +30,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from overhead import IOOBSERVE, build_microbench, measure  # noqa: E402 (a sibling script)
+from overhead import IOOBSERVE, build_microbench, measure  # a sibling script
 
 # Empty programs on the raw tracepoints serve uses: the cost of any probe there at all.
 EMPTY_PROBES = """

@@ -108,6 +108,12 @@ class CgroupTable:
                 self._unknown_since[i] = now
         return {i: self.by_id[i] for i in wanted if i in self.by_id}
 
+    def gone(self, ids) -> set[int]:
+        """Of these known ids, those whose cgroup has been removed (ids never learned are not judged)."""
+        if self.mount is None:
+            return set()
+        return {i for i in ids if i in self.by_id and not (self.mount / self.by_id[i].path.lstrip("/")).is_dir()}
+
     def ids_where(self, keep) -> set[int]:
         """Ids of the cgroups whose context satisfies `keep` and whose parent's does not:
         the tops of the matching subtrees (the kernel filter also selects what is below)."""

@@ -186,6 +186,13 @@ class SyscallProbes:
         hist_rows = np.frombuffer(b"".join(bytes(k) + bytes(ctypes.c_uint64(v.value)) for k, v in hist), dtype=ev.HIST_ROW)
         return call_rows, hist_rows, int(self.bpf["agg_dropped"][ctypes.c_int(0)].value)
 
+    def forget_aggregates(self, cgroup_ids: set[int]) -> None:
+        """Remove the aggregate entries of these cgroups (gone: their sums are carried in user space)."""
+        for table, cgroup_of in ((self.bpf["agg_calls"], lambda key: key.cgroup_id),
+                                 (self.bpf["agg_hist"], lambda key: key.agg.cgroup_id)):
+            for key in [key for key in table.keys() if cgroup_of(key) in cgroup_ids]:
+                table.pop(key, None)
+
     def _fill_set(self, name: str, keys) -> None:
         table = self.bpf[name]
         for key in keys:

@@ -110,3 +110,46 @@ def cumulative_buckets(hist: pl.DataFrame, kind: int, slots: range) -> pl.DataFr
     grid = total.join(bounds, how="cross")
     return grid.join(below, on=[*LABELS, "bound"], how="left").with_columns(pl.col("count").fill_null(0)) \
         .sort(*LABELS, "bound")
+
+
+JOB_KEEP_S = 3600.0  # a finished job's series stay this long after its last cgroup went, then are let go
+
+
+class Carry:
+    """The sums of cgroups that are gone, kept in user space once their kernel entries are
+    removed (the tables stay bounded, and a counter never goes down). Series of a job none of
+    whose cgroups is left are let go JOB_KEEP_S later; those of no job stay."""
+
+    def __init__(self) -> None:
+        self.sums: pl.DataFrame | None = None  # LABELS + SUMS
+        self.hist: pl.DataFrame | None = None  # labelled hist_frame rows: LABELS + out, kind, slot, count
+        self._since: dict[str, float] = {}  # job -> when it was last carried
+
+    def add(self, sums: pl.DataFrame, hist: pl.DataFrame, now: float) -> None:
+        """Labelled call_sums and hist rows of cgroups that are gone."""
+        self.sums = by_labels(pl.concat([f for f in (self.sums, sums.select(*LABELS, *SUMS)) if f is not None]), SUMS)
+        keys = [*LABELS, "out", "kind", "slot"]
+        rows = [f for f in (self.hist, hist.select(*keys, "count")) if f is not None]
+        self.hist = pl.concat(rows).group_by(keys).agg(pl.col("count").sum())
+        for job in sums.get_column("job").unique().to_list():
+            if job:
+                self._since[job] = now
+
+    def release(self, live_jobs: set[str], now: float) -> None:
+        """Let go of finished jobs' series (none of their cgroups left, carried long enough)."""
+        done = [job for job, since in self._since.items() if job not in live_jobs and now - since >= JOB_KEEP_S]
+        if not done:
+            return
+        for job in done:
+            del self._since[job]
+        self.sums = self.sums.filter(~pl.col("job").is_in(done))
+        self.hist = self.hist.filter(~pl.col("job").is_in(done))
+
+    def with_sums(self, sums: pl.DataFrame) -> pl.DataFrame:
+        """Live labelled call_sums plus the carried ones, per label set."""
+        return by_labels(pl.concat([sums.select(*LABELS, *SUMS), *([self.sums] if self.sums is not None else [])]), SUMS)
+
+    def with_hist(self, hist: pl.DataFrame) -> pl.DataFrame:
+        """Live labelled hist rows plus the carried ones."""
+        keys = [*LABELS, "out", "kind", "slot", "count"]
+        return pl.concat([hist.select(keys), *([self.hist.select(keys)] if self.hist is not None else [])])

@@ -3,6 +3,7 @@ each scrape. Ids become labels here: cgroup -> job, uid -> user, dev -> mount po
 
 from __future__ import annotations
 
+import threading
 import time
 
 import polars as pl
@@ -35,7 +36,10 @@ class KernelCollector(Collector):
         self.maps = agg.LabelMaps(node)
         self.cgroups = cgroups if cgroups is not None else CgroupTable()
         self.users = UserNames()
+        self.carry = agg.Carry()
         self._mounts_read = 0.0
+        self._lock = threading.Lock()
+        self.clock = time.monotonic  # when sums were carried (tests move it)
 
     def _learn(self, calls: pl.DataFrame) -> None:
         """Names for ids not seen before (a cgroup walk, a passwd lookup, mountinfo)."""
@@ -52,18 +56,32 @@ class KernelCollector(Collector):
             for mount in reversed(read_mounts(HOST_MOUNTINFO)):
                 self.maps.mountpoints[(mount.major << 20) | mount.minor] = mount.mountpoint
 
+    def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+        """The labelled sums and histogram rows, live and carried; the calls not aggregated.
+        Entries of cgroups that are gone move from the kernel into the carry."""
+        call_rows, hist_rows, dropped = self.probes.aggregates()
+        calls, hist = agg.call_frame(call_rows), agg.hist_frame(hist_rows)
+        self._learn(calls)
+        now = self.clock()
+        gone = self.cgroups.gone(calls.get_column("cgroup_id").unique().to_list())
+        if gone:
+            dead = pl.col("cgroup_id").is_in(sorted(gone))
+            self.carry.add(self.maps.label(agg.call_sums(calls.filter(dead))), self.maps.label(hist.filter(dead)), now)
+            self.probes.forget_aggregates(gone)
+            calls, hist = calls.filter(~dead), hist.filter(~dead)
+        live = self.maps.label(agg.call_sums(calls))
+        self.carry.release(set(live.get_column("job").unique().to_list()), now)
+        return self.carry.with_sums(live), self.carry.with_hist(self.maps.label(hist)), dropped
+
     def collect(self):
         """The metric families, from the tables as they stand now."""
-        call_rows, hist_rows, dropped = self.probes.aggregates()
-        calls = agg.call_frame(call_rows)
-        self._learn(calls)
-        sums = agg.by_labels(self.maps.label(agg.call_sums(calls)), agg.SUMS)
+        with self._lock:  # scrapes run on threads of their own
+            sums, hist, dropped = self._tables()
         for name, text, column, divisor in COUNTERS:
             family = CounterMetricFamily(name, text, labels=agg.LABELS)
             for row in sums.iter_rows(named=True):
                 family.add_metric([row[label] for label in agg.LABELS], row[column] / divisor)
             yield family
-        hist = self.maps.label(agg.hist_frame(hist_rows))
         yield self._histogram("ioobserve_call_duration_seconds", "Latency of file I/O system calls.",
                               agg.cumulative_buckets(hist, ev.AGG_LATENCY, agg.LATENCY_SLOTS), sums, "time_ns", 1e9)
         yield self._histogram("ioobserve_request_size_bytes", "Bytes asked for by read and write calls.",

@@ -132,6 +132,13 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
         # the failed open has no file, so no mount point
         assert _value(metrics, "ioobserve_errors_total", op="openat", job=JOB, mountpoint="") == 1
         assert _value(metrics, "ioobserve_aggregation_dropped_total") == 0
+        # the job ends and slurmd removes its cgroups: the kernel's entries go, the counters stay
+        job_dir = job_cgroup.parents[2]
+        for directory in (job_cgroup, job_cgroup.parent, job_cgroup.parents[1], job_dir):
+            directory.rmdir()
+        again = service.metrics()
+        job_samples = {key: value for key, value in metrics.items() if ("job", JOB) in key[2]}
+        assert job_samples and {key: again[key] for key in job_samples} == job_samples
     finally:
         out = service.stop()
     assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
@@ -36,7 +37,7 @@ def _hist(*rows) -> np.ndarray:
 
 
 class _Probes:
-    """The two calls KernelCollector makes of the probes."""
+    """The calls KernelCollector makes of the probes."""
 
     def __init__(self, calls, hist):
         self.calls, self.hist = calls, hist
@@ -44,23 +45,37 @@ class _Probes:
     def aggregates(self):
         return self.calls, self.hist, 2
 
+    def forget_aggregates(self, cgroup_ids):
+        self.calls = self.calls[~np.isin(self.calls["key"]["cgroup_id"], list(cgroup_ids))]
+        self.hist = self.hist[~np.isin(self.hist["key"]["agg"]["cgroup_id"], list(cgroup_ids))]
+
     def lost_counts(self):
         return np.array([3, 4], dtype=np.uint64)
 
 
 class _Cgroups:
+    def __init__(self):
+        self.removed = set()
+
+    def gone(self, ids):
+        return {i for i in ids if i in self.removed}
+
     def lookup(self, ids):
         from ioobserve.context.cgroups import CgroupContext
 
         return {i: CgroupContext(path=f"/x/{i}", job="77" if i == JOB_CG else None) for i in ids}
 
 
-def _scrape(probes) -> dict:
-    collector = KernelCollector(probes, "n1", cgroups=_Cgroups())
+def _collector(probes, cgroups=None) -> KernelCollector:
+    collector = KernelCollector(probes, "n1", cgroups=cgroups or _Cgroups())
     collector.maps.mountpoints[DEV] = "/data"
     collector._mounts_read = float("inf")  # no mountinfo in a unit test
+    return collector
+
+
+def _scrape(probes, collector=None) -> dict:
     registry = CollectorRegistry()
-    registry.register(collector)
+    registry.register(collector or _collector(probes))
     text = generate_latest(registry).decode()
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
@@ -135,3 +150,20 @@ def test_the_dashboard_asks_only_for_exposed_series():
     for expr in exprs:  # labels the panels group or filter by are ours
         for label in re.findall(r"by \(([^)]*)\)", expr):
             assert {part.strip() for part in label.split(",")} <= {*agg.LABELS, "le"}, expr
+
+
+def test_a_removed_cgroup_is_carried_so_counters_never_go_down():
+    calls = _calls((JOB_CG, "read", 0, 10, 0, 4096, 4096, 50), (OTHER_CG, "read", 0, 3, 0, 30, 30, 5))
+    hist = _hist((JOB_CG, "read", 0, ev.AGG_SIZE, 12, 10), (OTHER_CG, "read", 0, ev.AGG_SIZE, 4, 3))
+    probes, cgroups = _Probes(calls, hist), _Cgroups()
+    collector = _collector(probes, cgroups)
+    before = _scrape(probes, collector)
+    cgroups.removed = {JOB_CG, OTHER_CG}  # both cgroups removed: their kernel entries go
+    after = _scrape(probes, collector)
+    assert len(probes.calls) == 0 and len(probes.hist) == 0
+    assert after == before  # the same series with the same values, from the carry
+    # later the job's series are let go (it has no cgroup left); those of no job stay
+    collector.clock = lambda: time.monotonic() + agg.JOB_KEEP_S
+    later = _scrape(probes, collector)
+    assert _get(later, "ioobserve_calls_total", job="77") == 0 and _get(later, "ioobserve_calls_total", job="") == 3
+    assert _get(later, "ioobserve_request_size_bytes_bucket", job="", le="16.0") == 3
