@@ -81,6 +81,7 @@ class Daemon:
         discover.start()
 
         def ready() -> None:
+            jobs.discover()  # jobs running already are recorded from the first event on
             started.set()
             if on_ready:
                 on_ready()

@@ -60,8 +60,9 @@ def _free_port() -> int:
 class Service:
     """A running `ioobserve serve` with its own port, socket and trace directory."""
 
-    def __init__(self, tmp_path: Path, *options: str):
-        self.port, self.socket, self.traces = _free_port(), tmp_path / "run" / "events.sock", tmp_path / "traces"
+    def __init__(self, tmp_path: Path, *options: str, socket_path: Path | None = None):
+        self.port, self.traces = _free_port(), tmp_path / "traces"
+        self.socket = socket_path or tmp_path / "run" / "events.sock"
         self.proc = subprocess.Popen([IOOBSERVE, "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
                                       "--record-dir", str(self.traces), *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -241,3 +242,46 @@ def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
         assert mine and mine[0][2] == JOB and mine[0][9] == "20.5 KiB", mine  # 7 x 3000 B written, its job shown
     finally:
         service.stop()
+
+
+def _as_user(uid: int, gid: int, path: Path, line: bytes) -> str:
+    """What the daemon answers a client of this uid and gid (or the error connecting)."""
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+
+    code = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n"
+            "except OSError as e:\n    print(type(e).__name__); sys.exit()\ns.sendall(sys.argv[2].encode())\n"
+            "print(s.makefile().readline().strip())")
+    done = subprocess.run([sys.executable, "-c", code, str(path), line.decode()], preexec_fn=drop, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return done.stdout.strip()
+
+
+@pytest.mark.kernel
+def test_a_config_rule_records_a_job_and_only_root_commands(job_cgroup, tmp_path):
+    import grp
+    import pwd
+    import tempfile
+
+    nobody, nogroup = pwd.getpwnam("nobody").pw_uid, grp.getgrnam("nogroup").gr_gid
+    run_dir = Path(tempfile.mkdtemp(prefix="ioobserve-serve-"))
+    run_dir.chmod(0o711)  # others may reach the socket; the socket's own mode decides
+    config = tmp_path / "serve.toml"
+    config.write_text(f'record-job = ["{JOB}"]\nsocket-group = "nogroup"\n')
+    service = Service(tmp_path, "--config", str(config), socket_path=run_dir / "events.sock")
+    try:
+        pid = _run_workload(job_cgroup, tmp_path / "data.bin")  # recorded by the rule: no prolog ran
+        mode = service.socket.stat()
+        assert (mode.st_mode & 0o777, mode.st_gid) == (0o660, nogroup)
+        assert _as_user(nobody, nogroup, service.socket, b"start 42\n") == "error: only root may start or stop a job's recording"
+        other = grp.getgrnam("daemon").gr_gid
+        assert _as_user(nobody, other, service.socket, b"stream\n") == "PermissionError"  # not in the group
+        time.sleep(1.5)
+    finally:
+        service.stop()
+        run_dir.rmdir()
+    calls = load(sorted((service.traces / f"job-{JOB}").glob("*.pfw.gz"))).filter(
+        (pl.col(s.PID) == pid) & pl.col(s.OP).is_in(["read", "write"]) & pl.col(s.PATH).str.starts_with(str(tmp_path)))
+    assert calls.height == WRITES + READS
