@@ -152,6 +152,8 @@ struct ioo_config {
 	__u32 layers;         /* IOO_LAYER_* bits of the optional layers switched on */
 	__u32 emit_some;      /* with IOO_AGGREGATE: events leave the kernel only for tasks whose cgroup
 			       * or an ancestor is in `emit_cgroups`; every call is still aggregated */
+	__u32 emit_gen;       /* bumped at each change of `emit_cgroups`: older cached verdicts are stale */
+	__u32 emit_count;     /* entries in `emit_cgroups`: none, no walk */
 };
 
 /* Bits of ioo_config.layers. */
@@ -207,22 +209,20 @@ struct ioo_agg_key {
 	__u32 pad;
 };
 
+#define IOO_AGG_LATENCY 0  /* histogram kind: log2 of the duration in ns */
+#define IOO_AGG_SIZE    1  /* ... log2 of the bytes asked for */
+#define IOO_AGG_SLOTS   40 /* value v is in slot ceil(log2(v)), the smallest k with v <= 2^k (v <= 1: 0);
+			    * the last slot also holds all beyond it (2^39 ns is 9 min) */
+
+/* The histograms sit in the value: one table lookup per call. */
 struct ioo_agg_value {
 	__u64 calls;
 	__u64 errors;      /* returned -1..-4095 */
 	__u64 ret_sum;     /* sum of non-negative returns: bytes moved for data ops */
 	__u64 req_sum;     /* sum of the bytes asked for */
 	__u64 time_ns;
-};
-
-#define IOO_AGG_LATENCY 0  /* ioo_hist_key.kind: log2 of the duration in ns */
-#define IOO_AGG_SIZE    1  /* ... log2 of the bytes asked for */
-#define IOO_AGG_SLOTS   64
-
-struct ioo_hist_key {
-	struct ioo_agg_key agg;
-	__u32 kind;
-	__u32 slot;        /* value v is in slot ceil(log2(v)), the smallest k with v <= 2^k (v <= 1: 0) */
+	__u64 latency[IOO_AGG_SLOTS];
+	__u64 size[IOO_AGG_SLOTS];  /* only calls that asked for bytes */
 };
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */

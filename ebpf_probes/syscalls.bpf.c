@@ -79,6 +79,12 @@ struct file_verdict {
 	u8 pad;
 };
 
+/* event_wanted's answer for one cgroup, as of emit_gen `gen`. */
+struct emit_verdict {
+	u32 gen;
+	u32 wanted;
+};
+
 struct walk_req {
 	void *vfsmnt;
 	void *dentry;
@@ -155,9 +161,11 @@ BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 
 #ifdef IOO_AGGREGATE
-BPF_HASH(agg_calls, struct ioo_agg_key, struct ioo_agg_value, AGG_ENTRIES);
-BPF_HASH(agg_hist, struct ioo_hist_key, u64, AGG_ENTRIES * 8);
+/* Not preallocated: a value holds two histograms (~700 B), so memory follows the keys in use. */
+BPF_F_TABLE("hash", struct ioo_agg_key, struct ioo_agg_value, agg_calls, AGG_ENTRIES, BPF_F_NO_PREALLOC);
+BPF_ARRAY(agg_zero, struct ioo_agg_value, 1);  /* never written: a new key's first value (too big for the stack) */
 BPF_HASH(emit_cgroups, u64, u8, 1024);  /* with emit_some: the cgroups whose events leave the kernel */
+BPF_TABLE("lru_hash", u64, struct emit_verdict, emit_verdicts, 4096);  /* event_wanted per cgroup, cached */
 BPF_ARRAY(agg_dropped, u64, 1);         /* calls not aggregated: a table was full */
 #endif
 
@@ -685,29 +693,17 @@ static __always_inline void agg_dropped_one(void)
 		__sync_fetch_and_add(dropped, 1);
 }
 
-static __always_inline void hist_add(struct ioo_agg_key *key, u32 kind, u64 v)
-{
-	struct ioo_hist_key hk = {.agg = *key, .kind = kind, .slot = log2_slot(v)};
-	u64 one = 1;
-	u64 *count = agg_hist.lookup(&hk);
-	if (count)
-		__sync_fetch_and_add(count, 1);
-	else if (agg_hist.insert(&hk, &one))  /* lost a race to create it: add to the winner's */
-		if ((count = agg_hist.lookup(&hk)))
-			__sync_fetch_and_add(count, 1);
-		else
-			agg_dropped_one();
-}
-
 /* One traced call into the aggregates (every call, whatever leaves the kernel). */
-static __always_inline void aggregate_call(struct inflight *st, s64 ret, u64 dur, u32 dev, u16 flags)
+static __always_inline void aggregate_call(struct inflight *st, s64 ret, u64 dur, u32 dev, u16 flags, u64 cgroup_id)
 {
-	struct ioo_agg_key key = {.cgroup_id = current_cgroup_id(), .uid = current_uid(), .dev = dev, .op = st->op,
+	struct ioo_agg_key key = {.cgroup_id = cgroup_id, .uid = current_uid(), .dev = dev, .op = st->op,
 				  .out = (flags & IOO_F_PAIR_OUT) ? ((flags & IOO_F_REPEAT) ? 2 : 1) : 0};
 	struct ioo_agg_value *value = agg_calls.lookup(&key);
 	if (!value) {
-		struct ioo_agg_value zero = {};
-		agg_calls.insert(&key, &zero);
+		u32 zero = 0;
+		struct ioo_agg_value *fresh = agg_zero.lookup(&zero);
+		if (fresh)
+			agg_calls.insert(&key, fresh);  /* may lose a race to create it: then add to the winner's */
 		value = agg_calls.lookup(&key);
 		if (!value) {
 			agg_dropped_one();
@@ -719,27 +715,40 @@ static __always_inline void aggregate_call(struct inflight *st, s64 ret, u64 dur
 		__sync_fetch_and_add(&value->errors, 1);
 	else if (ret > 0)
 		__sync_fetch_and_add(&value->ret_sum, ret);
-	__sync_fetch_and_add(&value->req_sum, st->bytes_req);
 	__sync_fetch_and_add(&value->time_ns, dur);
-	hist_add(&key, IOO_AGG_LATENCY, dur);
-	if (st->bytes_req)
-		hist_add(&key, IOO_AGG_SIZE, st->bytes_req);
+	__sync_fetch_and_add(&value->latency[log2_slot(dur)], 1);
+	if (st->bytes_req) {
+		__sync_fetch_and_add(&value->req_sum, st->bytes_req);
+		__sync_fetch_and_add(&value->size[log2_slot(st->bytes_req)], 1);
+	}
 }
 
-/* Whether this task's events leave the kernel: all, or only those of emit_cgroups. */
-static __always_inline int event_wanted(void)
+/* Whether this task's events leave the kernel: all, or only those of emit_cgroups. The walk up
+ * the cgroup tree costs a helper call per level, so its verdict is kept per cgroup, valid while
+ * emit_cgroups is unchanged (emit_gen). */
+static __always_inline int event_wanted(u64 cgroup_id)
 {
 	struct ioo_config *cfg = get_config();
 	if (!cfg || !cfg->emit_some)
 		return 1;
+	if (!cfg->emit_count)
+		return 0;
+	u32 gen = cfg->emit_gen;
+	struct emit_verdict *cached = emit_verdicts.lookup(&cgroup_id);
+	if (cached && cached->gen == gen)
+		return cached->wanted;
+	struct emit_verdict verdict = {.gen = gen};
 	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
 		u64 id = bpf_get_current_ancestor_cgroup_id(level);
 		if (!id)
-			return 0;
-		if (emit_cgroups.lookup(&id))
-			return 1;
+			break;
+		if (emit_cgroups.lookup(&id)) {
+			verdict.wanted = 1;
+			break;
+		}
 	}
-	return 0;
+	emit_verdicts.update(&cgroup_id, &verdict);
+	return verdict.wanted;
 }
 #endif
 
@@ -747,8 +756,9 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 					int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
 {
 #ifdef IOO_AGGREGATE
-	aggregate_call(st, ret, dur, has_file ? id->dev : 0, flags);
-	if (!event_wanted())
+	u64 cgroup_id = current_cgroup_id();
+	aggregate_call(st, ret, dur, has_file ? id->dev : 0, flags, cgroup_id);
+	if (!event_wanted(cgroup_id))
 		return 0;
 #endif
 	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));

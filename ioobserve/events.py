@@ -134,16 +134,15 @@ CONFIG = np.dtype(
     [
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
         ("filter_comm", "<u4"), ("filter_path", "<u4"), ("helper_tgid", "<u4"), ("layers", "<u4"),
-        ("emit_some", "<u4"),
+        ("emit_some", "<u4"), ("emit_gen", "<u4"), ("emit_count", "<u4"),
     ]
 )
 
 AGG_KEY = np.dtype([("cgroup_id", "<u8"), ("uid", "<u4"), ("dev", "<u4"), ("op", "<u2"), ("out", "<u2"), ("pad", "<u4")])
-AGG_VALUE = np.dtype([("calls", "<u8"), ("errors", "<u8"), ("ret_sum", "<u8"), ("req_sum", "<u8"), ("time_ns", "<u8")])
-HIST_KEY = np.dtype([("agg", AGG_KEY), ("kind", "<u4"), ("slot", "<u4")])
-AGG_LATENCY, AGG_SIZE, AGG_SLOTS = 0, 1, 64  # IOO_AGG_*
-AGG_ROW = np.dtype([("key", AGG_KEY), ("value", AGG_VALUE)])  # a key and its value, as read from the kernel
-HIST_ROW = np.dtype([("key", HIST_KEY), ("count", "<u8")])
+AGG_LATENCY, AGG_SIZE, AGG_SLOTS = 0, 1, 40  # IOO_AGG_*
+AGG_SUMS = ("calls", "errors", "ret_sum", "req_sum", "time_ns")
+AGG_VALUE = np.dtype([*((name, "<u8") for name in AGG_SUMS), ("latency", "<u8", (AGG_SLOTS,)), ("size", "<u8", (AGG_SLOTS,))])
+AGG_ENTRY = np.dtype([("key", AGG_KEY), ("value", AGG_VALUE)])  # a key and its value, as read from the kernel
 
 EVENT = np.dtype(
     [

@@ -176,22 +176,22 @@ class SyscallProbes:
             table[ctypes.c_uint64(cgroup_id)] = ctypes.c_uint8(1)
         else:
             table.pop(ctypes.c_uint64(cgroup_id), None)
+        # After the table: a verdict the kernel caches under the new generation saw the new set.
+        self._config["emit_count"] = len(table)
+        self._config["emit_gen"] += 1
+        self._write_config()
 
-    def aggregates(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """The kernel's aggregates as they stand: (AGG_KEY + AGG_VALUE rows, HIST_KEY + count
-        rows, calls dropped because a table was full)."""
-        calls = self.bpf["agg_calls"].items()
-        hist = self.bpf["agg_hist"].items()
-        call_rows = np.frombuffer(b"".join(bytes(k) + bytes(v) for k, v in calls), dtype=ev.AGG_ROW)
-        hist_rows = np.frombuffer(b"".join(bytes(k) + bytes(ctypes.c_uint64(v.value)) for k, v in hist), dtype=ev.HIST_ROW)
-        return call_rows, hist_rows, int(self.bpf["agg_dropped"][ctypes.c_int(0)].value)
+    def aggregates(self) -> tuple[np.ndarray, int]:
+        """The kernel's aggregates as they stand: ev.AGG_ENTRY rows (a key, its sums and
+        histograms) and the calls dropped because the table was full."""
+        entries = b"".join(bytes(key) + bytes(value) for key, value in self.bpf["agg_calls"].items())
+        return np.frombuffer(entries, dtype=ev.AGG_ENTRY), int(self.bpf["agg_dropped"][ctypes.c_int(0)].value)
 
     def forget_aggregates(self, cgroup_ids: set[int]) -> None:
         """Remove the aggregate entries of these cgroups (gone: their sums are carried in user space)."""
-        for table, cgroup_of in ((self.bpf["agg_calls"], lambda key: key.cgroup_id),
-                                 (self.bpf["agg_hist"], lambda key: key.agg.cgroup_id)):
-            for key in [key for key in table.keys() if cgroup_of(key) in cgroup_ids]:
-                table.pop(key, None)
+        table = self.bpf["agg_calls"]
+        for key in [key for key in table if key.cgroup_id in cgroup_ids]:
+            table.pop(key, None)
 
     def _fill_set(self, name: str, keys) -> None:
         table = self.bpf[name]

@@ -23,26 +23,35 @@ SIZED_OPS = frozenset(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
 
 
-def call_frame(rows: np.ndarray) -> pl.DataFrame:
-    """ev.AGG_ROW rows as columns: cgroup_id, uid, dev, op (name), out, and the value's sums."""
-    key, value = rows["key"], rows["value"]
-    ops = np.asarray(ev.OP_LABELS, dtype=object)[key["op"]] if len(rows) else np.array([], dtype=object)
+def _ops(key: np.ndarray) -> pl.Series:
+    """Operation names of AGG_KEY rows."""
+    names = np.asarray(ev.OP_LABELS, dtype=object)[key["op"]] if len(key) else np.array([], dtype=object)
+    return pl.Series(names, dtype=pl.String)
+
+
+def call_frame(entries: np.ndarray) -> pl.DataFrame:
+    """ev.AGG_ENTRY rows as columns: cgroup_id, uid, dev, op (name), out, and the value's sums."""
+    key, value = entries["key"], entries["value"]
     return pl.DataFrame({
-        "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": pl.Series(ops, dtype=pl.String),
-        "out": key["out"], **{name: value[name] for name in ("calls", "errors", "ret_sum", "req_sum", "time_ns")},
+        "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key),
+        "out": key["out"], **{name: value[name] for name in ev.AGG_SUMS},
     }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16})
 
 
-def hist_frame(rows: np.ndarray) -> pl.DataFrame:
-    """ev.HIST_ROW rows as columns: cgroup_id, uid, dev, op, out, kind, slot, count."""
-    key = rows["key"]
-    agg = key["agg"]
-    ops = np.asarray(ev.OP_LABELS, dtype=object)[agg["op"]] if len(rows) else np.array([], dtype=object)
-    return pl.DataFrame({
-        "cgroup_id": agg["cgroup_id"], "uid": agg["uid"], "dev": agg["dev"], "op": pl.Series(ops, dtype=pl.String),
-        "out": agg["out"], "kind": key["kind"], "slot": key["slot"], "count": rows["count"],
-    }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16,
-                         "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64})
+def hist_frame(entries: np.ndarray) -> pl.DataFrame:
+    """The histograms of ev.AGG_ENTRY rows, one row per slot in use: cgroup_id, uid, dev, op,
+    out, kind, slot, count."""
+    parts = []
+    for kind, column in ((ev.AGG_LATENCY, "latency"), (ev.AGG_SIZE, "size")):
+        counts = entries["value"][column].reshape(len(entries), ev.AGG_SLOTS)
+        row, slot = np.nonzero(counts)
+        key = entries["key"][row]
+        parts.append(pl.DataFrame({
+            "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key), "out": key["out"],
+            "kind": np.full(len(row), kind, dtype=np.uint32), "slot": slot.astype(np.uint32), "count": counts[row, slot],
+        }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16,
+                             "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64}))
+    return pl.concat(parts)
 
 
 def _counted_once() -> pl.Expr:

@@ -59,8 +59,8 @@ class KernelCollector(Collector):
     def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame, int]:
         """The labelled sums and histogram rows, live and carried; the calls not aggregated.
         Entries of cgroups that are gone move from the kernel into the carry."""
-        call_rows, hist_rows, dropped = self.probes.aggregates()
-        calls, hist = agg.call_frame(call_rows), agg.hist_frame(hist_rows)
+        entries, dropped = self.probes.aggregates()
+        calls, hist = agg.call_frame(entries), agg.hist_frame(entries)
         self._learn(calls)
         now = self.clock()
         gone = self.cgroups.gone(calls.get_column("cgroup_id").unique().to_list())

@@ -16,7 +16,6 @@ STRUCTS = {
     "ioo_config": ev.CONFIG,
     "ioo_agg_key": ev.AGG_KEY,
     "ioo_agg_value": ev.AGG_VALUE,
-    "ioo_hist_key": ev.HIST_KEY,
     "ioo_file_key": ev.FILE_KEY,
     "ioo_lib_record": ev.LIB_RECORD,
     "ioo_py_layout": ev.PY_LAYOUT,

@@ -20,34 +20,33 @@ from tests.conftest import ROOT
 JOB_CG, OTHER_CG, DEV = 70, 80, 1 << 20 | 3
 
 
-def _calls(*rows) -> np.ndarray:
-    out = np.zeros(len(rows), dtype=ev.AGG_ROW)
-    for i, (cgroup, op, out_side, calls, errors, ret_sum, req_sum, time_ns) in enumerate(rows):
+def _entries(calls=(), hist=()) -> np.ndarray:
+    """AGG_ENTRY rows as the kernel keeps them: calls (cgroup, op, out, calls, errors, ret_sum,
+    req_sum, time_ns) and histogram counts (cgroup, op, out, kind, slot, count) by key."""
+    keys = list(dict.fromkeys([row[:3] for row in calls] + [row[:3] for row in hist]))
+    out = np.zeros(len(keys), dtype=ev.AGG_ENTRY)
+    for i, (cgroup, op, out_side) in enumerate(keys):
         out[i]["key"] = (cgroup, 0, DEV, ev.OP_CODES[op], out_side, 0)
-        out[i]["value"] = (calls, errors, ret_sum, req_sum, time_ns)
-    return out
-
-
-def _hist(*rows) -> np.ndarray:
-    out = np.zeros(len(rows), dtype=ev.HIST_ROW)
-    for i, (cgroup, op, out_side, kind, slot, count) in enumerate(rows):
-        out[i]["key"] = ((cgroup, 0, DEV, ev.OP_CODES[op], out_side, 0), kind, slot)
-        out[i]["count"] = count
+    for cgroup, op, out_side, *sums in calls:
+        value = out[keys.index((cgroup, op, out_side))]["value"]
+        for name, number in zip(ev.AGG_SUMS, sums):
+            value[name] = number
+    for cgroup, op, out_side, kind, slot, count in hist:
+        out[keys.index((cgroup, op, out_side))]["value"]["latency" if kind == ev.AGG_LATENCY else "size"][slot] = count
     return out
 
 
 class _Probes:
     """The calls KernelCollector makes of the probes."""
 
-    def __init__(self, calls, hist):
-        self.calls, self.hist = calls, hist
+    def __init__(self, entries):
+        self.entries = entries
 
     def aggregates(self):
-        return self.calls, self.hist, 2
+        return self.entries, 2
 
     def forget_aggregates(self, cgroup_ids):
-        self.calls = self.calls[~np.isin(self.calls["key"]["cgroup_id"], list(cgroup_ids))]
-        self.hist = self.hist[~np.isin(self.hist["key"]["agg"]["cgroup_id"], list(cgroup_ids))]
+        self.entries = self.entries[~np.isin(self.entries["key"]["cgroup_id"], list(cgroup_ids))]
 
     def lost_counts(self):
         return np.array([3, 4], dtype=np.uint64)
@@ -86,14 +85,14 @@ def _get(metrics: dict, name: str, **labels) -> float:
 
 
 def test_sums_per_label_set_and_a_copy_counted_once():
-    calls = _calls(
+    entries = _entries(calls=[
         (JOB_CG, "read", 0, 10, 1, 40960, 40960, 5000),
         (JOB_CG, "write", 0, 4, 0, 1000, 1000, 800),
         (JOB_CG, "sendfile", 0, 2, 0, 300, 300, 100),   # its input side: a read
         (JOB_CG, "sendfile", 2, 2, 0, 300, 300, 100),   # its output side, the same calls: a write
         (OTHER_CG, "openat", 0, 3, 2, 12, 0, 900),
-    )
-    m = _scrape(_Probes(calls, _hist()))
+    ])
+    m = _scrape(_Probes(entries))
     job = {"job": "77", "node": "n1", "mountpoint": "/data", "layer": "syscall", "user": "root"}
     assert _get(m, "ioobserve_calls_total", op="read", **job) == 10
     assert _get(m, "ioobserve_errors_total", op="read", **job) == 1
@@ -108,16 +107,16 @@ def test_sums_per_label_set_and_a_copy_counted_once():
 
 
 def test_histogram_buckets_are_cumulative_with_inclusive_bounds():
-    hist = _hist(
+    hist = [
         (JOB_CG, "read", 0, ev.AGG_SIZE, 12, 5),      # 4 KiB requests: slot 12 is "<= 4096"
         (JOB_CG, "read", 0, ev.AGG_SIZE, 20, 1),      # one 1 MiB request
         (JOB_CG, "read", 0, ev.AGG_LATENCY, 9, 2),    # <= 512 ns: below the first bound (1 µs), counted there
         (JOB_CG, "read", 0, ev.AGG_LATENCY, 14, 4),   # <= 16 µs
-        (JOB_CG, "read", 0, ev.AGG_LATENCY, 40, 1),   # beyond the last bound (34 s): +Inf only
+        (JOB_CG, "read", 0, ev.AGG_LATENCY, 39, 1),   # beyond the last bound (34 s): +Inf only
         (JOB_CG, "openat", 0, ev.AGG_SIZE, 3, 9),     # not a data op: no size histogram
-    )
-    calls = _calls((JOB_CG, "read", 0, 7, 0, 0, 5 * 4096 + (1 << 20), 0))
-    m = _scrape(_Probes(calls, hist))
+    ]
+    calls = [(JOB_CG, "read", 0, 7, 0, 0, 5 * 4096 + (1 << 20), 0)]
+    m = _scrape(_Probes(_entries(calls, hist)))
     size = "ioobserve_request_size_bytes_bucket"
     assert [_get(m, size, op="read", le=le) for le in ("2048.0", "4096.0", "524288.0", "1048576.0", "+Inf")] == [0, 5, 5, 6, 6]
     assert _get(m, "ioobserve_request_size_bytes_sum", op="read") == 5 * 4096 + (1 << 20)
@@ -130,18 +129,31 @@ def test_histogram_buckets_are_cumulative_with_inclusive_bounds():
 
 def test_cumulative_buckets_against_a_direct_count():
     rng = np.random.default_rng(3)
-    slots = rng.integers(0, 40, 200)
-    hist = agg.hist_frame(_hist(*((JOB_CG, "read", 0, ev.AGG_SIZE, int(s), 1) for s in slots)))
+    slots = rng.integers(0, ev.AGG_SLOTS, 200)
+    hist = agg.hist_frame(_entries(hist=[(JOB_CG, "read", 0, ev.AGG_SIZE, int(s), int((slots == s).sum()))
+                                         for s in np.unique(slots)]))
+    assert hist.get_column("count").sum() == len(slots)
     labelled = agg.LabelMaps("n").label(hist)
     buckets = agg.cumulative_buckets(labelled, ev.AGG_SIZE, agg.SIZE_SLOTS)
     for bound, count in buckets.select("bound", "count").iter_rows():
         assert count == int((slots <= bound).sum())
 
 
+def test_histograms_come_out_of_the_kernel_value_by_kind_and_slot():
+    entries = _entries(calls=[(JOB_CG, "read", 0, 3, 0, 0, 0, 0), (OTHER_CG, "stat", 0, 1, 0, 0, 0, 0)],
+                       hist=[(JOB_CG, "read", 0, ev.AGG_LATENCY, 11, 2), (JOB_CG, "read", 0, ev.AGG_SIZE, 12, 3),
+                             (OTHER_CG, "stat", 0, ev.AGG_LATENCY, ev.AGG_SLOTS - 1, 1)])
+    hist = agg.hist_frame(entries).sort("cgroup_id", "kind")
+    assert hist.select("cgroup_id", "op", "kind", "slot", "count").rows() == [
+        (JOB_CG, "read", ev.AGG_LATENCY, 11, 2), (JOB_CG, "read", ev.AGG_SIZE, 12, 3),
+        (OTHER_CG, "stat", ev.AGG_LATENCY, ev.AGG_SLOTS - 1, 1)]
+    assert agg.hist_frame(entries[:0]).height == 0
+
+
 def test_the_dashboard_asks_only_for_exposed_series():
-    calls = _calls((JOB_CG, "read", 0, 1, 0, 1, 1, 1))
-    hist = _hist((JOB_CG, "read", 0, ev.AGG_SIZE, 1, 1), (JOB_CG, "read", 0, ev.AGG_LATENCY, 11, 1))
-    exposed = {name for name, _ in _scrape(_Probes(calls, hist))}
+    entries = _entries([(JOB_CG, "read", 0, 1, 0, 1, 1, 1)],
+                       [(JOB_CG, "read", 0, ev.AGG_SIZE, 1, 1), (JOB_CG, "read", 0, ev.AGG_LATENCY, 11, 1)])
+    exposed = {name for name, _ in _scrape(_Probes(entries))}
     dashboard = json.loads((ROOT / "deploy" / "grafana" / "ioobserve-dashboard.json").read_text())
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     exprs += [var["query"]["query"] for var in dashboard["templating"]["list"] if isinstance(var.get("query"), dict)]
@@ -153,14 +165,14 @@ def test_the_dashboard_asks_only_for_exposed_series():
 
 
 def test_a_removed_cgroup_is_carried_so_counters_never_go_down():
-    calls = _calls((JOB_CG, "read", 0, 10, 0, 4096, 4096, 50), (OTHER_CG, "read", 0, 3, 0, 30, 30, 5))
-    hist = _hist((JOB_CG, "read", 0, ev.AGG_SIZE, 12, 10), (OTHER_CG, "read", 0, ev.AGG_SIZE, 4, 3))
-    probes, cgroups = _Probes(calls, hist), _Cgroups()
+    entries = _entries([(JOB_CG, "read", 0, 10, 0, 4096, 4096, 50), (OTHER_CG, "read", 0, 3, 0, 30, 30, 5)],
+                       [(JOB_CG, "read", 0, ev.AGG_SIZE, 12, 10), (OTHER_CG, "read", 0, ev.AGG_SIZE, 4, 3)])
+    probes, cgroups = _Probes(entries), _Cgroups()
     collector = _collector(probes, cgroups)
     before = _scrape(probes, collector)
     cgroups.removed = {JOB_CG, OTHER_CG}  # both cgroups removed: their kernel entries go
     after = _scrape(probes, collector)
-    assert len(probes.calls) == 0 and len(probes.hist) == 0
+    assert len(probes.entries) == 0
     assert after == before  # the same series with the same values, from the carry
     # later the job's series are let go (it has no cgroup left); those of no job stay
     collector.clock = lambda: time.monotonic() + agg.JOB_KEEP_S
