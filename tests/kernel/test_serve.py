@@ -57,10 +57,16 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _bpf_program_ids() -> set[int]:
+    listing = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True)
+    return {prog["id"] for prog in json.loads(listing.stdout)}
+
+
 class Service:
     """A running `ioobserve serve` with its own port, socket and trace directory."""
 
     def __init__(self, tmp_path: Path, *options: str, socket_path: Path | None = None):
+        before = _bpf_program_ids()
         self.port, self.traces = _free_port(), tmp_path / "traces"
         self.socket = socket_path or tmp_path / "run" / "events.sock"
         self.proc = subprocess.Popen([IOOBSERVE, "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
@@ -68,6 +74,7 @@ class Service:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.out = self.proc.stdout.readline()
         assert "metrics on" in self.out, self.out + self.proc.stdout.read()
+        self.programs = _bpf_program_ids() - before  # the daemon's, once it is ready
 
     def metrics(self) -> dict:
         """(family, sample name, labels) -> value, from a scrape parsed by prometheus_client."""
@@ -143,6 +150,10 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
     finally:
         out = service.stop()
     assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed
+    deadline = time.monotonic() + 10  # the kernel frees detached programs after an RCU grace period
+    while service.programs & _bpf_program_ids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert service.programs and not service.programs & _bpf_program_ids(), "the daemon's probes are detached"
 
 
 def _stream_client(path: Path, received: list, ready: threading.Event, stop: threading.Event) -> None:
