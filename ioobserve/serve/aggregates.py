@@ -23,6 +23,9 @@ SIZED_OPS = frozenset(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
 
 
+KEY_SCHEMA = {"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16}
+
+
 def _ops(key: np.ndarray) -> pl.Series:
     """Operation names of AGG_KEY rows."""
     names = np.asarray(ev.OP_LABELS, dtype=object)[key["op"]] if len(key) else np.array([], dtype=object)
@@ -35,7 +38,7 @@ def call_frame(entries: np.ndarray) -> pl.DataFrame:
     return pl.DataFrame({
         "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key),
         "out": key["out"], **{name: value[name] for name in ev.AGG_SUMS},
-    }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16})
+    }, schema_overrides=KEY_SCHEMA)
 
 
 def hist_frame(entries: np.ndarray) -> pl.DataFrame:
@@ -49,8 +52,7 @@ def hist_frame(entries: np.ndarray) -> pl.DataFrame:
         parts.append(pl.DataFrame({
             "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key), "out": key["out"],
             "kind": np.full(len(row), kind, dtype=np.uint32), "slot": slot.astype(np.uint32), "count": counts[row, slot],
-        }, schema_overrides={"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16,
-                             "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64}))
+        }, schema_overrides={**KEY_SCHEMA, "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64}))
     return pl.concat(parts)
 
 
