@@ -227,6 +227,35 @@ def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup,
 
 
 @pytest.mark.kernel
+def test_a_job_started_or_stopped_while_another_is_recorded_flips_at_once(root_required, tmp_path):
+    # The kernel caches per cgroup whether its events leave; with another job recorded the
+    # cache is in use, and each start or stop must make the cached answer stale.
+    other = "5252"
+    with scratch_cgroups(STEP, STEP.replace(JOB, other)) as base:
+        service = Service(tmp_path)
+        try:
+            service.job("start", other)
+            before = _run_workload(base / STEP, tmp_path / "before.bin")  # "no" cached for this cgroup
+            service.job("start")
+            during = _run_workload(base / STEP, tmp_path / "during.bin")
+            time.sleep(1.5)
+            service.job("stop")
+            after = _run_workload(base / STEP, tmp_path / "after.bin")  # "yes" cached, now stale
+            time.sleep(1.5)
+        finally:
+            service.stop()
+    assert _traced_pids(service.traces / f"job-{JOB}") >= {during}
+    assert not {before, after} & _traced_pids(service.traces / f"job-{JOB}")
+    assert not {before, during, after} & _traced_pids(service.traces / f"job-{other}")
+
+
+def _traced_pids(job_dir: Path) -> set[int]:
+    """The processes in a job's trace files (none if it wrote none)."""
+    parts = sorted(job_dir.glob("*.pfw.gz"))
+    return set(load(parts).get_column(s.PID).unique()) if parts else set()
+
+
+@pytest.mark.kernel
 def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
     from ioobserve.live.attach import AttachedSource
     from tui.app import make_app
