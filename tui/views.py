@@ -62,14 +62,9 @@ def _mean_latency(row: dict) -> str:
 def job_rows(snap: Snapshot, view: View) -> list[tuple]:
     """(job, processes, read/s, write/s, IOPS, latency), busiest first."""
     frame = snap.processes.with_columns(pl.col(s.JOB).fill_null("-"))
-    jobs = frame.group_by(s.JOB).agg(pl.len().alias("n"), pl.col(ag.OPS).sum(), pl.col(ag.READ_BYTES).sum(),
-                                     pl.col(ag.WRITE_BYTES).sum(), pl.col(ag.TIME_NS).sum())
     if view.text:
-        jobs = jobs.filter(_contains([s.JOB], view.text))
-    jobs = jobs.sort(_sort_key(view.sort), s.JOB, descending=[True, False])
-    sec = snap.seconds
-    return [(row[s.JOB], str(row["n"]), format_rate(row[ag.READ_BYTES] / sec), format_rate(row[ag.WRITE_BYTES] / sec),
-             format_count(row[ag.OPS] / sec), _mean_latency(row)) for row in jobs.iter_rows(named=True)]
+        frame = frame.filter(_contains([s.JOB], view.text))
+    return _grouped_rows(frame, s.JOB, view, snap.seconds)
 
 
 def process_rows(snap: Snapshot, view: View) -> list[tuple]:
@@ -100,12 +95,16 @@ def file_rows(snap: Snapshot, view: View) -> list[tuple]:
         frame = frame.filter(pl.col(s.PID).is_in(pids.implode()))
     if view.text:
         frame = frame.filter(_contains([s.PATH], view.text))
-    files = frame.group_by(s.PATH).agg(pl.len().alias("n"), pl.col(ag.OPS).sum(), pl.col(ag.READ_BYTES).sum(),
-                                       pl.col(ag.WRITE_BYTES).sum(), pl.col(ag.TIME_NS).sum())
-    files = files.sort(_sort_key(view.sort), s.PATH, descending=[True, False]).head(MAX_ROWS)
-    sec = snap.seconds
-    return [(row[s.PATH], str(row["n"]), format_rate(row[ag.READ_BYTES] / sec), format_rate(row[ag.WRITE_BYTES] / sec),
-             format_count(row[ag.OPS] / sec), _mean_latency(row)) for row in files.iter_rows(named=True)]
+    return _grouped_rows(frame, s.PATH, view, snap.seconds)
+
+
+def _grouped_rows(frame: pl.DataFrame, key: str, view: View, sec: float) -> list[tuple]:
+    """(key, rows summed, read/s, write/s, IOPS, latency) per value of key, sorted by the view, the first MAX_ROWS."""
+    groups = frame.group_by(key).agg(pl.len().alias("n"), pl.col(ag.OPS).sum(), pl.col(ag.READ_BYTES).sum(),
+                                     pl.col(ag.WRITE_BYTES).sum(), pl.col(ag.TIME_NS).sum())
+    groups = groups.sort(_sort_key(view.sort), key, descending=[True, False]).head(MAX_ROWS)
+    return [(row[key], str(row["n"]), format_rate(row[ag.READ_BYTES] / sec), format_rate(row[ag.WRITE_BYTES] / sec),
+             format_count(row[ag.OPS] / sec), _mean_latency(row)) for row in groups.iter_rows(named=True)]
 
 
 def event_rows(snap: Snapshot, view: View) -> list[tuple]:
