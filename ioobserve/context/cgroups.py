@@ -114,6 +114,12 @@ class CgroupTable:
             return set()
         return {i for i in ids if i in self.by_id and not (self.mount / self.by_id[i].path.lstrip("/")).is_dir()}
 
+    def forget(self, ids) -> None:
+        """Drop these ids (cgroups that are gone and dealt with), so a long-running table stays bounded."""
+        for i in ids:
+            self.by_id.pop(i, None)
+            self._unknown_since.pop(i, None)
+
     def ids_where(self, keep) -> set[int]:
         """Ids of the cgroups whose context satisfies `keep` and whose parent's does not:
         the tops of the matching subtrees (the kernel filter also selects what is below)."""

@@ -96,7 +96,10 @@ class Daemon:
     def _discover(self, started: threading.Event) -> None:
         started.wait()
         while not self.stopped.wait(DISCOVER_S):
-            self.jobs.discover()
+            try:
+                self.jobs.discover()
+            except Exception as exc:  # e.g. the kernel's set full: said, and tried again next second
+                print(f"ioobserve serve: looking for recorded jobs' cgroups: {exc}", flush=True)
 
     def _command(self, verb: str, job: str) -> str:
         """A scheduler hook's command: start or stop a job's trace."""

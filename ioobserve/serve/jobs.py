@@ -77,8 +77,14 @@ class JobRecorder:
         return writer.path
 
     def discover(self) -> None:
-        """Let out of the kernel the events of recorded jobs' cgroups not seen before."""
+        """Let out of the kernel the events of recorded jobs' cgroups not seen before, and take
+        out those that are gone (the kernel's set is bounded: a rule like "*" would fill it)."""
         with self._lock:
+            gone = self.cgroups.gone(list(self._emitting))
+            for cgroup_id in gone:
+                self.probes.emit_cgroup(cgroup_id, False)
+                del self._emitting[cgroup_id]
+            self.cgroups.forget(gone)
             if not (self._asked or self.rules):
                 return
             tops = self.cgroups.ids_where(lambda ctx: self.wanted(ctx.job))
@@ -119,9 +125,9 @@ class JobRecorder:
 
     def events(self, frame: pl.DataFrame) -> None:
         """Each recorded job's share of the batch into its trace."""
-        jobs = [job for job in frame.get_column(s.JOB).drop_nulls().unique().to_list() if self.wanted(job)]
-        with self._lock:
-            for job in jobs:
+        jobs = frame.get_column(s.JOB).drop_nulls().unique().to_list()
+        with self._lock:  # wanted() under the lock: a job stopped meanwhile gets no new trace
+            for job in filter(self.wanted, jobs):
                 try:
                     self._writer(job).events(frame.filter(pl.col(s.JOB) == job))
                 except OutputError as exc:  # the directory went bad: say so once, keep serving

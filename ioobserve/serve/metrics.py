@@ -68,6 +68,9 @@ class KernelCollector(Collector):
             dead = pl.col("cgroup_id").is_in(sorted(gone))
             self.carry.add(self.maps.label(agg.call_sums(calls.filter(dead))), self.maps.label(hist.filter(dead)), now)
             self.probes.forget_aggregates(gone)
+            self.cgroups.forget(gone)  # ids and names of gone cgroups would otherwise pile up for months
+            for cgroup_id in gone:
+                self.maps.jobs.pop(cgroup_id, None)
             calls, hist = calls.filter(~dead), hist.filter(~dead)
         live = self.maps.label(agg.call_sums(calls))
         self.carry.release(set(live.get_column("job").unique().to_list()), now)

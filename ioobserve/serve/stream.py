@@ -142,11 +142,10 @@ class EventStream:
     def _stream_to(self, conn: socket.socket) -> None:
         pending: queue.Queue = queue.Queue(maxsize=QUEUE_BATCHES)
         key = id(pending)
-        with self._lock:
+        with self._lock:  # the switch under the lock: a client leaving as another comes cannot turn it off last
             self._clients[key] = pending
-            first = len(self._clients) == 1
-        if first:
-            self.on_streaming(True)
+            if len(self._clients) == 1:
+                self.on_streaming(True)
         try:
             while (line := pending.get()) is not None:
                 conn.sendall(line)
@@ -155,9 +154,8 @@ class EventStream:
         finally:
             with self._lock:
                 self._clients.pop(key, None)
-                last = not self._clients
-            if last and not self._stopping.is_set():
-                self.on_streaming(False)
+                if not self._clients and not self._stopping.is_set():
+                    self.on_streaming(False)
 
     def _broadcast(self, line: bytes) -> None:
         with self._lock:
@@ -196,8 +194,9 @@ class EventStream:
         self._broadcast(batch_line(self._seq, lost, frame))
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
-        """Carried in the next batch's "lost"."""
-        self._lost += sum(counts.values())
+        """Carried in the next batch's "lost" (losses while nobody streams are nobody's)."""
+        if self._clients:
+            self._lost += sum(counts.values())
 
     def processes(self, changed) -> None:
         """Names come with the events."""

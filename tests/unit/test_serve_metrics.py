@@ -54,10 +54,13 @@ class _Probes:
 
 class _Cgroups:
     def __init__(self):
-        self.removed = set()
+        self.removed, self.forgotten = set(), set()
 
     def gone(self, ids):
         return {i for i in ids if i in self.removed}
+
+    def forget(self, ids):
+        self.forgotten |= set(ids)
 
     def lookup(self, ids):
         from ioobserve.context.cgroups import CgroupContext
@@ -174,6 +177,7 @@ def test_a_removed_cgroup_is_carried_so_counters_never_go_down():
     after = _scrape(probes, collector)
     assert len(probes.entries) == 0
     assert after == before  # the same series with the same values, from the carry
+    assert cgroups.forgotten == {JOB_CG, OTHER_CG} and not collector.maps.jobs.keys() & cgroups.forgotten  # bounded
     # later the job's series are let go (it has no cgroup left); those of no job stay
     collector.clock = lambda: time.monotonic() + agg.JOB_KEEP_S
     later = _scrape(probes, collector)
