@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml ci/setup.sh
 # demo-traces/report.html. Needs root.
 demo: $(STAMP)
 	RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 $(VENV)/bin/ioobserve record --all -o demo-traces -- \
-		$(VENV)/bin/python bench/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
+		$(VENV)/bin/python tests/workloads/loader.py --files 32 --workers 4 --epochs 2 --outputs --report text
 	@trace="$$(ls -t demo-traces/*.pfw.gz | head -n 1)"; \
 		$(VENV)/bin/ioobserve analyze "$$trace" --top 5 && \
 		$(VENV)/bin/ioobserve report "$$trace" -o demo-traces/report.html --force

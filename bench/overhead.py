@@ -40,7 +40,7 @@ def build_microbench(work: Path) -> Path:
 def targets(work: Path, calls: int) -> dict[str, tuple[list[str], str]]:
     """name -> (command, metric key in the program's JSON output)."""
     micro = build_microbench(work)
-    loader = [str(PYTHON), str(BENCH / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0"]
+    loader = [str(PYTHON), str(ROOT / "tests" / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0"]
     return {
         "pread microbench": ([str(micro), str(work / "micro.dat"), str(calls)], "ns_per_call"),
         "loader, 4 spawned workers": (loader + ["--start", "spawn", "--dir", str(work / "spawn")], "elapsed_s"),

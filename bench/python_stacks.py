@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import BENCH, IOOBSERVE, PYTHON, measure
+from overhead import BENCH, IOOBSERVE, PYTHON, ROOT, measure
 
 # config -> `record` options (None: the workload alone)
 CONFIGS = {
@@ -31,7 +31,7 @@ CONFIGS = {
 
 def targets(work: Path, calls: int) -> dict[str, tuple[list[str], str]]:
     """name -> (command, metric key in the program's JSON output)."""
-    loader = [str(PYTHON), str(BENCH / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0",
+    loader = [str(PYTHON), str(ROOT / "tests" / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0",
               "--start", "spawn", "--dir", str(work / "spawn")]
     loop = [str(PYTHON), str(BENCH / "workloads" / "py_read_loop.py"), str(work / "loop.dat"), str(calls), "8"]
     return {"python read loop": (loop, "ns_per_call"), "loader, 4 spawned workers": (loader, "elapsed_s")}

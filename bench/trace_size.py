@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
-LOADER = ROOT / "bench" / "workloads" / "loader.py"
+LOADER = ROOT / "tests" / "workloads" / "loader.py"
 
 
 def events_in(path: Path) -> int:

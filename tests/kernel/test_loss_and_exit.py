@@ -63,7 +63,7 @@ def test_sigkill_leaves_a_trace_whose_flushed_members_load(root_required, tmp_pa
     recorder = Recorder(tmp_path / "trace")
     work = tmp_path / "work"
     work.mkdir()
-    subprocess.run([sys.executable, str(ROOT / "bench" / "workloads" / "loader.py"), "--dir", str(work),
+    subprocess.run([sys.executable, str(ROOT / "tests" / "workloads" / "loader.py"), "--dir", str(work),
                     "--files", "8", "--size", "65536", "--report", "text"], check=True, capture_output=True)
     time.sleep(2.5)  # members are flushed at least every second
     recorder.proc.kill()
