@@ -7,11 +7,15 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.live.aggregate import Snapshot, WindowAggregator
+from ioobserve.serve.stream import STREAMING
+
+ANSWER_TIMEOUT_S = 30.0  # the daemon answers at once; a busy node may be slow to schedule it
 
 
 class AttachError(Exception):
@@ -38,15 +42,33 @@ class AttachedSource:
         self.error: BaseException | None = None
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            self._lines = self._subscribe(path)
+        except BaseException:
+            self._socket.close()
+            raise
+        self._thread = threading.Thread(target=self._read, name="ioobserve-attach", daemon=True)
+
+    def _subscribe(self, path: Path) -> BinaryIO:
+        """Ask for the stream and wait for the daemon's `ok streaming`: from then on events flow."""
+        try:
+            self._socket.settimeout(ANSWER_TIMEOUT_S)
             self._socket.connect(str(path))
             self._socket.sendall(b"stream\n")
+            lines = self._socket.makefile("rb")  # kept: it may have read the first batches already
+            answer = lines.readline(256)
+            self._socket.settimeout(None)
         except FileNotFoundError:
             raise AttachError(f"{path}: no such socket (is ioobserve serve running? see its --socket)") from None
         except PermissionError:
             raise AttachError(f"{path}: permission denied (root, or the daemon's socket-group, may read it)") from None
+        except TimeoutError:
+            raise AttachError(f"{path}: the daemon did not answer within {ANSWER_TIMEOUT_S:g} s") from None
         except OSError as exc:
             raise AttachError(f"{path}: {exc.strerror or exc}") from None
-        self._thread = threading.Thread(target=self._read, name="ioobserve-attach", daemon=True)
+        if answer != STREAMING:
+            said = answer.decode(errors="replace").strip() or "nothing"
+            raise AttachError(f"{path}: the daemon answered {said!r}, not {STREAMING.decode().strip()!r}")
+        return lines
 
     def start(self) -> None:
         """Read the stream until stop() or the daemon goes."""
@@ -55,7 +77,7 @@ class AttachedSource:
 
     def _read(self) -> None:
         try:
-            for line in self._socket.makefile("rb"):
+            for line in self._lines:
                 frame, lost = batch_frame(line)
                 if lost:
                     self.aggregator.lost(lost)

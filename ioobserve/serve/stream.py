@@ -2,7 +2,9 @@
 the scheduler's job commands.
 
 A client sends one line first:
-  `stream`              then reads newline-delimited JSON batches:
+  `stream`              then reads the line `ok streaming` (sent once the daemon has the
+                        client and events leave the kernel: a call made after it is in the
+                        stream or counted in "lost"), then newline-delimited JSON batches:
                         {"seq": N, "lost": L, "events": [{column: value, ...}, ...]}
   `start JOB` / `stop JOB`   (root only) record a job's trace, or stop; the answer is one
                         line, `ok ...` or `error: ...`.
@@ -28,6 +30,7 @@ from ioobserve import schema as s
 
 QUEUE_BATCHES = 256
 FIRST_LINE_TIMEOUT_S = 5.0
+STREAMING = b"ok streaming\n"  # a stream's first line: the client is registered and events flow
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.PPID, s.UID, s.COMM, s.LAYER, s.OP, s.PATH, s.FD, s.RET, s.ERRNO, s.BYTES,
                   s.BYTES_REQ, s.OFFSET, s.FLAGS, s.DEV, s.INO, s.CGROUP, s.JOB, s.STEP, s.RANK, s.WORKER, s.USER]
 
@@ -141,6 +144,7 @@ class EventStream:
 
     def _stream_to(self, conn: socket.socket) -> None:
         pending: queue.Queue = queue.Queue(maxsize=QUEUE_BATCHES)
+        pending.put_nowait(STREAMING)  # sent first, and only after the switch below is on
         key = id(pending)
         with self._lock:  # the switch under the lock: a client leaving as another comes cannot turn it off last
             self._clients[key] = pending
