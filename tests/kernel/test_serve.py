@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import IOOBSERVE
 from tests.kernel.scratch_cgroups import scratch_cgroups
+from tests.waiting import wait_until, wait_until_async
 
 JOB = "5151"
 STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
@@ -150,51 +150,52 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
     finally:
         out = service.stop()
     assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed
-    deadline = time.monotonic() + 10  # the kernel frees detached programs after an RCU grace period
-    while service.programs & _bpf_program_ids() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert service.programs and not service.programs & _bpf_program_ids(), "the daemon's probes are detached"
+    assert service.programs, "the daemon loaded BPF programs"
+    # the kernel frees detached programs after an RCU grace period
+    wait_until(lambda: not service.programs & _bpf_program_ids(), "the daemon's BPF programs unloaded after SIGTERM")
 
 
-def _stream_client(path: Path, received: list, ready: threading.Event, stop: threading.Event) -> None:
-    with socket.socket(socket.AF_UNIX) as client:
-        client.connect(str(path))
-        client.sendall(b"stream\n")
-        ready.set()
-        lines = client.makefile("rb")
-        while not stop.is_set():
-            line = lines.readline()
-            if not line:
-                return
-            batch = json.loads(line)
-            received.extend(batch["events"])
+class _StreamClient(threading.Thread):
+    """A reader of the daemon's event stream: its first line, then every event it is sent (until the daemon stops)."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.first, self.events = path, None, []
+
+    def run(self) -> None:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(self.path))
+            client.sendall(b"stream\n")
+            lines = client.makefile("rb")
+            self.first = lines.readline()
+            for line in lines:
+                self.events.extend(json.loads(line)["events"])
+
+    def calls(self, pid: int, directory: Path) -> list[dict]:
+        """The reads and writes of this process on files under directory, received so far."""
+        return [e for e in list(self.events) if e["pid"] == pid and e["op"] in ("read", "write")
+                and (e["path"] or "").startswith(str(directory))]
 
 
 @pytest.mark.kernel
 def test_two_socket_clients_receive_the_same_events(job_cgroup, tmp_path):
     service = Service(tmp_path)
-    stop = threading.Event()
-    clients = [([], threading.Event()) for _ in range(2)]
-    threads = [threading.Thread(target=_stream_client, args=(service.socket, got, ready, stop), daemon=True)
-               for got, ready in clients]
+    clients = [_StreamClient(service.socket) for _ in range(2)]
     try:
-        for thread in threads:
-            thread.start()
-        assert all(ready.wait(30) for _, ready in clients)
-        time.sleep(0.5)  # both registered: the kernel now lets every event out
+        for client in clients:
+            client.start()
+        # the answer comes once both are registered and the kernel lets every event out
+        wait_until(lambda: all(c.first for c in clients), "both stream clients were answered")
+        assert [c.first for c in clients] == [b"ok streaming\n"] * 2
         pid = _run_workload(job_cgroup, tmp_path / "data.bin")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            mine = [[e for e in got if e["pid"] == pid and e["op"] in ("read", "write")
-                     and (e["path"] or "").startswith(str(tmp_path))] for got, _ in clients]
-            if all(len(m) == WRITES + READS for m in mine):
-                break
-            time.sleep(0.2)
+        wait_until(lambda: all(len(c.calls(pid, tmp_path)) >= WRITES + READS for c in clients),
+                   lambda: f"both clients received the workload's {WRITES + READS} calls "
+                           f"(got {[len(c.calls(pid, tmp_path)) for c in clients]})")
+        mine = [c.calls(pid, tmp_path) for c in clients]
         assert [len(m) for m in mine] == [WRITES + READS] * 2
         assert mine[0] == mine[1]
         assert sum(e["bytes"] for e in mine[0]) == WRITES * WRITE_SIZE + READS * READ_SIZE
     finally:
-        stop.set()
         service.stop()
 
 
@@ -205,10 +206,10 @@ def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup,
         before = _run_workload(job_cgroup, tmp_path / "before.bin")  # not recorded yet: aggregated only
         service.job("start")
         first = _run_workload(job_cgroup, tmp_path / "one.bin")
-        time.sleep(1.5)  # written out before the new file begins
+        _wait_traced(service, first, tmp_path)  # in the first file before SIGHUP begins the next
         service.proc.send_signal(signal.SIGHUP)
         second = _run_workload(job_cgroup, tmp_path / "two.bin")
-        time.sleep(1.5)
+        _wait_traced(service, second, tmp_path)  # written before the epilog closes the trace
         service.job("stop")
         after = _run_workload(job_cgroup, tmp_path / "after.bin")  # the job's trace is closed by now
     finally:
@@ -220,7 +221,7 @@ def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup,
     calls = load(parts).filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "write"])
                                & pl.col(s.PATH).str.starts_with(str(tmp_path)))
     per_pid = dict(calls.group_by(s.PID).len().iter_rows())
-    assert per_pid == {first: WRITES + READS, second: WRITES + READS} and not {before, after} & per_pid.keys()
+    assert per_pid == {first: WRITES + READS, second: WRITES + READS}, (before, after)
     assert set(calls.get_column(s.JOB).unique()) == {JOB}
     first_part = load([parts[0]]).filter(pl.col(s.PATH).str.starts_with(str(tmp_path)))
     assert set(first_part.get_column(s.PID).unique()) == {first}
@@ -238,15 +239,32 @@ def test_a_job_started_or_stopped_while_another_is_recorded_flips_at_once(root_r
             before = _run_workload(base / STEP, tmp_path / "before.bin")  # "no" cached for this cgroup
             service.job("start")
             during = _run_workload(base / STEP, tmp_path / "during.bin")
-            time.sleep(1.5)
+            _wait_traced(service, during, tmp_path)  # fails without the cache's generation bump
             service.job("stop")
             after = _run_workload(base / STEP, tmp_path / "after.bin")  # "yes" cached, now stale
-            time.sleep(1.5)
         finally:
             service.stop()
-    assert _traced_pids(service.traces / f"job-{JOB}") >= {during}
-    assert not {before, after} & _traced_pids(service.traces / f"job-{JOB}")
-    assert not {before, during, after} & _traced_pids(service.traces / f"job-{other}")
+    # only these three workloads ever ran in the scratch cgroups, and the other job's has none
+    assert _traced_pids(service.traces / f"job-{JOB}") == {during}, (before, during, after)
+    assert _traced_pids(service.traces / f"job-{other}") == set()
+
+
+def _traced_calls(service: Service, pid: int, directory: Path, job: str = JOB) -> pl.DataFrame:
+    """A process's syscall-layer reads and writes on files under directory in a job's traces,
+    as far as they are on disk (the members flushed so far of files still being written)."""
+    parts = sorted((service.traces / f"job-{job}").glob("*.pfw.gz"))
+    if not parts:
+        return pl.DataFrame(schema=s.EVENT_SCHEMA)
+    return load(parts, damage=[]).filter((pl.col(s.PID) == pid) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
+                                         & pl.col(s.OP).is_in(["read", "write"])
+                                         & pl.col(s.PATH).str.starts_with(str(directory)))
+
+
+def _wait_traced(service: Service, pid: int, directory: Path) -> None:
+    """Wait until every read and write of a workload run is in the job's trace files."""
+    wait_until(lambda: _traced_calls(service, pid, directory).height == WRITES + READS,
+               lambda: f"the {WRITES + READS} calls of workload {pid} in the job's trace files "
+                       f"(found {_traced_calls(service, pid, directory).height})")
 
 
 def _traced_pids(job_dir: Path) -> set[int]:
@@ -267,20 +285,23 @@ def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
 
         async def drive() -> tuple[int, list]:
             async with app.run_test(size=(120, 32)) as pilot:
-                await asyncio.sleep(0.5)  # the daemon has our client: events flow
+                # AttachedSource returned after the daemon's "ok streaming": events flow already
                 pid = await asyncio.to_thread(_run_workload, job_cgroup, tmp_path / "data.bin")
-                for _ in range(50):
-                    await pilot.pause(0.2)
+
+                def mine() -> list:
                     table = app.query_one("#processes-table")
-                    rows = [table.get_row_at(i) for i in range(table.row_count)]
-                    mine = [row for row in rows if row[0] == str(pid)]
-                    if mine and mine[0][9] != "0 B":
-                        break
+                    return [row for row in (table.get_row_at(i) for i in range(table.row_count)) if row[0] == str(pid)]
+
+                # 7 x 3000 B written (the column counts since the start, so it only grows to this)
+                await wait_until_async(lambda: mine() and mine()[0][9] == "20.5 KiB",
+                                       lambda: f"the workload's row shows 20.5 KiB written (its row: {mine()})",
+                                       pause=pilot.pause)
+                rows = mine()
                 await pilot.press("q")
-                return pid, mine
+                return pid, rows
 
         _, mine = asyncio.run(drive())
-        assert mine and mine[0][2] == JOB and mine[0][9] == "20.5 KiB", mine  # 7 x 3000 B written, its job shown
+        assert len(mine) == 1 and mine[0][2] == JOB, mine  # one row, its job shown
     finally:
         service.stop()
 
@@ -319,7 +340,8 @@ def test_a_config_rule_records_a_job_and_only_root_commands(job_cgroup, tmp_path
         assert _as_user(nobody, nogroup, service.socket, b"start 42\n") == "error: only root may start or stop a job's recording"
         other = grp.getgrnam("daemon").gr_gid
         assert _as_user(nobody, other, service.socket, b"stream\n") == "PermissionError"  # not in the group
-        time.sleep(1.5)
+        assert _as_user(nobody, nogroup, service.socket, b"stream\n") == "ok streaming"  # in the group: streamed to
+        _wait_traced(service, pid, tmp_path)
     finally:
         service.stop()
         run_dir.rmdir()
