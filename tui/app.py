@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import signal
 
+from rich.cells import cell_len
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -48,10 +49,11 @@ class TopApp(App):
         Binding("end", "jump(1)", show=False),
     ]
 
-    def __init__(self, source: Source, theme: str = "textual-dark") -> None:
+    def __init__(self, source: Source, theme: str = "textual-dark", refresh_s: float | None = REFRESH_S) -> None:
         super().__init__()
         self.theme = theme
         self.source = source
+        self.refresh_s = refresh_s  # None: a snapshot only at start and on keys (a replay under test)
         self.view = views.View()
         self.paused = False
         self.snapshot: Snapshot | None = None
@@ -86,7 +88,8 @@ class TopApp(App):
             self.query_one(f"#{name}-table", DataTable).add_columns(*columns)
         self.query_one("#processes-table", DataTable).focus()
         self.source.start()
-        self.set_interval(REFRESH_S, self.refresh_snapshot)
+        if self.refresh_s is not None:
+            self.set_interval(self.refresh_s, self.refresh_snapshot)
         self.refresh_snapshot()
         self._fit()
 
@@ -156,6 +159,7 @@ class TopApp(App):
     def _fill(table: DataTable, rows: list[tuple]) -> None:
         """Replace a table's rows, keeping the cursor where it was."""
         row = table.cursor_row
+        _fit_columns(table, rows)
         table.clear()
         table.add_rows(rows)
         if rows:
@@ -242,10 +246,22 @@ class TopApp(App):
         self.source.stop()
 
 
+def _fit_columns(table: DataTable, rows: list[tuple]) -> None:
+    """Size each column to its label and the rows about to be shown, before they are added.
+
+    DataTable's own auto width measures new rows only when idle, and rows drawn before that
+    (a repaint under load) stay cached at the old widths: values cut short until the next
+    refresh, and screenshots that depend on timing."""
+    for index, column in enumerate(table.ordered_columns):
+        column.auto_width = False
+        column.width = max([column.label.cell_len, *(cell_len(str(row[index])) for row in rows)])
+
+
 THEMES = {"dark": "textual-dark", "light": "textual-light", "ansi-dark": "ansi-dark", "ansi-light": "ansi-light"}
 
 
-def make_app(source: Source, theme: str = "dark") -> TopApp:
-    """The app over a source, in one of THEMES (ansi-*: the terminal's own colours); the CLI
-    and the tests build it the same way."""
-    return TopApp(source, THEMES[theme])
+def make_app(source: Source, theme: str = "dark", refresh_s: float | None = REFRESH_S) -> TopApp:
+    """The app over a source, in one of THEMES (ansi-*: the terminal's own colours), taking a
+    snapshot every refresh_s (None: only at start and on keys, so that what a replay shows
+    depends on nothing but the keys pressed); the CLI and the tests build it the same way."""
+    return TopApp(source, THEMES[theme], refresh_s)

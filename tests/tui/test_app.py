@@ -42,10 +42,24 @@ def _column(app, table: str, index: int = 0) -> list[str]:
     return [str(grid.get_row_at(row)[index]) for row in range(grid.row_count)]
 
 
-async def _started(app, pilot):
-    await pilot.pause()
-    await app.workers.wait_for_complete()
-    await pilot.pause()
+def _app(source: ReplaySource, theme: str = "dark"):
+    """The app as the tests drive it: no refresh timer, so the screen depends only on the keys."""
+    return make_app(source, theme, refresh_s=None)
+
+
+def _shows_cursor(app) -> bool:
+    """The screen shows the snapshot at the replay's cursor and no snapshot is being taken."""
+    return (app.snapshot is not None and app.snapshot.end_ns == app.source.cursor_ns
+            and not any(worker.is_running for worker in app.workers))
+
+
+async def _settled(pilot, deadline_s: float = 30.0) -> None:
+    """Wait until the app shows what its replay's cursor says (see _shows_cursor)."""
+    deadline = time.monotonic() + deadline_s
+    while not _shows_cursor(pilot.app):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the app never showed the snapshot at the replay's cursor within {deadline_s:g} s")
+        await pilot.pause()
 
 
 def test_processes_sorted_three_ways(source):
@@ -53,9 +67,9 @@ def test_processes_sorted_three_ways(source):
 
 
 async def _processes_sorted_three_ways(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(120, 32)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         assert _column(app, "processes") == ["100", "300", "200"]  # bandwidth: 8 MiB, 4 MiB, 1.6 MiB
         await pilot.press("s")
         assert _column(app, "processes") == ["200", "100", "300"]  # IOPS: 400, 8, 1
@@ -69,9 +83,9 @@ def test_filter_as_you_type_and_escape(source):
 
 
 async def _filter_as_you_type_and_escape(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(120, 32)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         await pilot.press("3", "slash", *"small")
         assert _column(app, "files") == ["/d/small.bin"]
         await pilot.press("escape")
@@ -83,9 +97,9 @@ def test_drill_down_job_process_file_and_back(source):
 
 
 async def _drill_down_job_process_file_and_back(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(120, 32)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         await pilot.press("1")
         assert _column(app, "jobs") == ["7", "8"]
         app.query_one("#jobs-table").focus()
@@ -111,15 +125,14 @@ def test_pause_replay_cursor_and_help(source):
 
 
 async def _pause_replay_cursor_and_help(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(120, 32)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         await pilot.press("p")
         assert "PAUSED" in str(app.query_one("#title").render())
         before = source.cursor_ns
         await pilot.press("right")
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _settled(pilot)
         assert source.cursor_ns == before + 1_000_000_000  # [1 s, 2 s): nothing happened
         assert _column(app, "processes", 4) == ["0 B/s"] * 3 and _column(app, "processes", 8)[0] != "0 B"
         await pilot.press("question_mark")
@@ -133,9 +146,9 @@ def test_too_small_a_terminal_says_so(source):
 
 
 async def _too_small_a_terminal_says_so(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(50, 12)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         assert app.query_one("#too-small").display and not app.query_one("#tabs").display
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
@@ -148,20 +161,24 @@ async def _too_small_a_terminal_says_so(source):
 
 
 def test_main_screen_snapshot(source, snap_compare):
-    assert snap_compare(make_app(source), terminal_size=(100, 30), run_before=_settle)
+    assert snap_compare(_app(source), terminal_size=(100, 30), run_before=_settled)
+
+
+async def _help_shown(pilot) -> None:
+    await _settled(pilot)
+    await pilot.press("question_mark")
+    deadline = time.monotonic() + 30
+    while not isinstance(pilot.app.screen, HelpScreen):
+        assert time.monotonic() < deadline, "the help screen never opened"
+        await pilot.pause()
 
 
 def test_help_snapshot(source, snap_compare):
-    assert snap_compare(make_app(source), terminal_size=(100, 30), press=["question_mark"], run_before=_settle)
-
-
-async def _settle(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    assert snap_compare(_app(source), terminal_size=(100, 30), run_before=_help_shown)
 
 
 def test_light_theme_at_80x24_snapshot(source, snap_compare):
-    assert snap_compare(make_app(source, theme="light"), terminal_size=(80, 24), run_before=_settle)
+    assert snap_compare(_app(source, theme="light"), terminal_size=(80, 24), run_before=_settled)
 
 
 def test_the_mouse_switches_tabs_and_drills_down(source):
@@ -169,9 +186,9 @@ def test_the_mouse_switches_tabs_and_drills_down(source):
 
 
 async def _the_mouse_switches_tabs_and_drills_down(source):
-    app = make_app(source)
+    app = _app(source)
     async with app.run_test(size=(120, 32)) as pilot:
-        await _started(app, pilot)
+        await _settled(pilot)
         assert await pilot.click("#tabs Tab#--content-tab-jobs")
         assert app.query_one("#tabs").active == "jobs"
         assert await pilot.click("#jobs-table", offset=(2, 2), times=2)  # the second row: job 8
