@@ -100,7 +100,7 @@ def test_usage_errors_are_one_line():
 
 
 def test_index_rebuilds_and_reports_damage(tmp_path):
-    from ioobserve.trace.index import index_path, read_index
+    from ioobserve.trace.index import build_index, index_path, read_index
     from ioobserve.trace.writer import TraceWriter
     from tests.unit.test_trace_roundtrip import _frame
 
@@ -109,8 +109,8 @@ def test_index_rebuilds_and_reports_damage(tmp_path):
     writer.close()
     index_path(writer.path).unlink()
     done = run("index", str(writer.path))
-    assert done.returncode == 0 and "events" in done.stdout
-    assert read_index(writer.path) is not None
+    assert done.returncode == 0 and f"{_frame().height} events" in done.stdout
+    assert read_index(writer.path) == build_index(writer.path)[0]
     writer.path.write_bytes(writer.path.read_bytes()[:-10])  # truncated: killed mid-write
     damaged = run("index", str(writer.path))
     assert damaged.returncode == 1 and "incomplete" in damaged.stderr and "Traceback" not in damaged.stderr

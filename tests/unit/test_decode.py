@@ -13,7 +13,7 @@ from ioobserve.decode import decode_aux, kernel_dev_to_user, path_from_component
 def test_path_from_leaf_first_components():
     assert path_from_components(b"file.bin\0data\0tmp\0", False) == "/tmp/data/file.bin"
     assert path_from_components(b"", False) == "/"
-    assert path_from_components(b"c\0b\0", True).endswith("/b/c")
+    assert path_from_components(b"c\0b\0", True) == "…/b/c"  # cut short: the missing top is marked
 
 
 def test_kernel_dev_to_user_matches_os_makedev():
