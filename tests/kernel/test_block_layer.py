@@ -64,13 +64,16 @@ def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_pa
     reads, inside, misses = _file_reads_and_their_requests(cold, data_on_disk)
     assert reads.height == report["reads"]
     # The page cache: the missed pages of the file, named by it, inside its reads, with readahead.
-    assert misses.height > 0 and set(misses.get_column(s.PATH).to_list()) == {str(data_on_disk)}
-    assert misses.get_column(s.BYTES).sum() >= SIZE
-    assert cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height > 0
+    # Each page of the file enters the cache once (in folios and readahead windows whose sizes
+    # the kernel picks: how many events, and how many readaheads, it alone knows).
+    assert set(misses.get_column(s.PATH).to_list()) == {str(data_on_disk)}
+    assert misses.get_column(s.BYTES).sum() == SIZE
+    assert cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height >= 1
     assert set(inside.get_column(s.OP).unique().to_list()) == {"block_read"}
     # Every byte of the file came from the disk inside one of the workload's read calls, each
-    # request issued while its read was in flight, and none marked asynchronous.
-    assert inside.get_column(s.BYTES).sum() >= SIZE
+    # request issued while its read was in flight, and none marked asynchronous (a file written
+    # at once needs no extent block read: its extents fit in the inode).
+    assert inside.get_column(s.BYTES).sum() == SIZE
     assert inside.filter((pl.col(s.FLAGS) & ev.F_ASYNC) != 0).height == 0
     for row in inside.iter_rows(named=True):
         parent = reads.filter((pl.col(s.TID) == row[s.TID]) & (pl.col(s.TS) == row[s.PARENT_TS])).row(0, named=True)
