@@ -13,7 +13,6 @@ import subprocess
 import sys
 import termios
 import threading
-import time
 
 import polars as pl
 import pytest
@@ -24,6 +23,7 @@ from ioobserve.probes.capabilities import vfs_available
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import IOOBSERVE, Workload, json_line
+from tests.waiting import wait_until, wait_until_async
 
 PATTERNS = str(ROOT / "tests" / "workloads" / "io_patterns.py")
 MiB = 1 << 20
@@ -41,16 +41,19 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
 
     async def drive() -> dict:
         async with app.run_test(size=(120, 32)) as pilot:
-            assert await asyncio.to_thread(source.ready.wait, 90) and source.error is None, source.error
+            await wait_until_async(lambda: source.ready.is_set() or source.error, "the live source's probes attached",
+                                   timeout=90, pause=pilot.pause)
+            assert source.error is None, source.error
             report = json_line(await asyncio.to_thread(workload.go), "mode")
-            for _ in range(50):  # the next refreshes show it
-                await pilot.pause(0.2)
+
+            def mine() -> list:
                 table = app.query_one("#processes-table")
-                rows = [table.get_row_at(i) for i in range(table.row_count)]
-                mine = [row for row in rows if row[0] == str(report["pid"])]
-                if mine and mine[0][8] == "64.0 MiB":
-                    break
-            assert mine and (mine[0][8], mine[0][9]) == ("64.0 MiB", "64.0 MiB"), rows  # read, written since the start
+                return [row for row in (table.get_row_at(i) for i in range(table.row_count)) if row[0] == str(report["pid"])]
+
+            # read and written since the start: the next refreshes show all of it
+            await wait_until_async(lambda: [(row[8], row[9]) for row in mine()] == [("64.0 MiB", "64.0 MiB")],
+                                   lambda: f"the workload's row shows 64.0 MiB read and written (its row: {mine()})",
+                                   pause=pilot.pause)
             title = str(app.query_one("#title").render())
             if vfs_available()[0] is None:
                 assert "vfs: unavailable" in title, title
@@ -60,8 +63,9 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
         return report
 
     report = asyncio.run(drive())
-    assert source.error is None and source.writer is not None
-    trace = load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+    (path,) = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    assert source.error is None and source.writer.path == path
+    trace = load([path])
     calls = trace.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
                          & pl.col(s.OP).is_in(["read", "write"]) & pl.col(s.PATH).str.starts_with(str(tmp_path / "work")))
     assert calls.height == report["calls"]  # nothing lost while the UI ran
@@ -91,13 +95,11 @@ class _Terminal:
                 return
             self.output += chunk
 
-    def wait_for(self, text: bytes, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            if text in self.output:
-                return True
-            time.sleep(0.1)
-        return text in self.output
+    def wait_for(self, text: bytes, what: str, timeout: float = 30) -> None:
+        """Wait until the screen shows text (the test fails saying what never happened, or that top ended)."""
+        wait_until(lambda: text in self.output or self.proc.poll() is not None,
+                   lambda: f"{what} (screen so far: {bytes(self.output[-2000:])!r})", timeout)
+        assert text in self.output, f"top exited ({self.proc.returncode}) before {what}: {bytes(self.output[-2000:])!r}"
 
 
 @pytest.mark.kernel
@@ -107,9 +109,10 @@ def test_a_hangup_or_sigterm_closes_the_record_trace(root_required, tmp_path, si
     workload = Workload([sys.executable, PATTERNS, "clean", str(tmp_path / "work")])
     screen = _Terminal("--pid", str(workload.pid), "--record", str(tmp_path / "trace"))
     try:
-        assert screen.wait_for(b" live ", 90), screen.output[-2000:]
+        screen.wait_for(b" live ", "top says it is live", timeout=90)
         report = json_line(workload.go(), "mode")
-        time.sleep(1.5)  # on screen by now; some of it still in the collector's and writer's queues
+        # on screen; some of it may still be in the collector's and writer's queues
+        screen.wait_for(b"64.0 MiB", "the workload's 64 MiB on screen")
         screen.proc.send_signal(signum)  # as the SSH session closing (SIGHUP) or a kill would
         assert screen.proc.wait(timeout=120) == 0
     finally:
