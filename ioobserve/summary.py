@@ -130,7 +130,10 @@ class SummarySink:
                 (pl.col("traced_writes").cast(pl.Int64) - pl.col("write_syscalls").cast(pl.Int64)).abs()
             out.disagreeing = kept.sort(gap, descending=True).head(MAX_DISAGREEING)
 
-    def close(self) -> None:
+    def abandon(self) -> None:
+        """Nothing is held."""
+
+    def close(self, deadline=None) -> None:
         """Nothing to flush."""
 
 

@@ -9,6 +9,7 @@ import typer
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+EXIT_INCOMPLETE = 3  # `record` without a command: the trace misses events the disk did not take
 
 
 class UserError(Exception):

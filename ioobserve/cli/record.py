@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.errors import EXIT_FAILURE, EXIT_INCOMPLETE, UserError, fail
 from ioobserve.cli.filters import (
     CgroupOption,
     CommOption,
@@ -26,6 +26,7 @@ from ioobserve.cli.filters import (
     build_layers,
     build_python,
 )
+from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
 
 MAX_WORK_THREADS = 2
 EPILOG = """Examples:
@@ -65,10 +66,15 @@ def record(
     rotate_mb: Annotated[Optional[float], typer.Option("--rotate-mb", help="Start a new trace file (-1, -2, ...) after this many MB on disk.")] = None,
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
+    backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
+    stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
 
     Stops at --duration, when the command ends, or on Ctrl-C / SIGTERM; then prints a summary.
+    A full or failing disk never stops the command: events that cannot be written are counted
+    as lost, writing resumes in a new file when the disk has room again, and `record` exits
+    with the command's status (without a command: 3, the trace is incomplete).
     """
     # An observer stays small on a big node: Polars would otherwise start a thread per CPU,
     # and it runs niced (ioobserve/collect/priority.py). The traced command gets the
@@ -79,7 +85,7 @@ def record(
     os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
     original_nice = lower_priority()
     # Deferred: keep `--help` fast and free of polars/bcc imports.
-    from ioobserve.cli.summary_view import print_summary
+    from ioobserve.cli.summary_view import incomplete_line, print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes import layers as ly
     from ioobserve.probes.capabilities import privileges_check
@@ -99,6 +105,8 @@ def record(
                 raise UserError(f"{flag} {value:g}: must be more than 0")
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
+        if backlog_mb is not None and backlog_mb < 1:
+            raise UserError(f"--backlog-mb {backlog_mb:g}: must be at least 1")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
         chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
@@ -106,7 +114,9 @@ def record(
         fail(str(exc))
 
     try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options)
+        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options,
+                              stop_timeout=stop_timeout,
+                              **({"backlog_bytes": int(backlog_mb * (1 << 20))} if backlog_mb is not None else {}))
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:
@@ -121,7 +131,8 @@ def record(
         details["python_stacks"] = {"depth": python_options.depth, "sample": python_options.sample}
     try:
         writer = TraceWriter(directory, trace_name(), details,
-                             rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s)
+                             rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
+                             on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True))
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
@@ -136,9 +147,14 @@ def record(
         for path in writer.paths:
             path.unlink(missing_ok=True)
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
-    print_summary(summary.summary, result, writer.paths)
+    print_summary(summary.summary, result, writer.paths, unwritten=result.dropped_at_stop + writer.unwritten)
+    incomplete = incomplete_line(writer, result)
+    if incomplete:
+        print(f"ioobserve: warning: {incomplete}", file=sys.stderr, flush=True)
     if command and result.command_status not in (None, 0):
         raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)
+    if not command and incomplete:
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 def _describe(filters) -> dict:

@@ -18,7 +18,9 @@ EPILOG = """Examples:
   sudo ioobserve serve --listen 0.0.0.0:9464 --record-job '*' --record-dir /scratch/io-traces
 
 Config keys are the long options (listen, socket, socket-group, record-dir, record-job, rotate-mb,
-rotate-s, comm, node); the command line wins. SIGHUP starts new trace files; SIGTERM stops.
+rotate-s, comm, node, stop-timeout); the command line wins. SIGHUP starts new trace files;
+SIGTERM stops (a second one at once). A job trace's full or failing disk is said in the log and
+its recording resumes in a new file once the disk takes writes again.
 Scheduler hooks: deploy/slurm/prolog.sh and epilog.sh (`ioobserve job start|stop ID`).
 """
 
@@ -34,6 +36,7 @@ def serve(
     rotate_s: Annotated[float | None, typer.Option("--rotate-s", help="... or after this many seconds.")] = None,
     comm: CommOption = None,
     node: Annotated[str | None, typer.Option("--node", help="The metrics' node label (default: the host name).")] = None,
+    stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued (default 10; a second SIGTERM: at once).")] = None,
 ) -> None:
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
@@ -46,7 +49,8 @@ def serve(
     from ioobserve.serve.stream import SocketError
 
     overrides = {"listen": listen, "socket": socket_path, "socket_group": socket_group, "record_dir": record_dir,
-                 "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node}
+                 "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node,
+                 "stop_timeout": stop_timeout}
     try:
         settings = load_config(config, overrides)
         for job in settings.record_job:

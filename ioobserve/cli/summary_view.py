@@ -21,12 +21,13 @@ LAYER_ORDER = (s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAY
                s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
 
 
-def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None) -> None:
-    """Totals, losses and the top files, sized for one screen."""
+def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None,
+                  unwritten: int = 0) -> None:
+    """Totals, losses (`unwritten`: captured, but not in the trace) and the top files, sized for one screen."""
     console = console or Console()
     totals = Table.grid(padding=(0, 2))
     more = f" (+{len(trace_paths) - 1} more parts)" if len(trace_paths) > 1 else ""
-    totals.add_row("trace", f"{trace_paths[0]}{more}")
+    totals.add_row("trace", f"{trace_paths[0]}{more}" if trace_paths else "none kept (its files were deleted)")
     totals.add_row("duration", f"{result.duration_s:.1f} s (stopped: {result.stopped_by})")
     if result.command_status is not None:
         totals.add_row("command exit", str(result.command_status))
@@ -39,6 +40,8 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     lost = summary.lost_total
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.lost.items())) if lost else ""
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
+    if unwritten:
+        totals.add_row("not written", f"{unwritten:,} events captured but not in the trace (see the warning below)")
     totals.add_row("processes", f"{len(summary.pids):,}")
     totals.add_row("files", f"{len(summary.files):,}")
     totals.add_row("read", format_bytes(summary.bytes_read))
@@ -73,6 +76,21 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     for path, calls, read, written in summary.top_files(8):
         top.add_row(short_path(path), f"{calls:,}", format_bytes(read), format_bytes(written))
     console.print(top)
+
+
+def incomplete_line(writer, result) -> str | None:
+    """What a trace misses, why and what it kept, in one line (None: it misses nothing).
+    `result` is the RecordingResult (None if the recording did not end normally)."""
+    dropped = result.dropped_at_stop if result is not None else 0
+    unwritten = dropped + writer.unwritten
+    if not unwritten and not writer.troubles:
+        return None
+    overran = result is not None and result.stop_overran
+    why = list(dict.fromkeys(writer.troubles))[:2] + (["the stop deadline passed"] if overran else [])
+    kept = writer.paths  # not asked of the disk: a hung one would not answer
+    where = f" ({kept[0]}{' and later parts' if len(kept) > 1 else ''})" if kept else ""
+    return (f"the trace misses {unwritten:,} events ({'; '.join(why) or 'not written'}); it kept "
+            f"{writer.events_written:,} events in {len(kept)} file{'s' if len(kept) != 1 else ''}{where}")
 
 
 def _accounting_rows(totals: Table, summary: Summary, result) -> None:

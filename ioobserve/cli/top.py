@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -61,6 +62,7 @@ def top(
 ) -> None:
     """A live view of file I/O: node totals, jobs, processes, files, latency histograms and the
     event stream, refreshed every second; or the same over recorded traces with a time cursor."""
+    from ioobserve.cli.summary_view import incomplete_line
     from tui.app import make_app
 
     if attach is not None and (trace or record or any((pid, cgroup, job, unit, comm, path_prefix, layers))):
@@ -81,6 +83,9 @@ def top(
         fail(f"the capture stopped: {source.error}", EXIT_FAILURE)
     if writer is not None:
         print(f"ioobserve: trace written to {writer.path} ({writer.events_written:,} events)")
+        incomplete = incomplete_line(writer, getattr(source, "result", None))
+        if incomplete:
+            print(f"ioobserve: warning: {incomplete}", file=sys.stderr)
 
 
 def _attach(path: Path):

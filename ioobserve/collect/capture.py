@@ -116,6 +116,13 @@ class CaptureProcess:
             os.close(self._stop_write)
             self._stop_write = -1
 
+    def kill(self) -> None:
+        """End the child now, whatever it still holds (its reader is gone)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
     def close(self) -> None:
         """Reap the child and close the stream."""
         self.stop()

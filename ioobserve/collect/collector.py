@@ -2,6 +2,9 @@
 a reader thread takes them as they come, and a worker thread decodes, enriches and hands
 frames to the sinks, so the drain never waits on formatting, disks or the GIL.
 
+Stopping has a deadline: what the reader and worker still hold then is dropped and counted
+(`dropped_at_stop`), the sinks are told to abandon, and a thread still stuck is left behind.
+
 The reader learns file paths and probes the libraries processes map (HDF5, MPI) at once:
 a library's calls are seen only once its probes are in, and the worker may be seconds
 behind after a burst of events."""
@@ -25,7 +28,9 @@ from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
+from ioobserve.deadline import ABANDON_GRACE_S, StopDeadline, join_by
 from ioobserve.decode import AuxBatch, decode_aux
+from ioobserve.handoff import Handoff
 from ioobserve.python.stacks import PythonStacks, Stack
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
@@ -71,8 +76,12 @@ class Sink(Protocol):
         """Exited processes' traced calls and bytes beside the kernel's accounting
         (ioobserve.collect.accounting.ROW_SCHEMA)."""
 
-    def close(self) -> None:
-        """No more data: flush and release."""
+    def abandon(self) -> None:
+        """The stop deadline passed (any thread): stop writing, drop and count what is queued,
+        and never make the caller wait again."""
+
+    def close(self, deadline: StopDeadline | None = None) -> None:
+        """No more data: flush and release, by the deadline (None: however long it takes)."""
 
 
 def lost_by_name(counts: np.ndarray) -> dict[str, int]:
@@ -122,9 +131,9 @@ class Collector:
         self._accounting_check = AccountingCheck()
         self._accounted_roots: set[int] = set()
         self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue()
-        self._queued_bytes = 0
-        self._queue_room = threading.Condition()
+        self._queue = Handoff(QUEUED_BYTES)
+        self._abandoned = False
+        self._dropped_by_reader = self._dropped_by_worker = 0
         self._held: object = _NOTHING  # an item _take looked at but left for the next call
         self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
@@ -151,6 +160,9 @@ class Collector:
         batches = self._capture.batches()
         try:
             for batch, aux in batches:
+                if self._abandoned:
+                    self._dropped_by_reader += batch.size
+                    continue
                 records = decode_aux(aux)
                 self.files.add(records.paths)
                 for proc in records.procs:
@@ -160,10 +172,7 @@ class Collector:
                     path = self.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:
                         self.probes.library_mapped(lib.pid, path)
-                with self._queue_room:
-                    self._queue_room.wait_for(lambda: self._queued_bytes < QUEUED_BYTES)
-                    self._queued_bytes += batch.nbytes
-                self._queue.put((batch, records))
+                self._queue.put((batch, records), batch.nbytes)
         except BaseException as exc:  # surfaced by stop() through the worker
             end = exc
             with contextlib.suppress(BaseException):  # the capture process ends only once read out
@@ -193,9 +202,6 @@ class Collector:
             batches.append(later[0])
             records.extend(later[1])
             events += later[0].size
-        with self._queue_room:
-            self._queued_bytes -= sum(batch.nbytes for batch in batches)
-            self._queue_room.notify()
         return (np.concatenate(batches) if len(batches) > 1 else batches[0]), records
 
     def _work_loop(self) -> None:
@@ -206,6 +212,9 @@ class Collector:
                 break
             if self.error is not None:
                 continue  # after a failure the stream is still read to its end
+            if self._abandoned:
+                self._dropped_by_worker += item[0].size
+                continue
             try:
                 self._process(*item)
                 if time.monotonic() >= next_loss:
@@ -299,22 +308,51 @@ class Collector:
             counts["accounting_overruns"] = self._accounting.overruns
         return counts
 
-    def stop(self) -> None:
-        """Drain what is left (detach the probes first), flush and close the sinks."""
+    @property
+    def dropped_at_stop(self) -> int:
+        """Events captured but never handed to the sinks because the stop deadline passed."""
+        return self._dropped_by_reader + self._dropped_by_worker
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the stop deadline passed before everything was handed on."""
+        return self._abandoned
+
+    def stop(self, deadline: StopDeadline | None = None) -> None:
+        """Drain what is left (detach the probes first), flush and close the sinks, by the
+        deadline (None: however long it takes); past it, abandon."""
         if self._capture is not None:
             self._capture.stop()
-            if self._worker.ident is not None:
-                self._reader.join()
-                self._worker.join()
+            if self._worker.ident is not None and not join_by([self._worker, self._reader], deadline):
+                self._abandon()
+            if self._reader.is_alive():  # stuck: the capture process would wait for it forever
+                self._capture.kill()
             self._capture.close()
         if self._accounting is not None:
             self._accounting.stop()
         if self.error is None:
             self._report_lost()
-            self._check_accounting(final=True)
+            if not self._abandoned:
+                self._check_accounting(final=True)
             for sink in self.sinks:
                 sink.counters(self.counters())
         for sink in self.sinks:
-            sink.close()
+            sink.close(deadline)
         if self.error is not None:
             raise self.error
+
+    def _abandon(self) -> None:
+        """Past the deadline: the reader reads the stream out without keeping it, the worker
+        drops what is queued, the sinks drop what they hold; both threads get a moment to end."""
+        self._abandoned = True
+        self._queue.abandon()
+        for sink in self.sinks:
+            sink.abandon()
+        for thread in (self._worker, self._reader):
+            thread.join(ABANDON_GRACE_S)
+        if self._worker.is_alive():  # stuck: count what it will never take
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    item = self._queue.get_nowait()
+                    if isinstance(item, tuple):
+                        self._dropped_by_reader += item[0].size

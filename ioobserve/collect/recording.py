@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
-from ioobserve.collect.collector import Collector, Sink
+from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector, Sink
 from ioobserve.collect.priority import restore_priority
+from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.filters import KernelFilters
@@ -32,6 +33,8 @@ class RecordingResult:
     lost: dict[str, int] = field(default_factory=dict)
     accounting_note: str | None = None  # why the kernel's accounting could not be set beside the trace
     layers: dict[str, str] = field(default_factory=dict)  # layer -> how it was probed
+    dropped_at_stop: int = 0  # events captured but not handed on: the stop deadline passed
+    stop_overran: bool = False  # the stop deadline passed (or a second signal hurried it)
 
 
 class GatedCommand:
@@ -94,10 +97,13 @@ class Recording:
 
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
                  original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
-                 python: PythonOptions = PythonOptions()):
+                 python: PythonOptions = PythonOptions(), stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
+                 backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
         self.filters = filters
         self.original_nice = original_nice
         self.sinks = sinks
+        self.backlog_bytes = backlog_bytes
+        self.deadline = StopDeadline(stop_timeout)  # how long writing out what is left may take
         btf = Btf.load()
         self.probes = load_probes(sizes, btf, layers, python)
         self.accounting, self.accounting_note = exit_accounting(btf)
@@ -108,6 +114,16 @@ class Recording:
         """Ask the recording to end (from a signal handler or another thread)."""
         self._stopped_by = reason
         self._stop.set()
+
+    def hurry(self) -> None:
+        """End the stop now: what is not written yet is counted as lost (a second Ctrl-C)."""
+        self.deadline.hurry()
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for."""
+        return self._stop.is_set()
 
     def run(self, duration: float | None = None, command: list[str] | None = None,
             command_env: dict[str, str] | None = None, trace_command: bool = True, on_start=None) -> RecordingResult:
@@ -121,7 +137,8 @@ class Recording:
             self.probes.configure(self.filters)
             self._start_accounting()
             collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
-                                  capture_nice=self.original_nice, accounting=self.accounting)
+                                  backlog_bytes=self.backlog_bytes, capture_nice=self.original_nice,
+                                  accounting=self.accounting)
             if child:
                 collector.account_from_start(child.pid)
             self.probes.attach()
@@ -150,16 +167,19 @@ class Recording:
                     break
                 self._stop.wait(0.05)
         finally:
+            self._stop.set()  # however it ends: a signal now hurries the stop
             self.probes.detach()
+            self.deadline.start()
             try:
-                collector.stop()
+                collector.stop(self.deadline)
             finally:
                 lost = collector.lost_total()
                 self.probes.close()
                 if child and status is None:
                     status = _reap(child)
         return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
-                               dict(self.probes.attached_layers))
+                               dict(self.probes.attached_layers), collector.dropped_at_stop,
+                               collector.abandoned or self.deadline.passed())
 
     def _start_accounting(self) -> None:
         if self.accounting is None:
@@ -181,6 +201,12 @@ def _reap(child: GatedCommand) -> int | None:
 
 
 def install_stop_signals(recording: Recording) -> None:
-    """SIGINT and SIGTERM end the recording cleanly."""
+    """SIGINT and SIGTERM end the recording cleanly; a second one ends the stop at once."""
+    def handle(signum: int, _frame) -> None:
+        if recording.stopping:
+            recording.hurry()
+        else:
+            recording.request_stop(signal.Signals(signum).name)
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda num, _frame: recording.request_stop(signal.Signals(num).name))
+        signal.signal(signum, handle)

@@ -76,7 +76,10 @@ class AggregatingSink:
     def accounting(self, rows: pl.DataFrame) -> None:
         """Not shown."""
 
-    def close(self) -> None:
+    def abandon(self) -> None:
+        """Nothing is held."""
+
+    def close(self, deadline=None) -> None:
         """Nothing to flush."""
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import tomllib
 
+from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_SOCKET = Path("/run/ioobserve/events.sock")
 DEFAULT_RECORD_DIR = Path("/var/lib/ioobserve/traces")
@@ -33,6 +35,7 @@ class ServeConfig:
     rotate_mb: float | None = None  # a job's trace starts a new part after this many MB
     rotate_s: float | None = None  # ... or after this many seconds
     comm: list[str] = field(default_factory=list)  # only these commands (as `record --comm`)
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT_S  # seconds a stop may spend writing out what is left
 
     def address(self) -> tuple[str, int]:
         """listen as (host, port)."""
@@ -52,7 +55,7 @@ class ServeConfig:
 
 
 _TYPES = {"listen": str, "node": str, "socket": str, "socket_group": str, "record_dir": str, "record_job": list,
-          "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list}
+          "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list, "stop_timeout": (int, float)}
 
 
 def load_config(path: Path | None, overrides: dict) -> ServeConfig:
@@ -81,6 +84,8 @@ def load_config(path: Path | None, overrides: dict) -> ServeConfig:
         if name in values:
             values[name] = Path(values[name])
     config = ServeConfig(**values)
+    if config.stop_timeout < 0:
+        raise ConfigError(f"stop-timeout {config.stop_timeout:g}: must be 0 or more seconds")
     config.address()
     config.group_id()
     return config

@@ -61,7 +61,8 @@ class Daemon:
             raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
         try:
             recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
-                                  layers=frozenset({ly.SYSCALL}))  # other layers: a later step
+                                  layers=frozenset({ly.SYSCALL}),  # other layers: a later step
+                                  stop_timeout=self.config.stop_timeout)
         except BaseException:
             self.http.shutdown()
             _close_socket(server)
@@ -70,7 +71,7 @@ class Daemon:
         self.recording = recording
         jobs = JobRecorder(probes, self.config.record_dir, self.config.record_job,
                            rotate_bytes=int(self.config.rotate_mb * 1e6) if self.config.rotate_mb else None,
-                           rotate_seconds=self.config.rotate_s)
+                           rotate_seconds=self.config.rotate_s, stop_timeout=self.config.stop_timeout)
         self.jobs = jobs
         self.stream = EventStream(server, self._command, lambda on: probes.emit_some(not on))
         registry.register(KernelCollector(probes, self.config.node))
@@ -110,12 +111,17 @@ class Daemon:
         return f"stopped job {job}" + (f": {path}" if path else "")
 
     def stop(self, reason: str = "stop") -> None:
-        """End the service (from a signal handler or another thread)."""
-        if self.recording is not None:
+        """End the service (from a signal handler or another thread); asked again while
+        stopping, end the stop at once (what is not written yet is counted as lost)."""
+        if self.recording is None:
+            return
+        if self.recording.stopping:
+            self.recording.hurry()
+        else:
             self.recording.request_stop(reason)
 
     def install_signals(self) -> None:
-        """SIGTERM and SIGINT stop; SIGHUP reopens the trace files."""
+        """SIGTERM and SIGINT stop (a second one at once); SIGHUP reopens the trace files."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda num, _frame: self.stop(signal.Signals(num).name))
         signal.signal(signal.SIGHUP, lambda _num, _frame: self.jobs and self.jobs.reopen())

@@ -3,7 +3,11 @@ events out, and a TraceWriter per job (<record-dir>/job-<id>/, rotated like `rec
 
 A job is recorded from a rule in the config (`record-job`, "*" for every Slurm job) or
 between the scheduler's prolog and epilog (`start` / `stop`). Its cgroups may not exist yet
-when the prolog runs, so `discover` (called every second) looks again for new ones."""
+when the prolog runs, so `discover` (called every second) looks again for new ones.
+
+A job's trace on a failing disk (full, read-only, I/O errors) is said in the log and resumes
+in a new file when the disk takes writes again (ioobserve.trace.writer); the service, its
+metrics and its socket go on meanwhile."""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ import os
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 
 import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.cgroups import CgroupTable
+from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
+from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
 from ioobserve.trace.output import OutputError, check_output_dir, trace_name
 from ioobserve.trace.writer import TraceWriter
 
@@ -39,8 +46,11 @@ class JobRecorder:
     """A collector sink: each recorded job's events into its own trace."""
 
     def __init__(self, probes, directory: Path, rules: list[str], rotate_bytes: int | None = None,
-                 rotate_seconds: float | None = None, cgroups: CgroupTable | None = None) -> None:
+                 rotate_seconds: float | None = None, cgroups: CgroupTable | None = None,
+                 stop_timeout: float = DEFAULT_STOP_TIMEOUT_S, log=print) -> None:
         self.probes = probes
+        self.stop_timeout = stop_timeout  # how long closing one job's trace may take
+        self.log = log
         self.directory = directory
         self.rules = set(rules)  # jobs recorded whenever they run
         self.rotate_bytes, self.rotate_seconds = rotate_bytes, rotate_seconds
@@ -49,6 +59,8 @@ class JobRecorder:
         self._asked: set[str] = set()  # started by a command, until stopped
         self._emitting: dict[int, str] = {}  # cgroup id -> job, let out of the kernel
         self._processes: dict = {}  # every process seen (pid -> Process): a new writer describes them
+        self.unopened: dict[str, int] = {}  # job -> events lost because its trace could not be created
+        self._retry_at: dict[str, float] = {}  # job -> when creating its trace may be tried again
         self._lock = threading.Lock()  # commands and discovery (other threads) against the sink calls
 
     def wanted(self, job: str | None) -> bool:
@@ -73,7 +85,9 @@ class JobRecorder:
             writer = self.writers.pop(job, None)
         if writer is None:
             return None
-        writer.close()
+        deadline = StopDeadline(self.stop_timeout)
+        deadline.start()
+        writer.close(deadline)
         return writer.path
 
     def discover(self) -> None:
@@ -104,8 +118,9 @@ class JobRecorder:
             directory = check_output_dir(self.directory / f"job-{job}")
             details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "serve"],
                        "recorder_pid": os.getpid(), "job": job}
-            writer = self.writers[job] = TraceWriter(directory, trace_name(), details, rotate_bytes=self.rotate_bytes,
-                                                     rotate_seconds=self.rotate_seconds)
+            writer = self.writers[job] = TraceWriter(
+                directory, trace_name(), details, rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
+                on_trouble=lambda message: self.log(f"ioobserve serve: job {job}: {message}", flush=True))
             if self._processes:
                 writer.processes(list(self._processes.values()))
         return writer
@@ -128,12 +143,26 @@ class JobRecorder:
         jobs = frame.get_column(s.JOB).drop_nulls().unique().to_list()
         with self._lock:  # wanted() under the lock: a job stopped meanwhile gets no new trace
             for job in filter(self.wanted, jobs):
+                mine = frame.filter(pl.col(s.JOB) == job)
+                if time.monotonic() < self._retry_at.get(job, 0.0):
+                    self.unopened[job] = self.unopened.get(job, 0) + mine.height
+                    continue
                 try:
-                    self._writer(job).events(frame.filter(pl.col(s.JOB) == job))
-                except OutputError as exc:  # the directory went bad: say so once, keep serving
-                    print(f"ioobserve serve: job {job}: {exc}", flush=True)
+                    self._writer(job).events(mine)
+                except OutputError as exc:  # the directory went bad (a symlink, others may write): not fixed by waiting
+                    self.log(f"ioobserve serve: job {job}: {exc}; its recording stops", flush=True)
                     self._asked.discard(job)
                     self.rules.discard(job)
+                except OSError as exc:  # full, read-only, failing: tried again in a while, its events counted
+                    self.unopened[job] = self.unopened.get(job, 0) + mine.height
+                    if job not in self._retry_at:
+                        self.log(f"ioobserve serve: job {job}: cannot create its trace in {self.directory}: "
+                                 f"{describe_failure(exc)}; events are counted as lost until it can", flush=True)
+                    self._retry_at[job] = time.monotonic() + RESUME_CHECK_S
+                    continue
+                if self._retry_at.pop(job, None) is not None:
+                    self.log(f"ioobserve serve: job {job}: recording again, in {self.writers[job].path} "
+                             f"({self.unopened.get(job, 0):,} events lost meanwhile)", flush=True)
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Every open trace says what the node lost (the kernel does not know whose it was)."""
@@ -158,9 +187,14 @@ class JobRecorder:
     def accounting(self, rows: pl.DataFrame) -> None:
         """Not kept per job."""
 
-    def close(self) -> None:
-        """Close every job's trace (the daemon is stopping)."""
+    def abandon(self) -> None:
+        """The stop deadline passed: every job's trace drops what it holds."""
+        for writer in list(self.writers.values()):
+            writer.abandon()
+
+    def close(self, deadline: StopDeadline | None = None) -> None:
+        """Close every job's trace (the daemon is stopping), by the deadline."""
         with self._lock:
             writers, self.writers = self.writers, {}
         for writer in writers.values():
-            writer.close()
+            writer.close(deadline)

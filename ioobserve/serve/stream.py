@@ -217,5 +217,8 @@ class EventStream:
     def accounting(self, rows: pl.DataFrame) -> None:
         """Not streamed."""
 
-    def close(self) -> None:
+    def abandon(self) -> None:
+        """Nothing is held: a client behind is dropped, never waited for."""
+
+    def close(self, deadline=None) -> None:
         """The capture ended: the daemon stops the socket."""

@@ -20,7 +20,6 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.trace import parse
 from ioobserve.trace.members import Damage, iter_members
-from ioobserve.trace.output import create_private_file
 
 SUFFIX = ".ioidx"
 KIND_EVENTS = "events"
@@ -78,25 +77,9 @@ def index_path(trace: Path) -> Path:
     return trace.with_name(trace.name + SUFFIX)
 
 
-def _line(entry: MemberEntry) -> bytes:
+def index_line(entry: MemberEntry) -> bytes:
+    """A member's line in the index."""
     return json.dumps(asdict(entry), separators=(",", ":")).encode() + b"\n"
-
-
-class IndexFile:
-    """The sidecar the writer appends to, created 0600 next to the trace."""
-
-    def __init__(self, trace: Path):
-        path = index_path(trace)
-        self._fd = create_private_file(path.parent, path.name)
-
-    def append(self, entry: MemberEntry) -> None:
-        """One member, written right after the member itself."""
-        os.write(self._fd, _line(entry))
-
-    def close(self) -> None:
-        """Flush to disk and close."""
-        os.fsync(self._fd)
-        os.close(self._fd)
 
 
 def read_index(trace: Path) -> list[MemberEntry] | None:
@@ -145,7 +128,7 @@ def write_index(trace: Path, entries: list[MemberEntry]) -> Path:
     fd, temp = tempfile.mkstemp(prefix=".ioidx-", dir=target.parent)  # mkstemp creates 0600
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(b"".join(_line(e) for e in entries))
+            handle.write(b"".join(index_line(e) for e in entries))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)

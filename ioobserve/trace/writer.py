@@ -5,6 +5,12 @@ collector's worker never waits on JSON, deflate or the disk: one formats lines, 
 compresses and appends. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text)
 appends complete gzip members (metadata first, then events per layer) that end on line
 boundaries, so a recorder killed with SIGKILL leaves a file whose every complete member loads.
+
+The disk failing (full, read-only, I/O errors, the file deleted) never ends the recording:
+the part keeps what it had, events are dropped and counted as unwritten, `on_trouble` is told
+once, and when the file system can take writes again a new part is started (ioobserve.trace.disk).
+What waits for the disk is bounded (QUEUED_EVENTS frames, DISK_QUEUE members): beyond that the
+collector waits, and beyond its backlog the kernel counts the loss. `close` takes a deadline.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import queue
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
@@ -24,16 +31,20 @@ from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
 from ioobserve.context.processes import Process
 from ioobserve.python.stacks import Stack
-from ioobserve.trace.index import KIND_EVENTS, KIND_META, IndexFile, MemberStats
+from ioobserve.deadline import ABANDON_GRACE_S, StopDeadline, join_by
+from ioobserve.handoff import Handoff
+from ioobserve.trace.disk import RESUME_CHECK_MAX_S, RESUME_CHECK_S, PartFile, describe_failure, writable_again
+from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_line
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
-from ioobserve.trace.output import create_private_file
+from ioobserve.trace.output import OutputError
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
 GZIP_LEVEL = 6
 HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather than compress well
-HURRY_QUEUE = 8
-DISK_QUEUE = 4
+HURRY_QUEUE = 1 << 17  # events waiting to be formatted
+DISK_QUEUE = 4  # members waiting for the disk
+QUEUED_EVENTS = 1 << 18  # events waiting to be formatted before the collector's worker waits
 SUFFIX = ".pfw.gz"
 _SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
 _STOP = object()
@@ -50,8 +61,12 @@ class _Stacks:
         self.stacks = stacks
 
 
-class _Last(bytes):
-    """A part's closing line: written after everything queued before it."""
+class _End:
+    """A part's end record: written after everything queued before it, by the disk thread,
+    which alone knows by then how many events were dropped."""
+
+    def __init__(self, record_id: int, args: dict, final: bool) -> None:
+        self.record_id, self.ts_us, self.args, self.final = record_id, time.time_ns() // 1000, args, final
 
 
 def part_name(name: str, part: int) -> str:
@@ -70,19 +85,24 @@ class TraceWriter:
     end records, and FH/PR records for every file and process it mentions."""
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
-                 rotate_seconds: float | None = None, mounts: list[Mount] | None = None):
+                 rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
+                 on_trouble: Callable[[str], None] | None = None):
         self.directory = Path(directory)
         self._name = name
-        self.paths: list[Path] = []
+        self._part: PartFile | None = PartFile(self.directory, part_name(name, 0))  # errors here reach the caller
+        self.paths: list[Path] = [self._part.path]  # the recording's files (a part deleted meanwhile is left out)
+        self._first_path = self._part.path
+        self.on_trouble = on_trouble  # told (from the disk thread) when writing fails and when it works again
+        self.trouble: str | None = None  # why the disk takes nothing now (None: it does)
+        self.troubles: list[str] = []  # every failure of the recording, in order
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = recording
         self._mounts = [m for m in (read_mounts() if mounts is None else mounts) if m.fstype not in PSEUDO_FS]
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
-        self._part = 0
+        self._part_number = 0
         self._rotate_asked = False
-        self._open(part_name(name, 0))  # errors here (file exists, ...) reach the caller
         # Per part, the format thread's own: files (path, dev, ino) -> hash, cgroups and uids described.
         self._fhashes: dict[tuple, str] = {}
         self._cgroups_described: set[int] = set()
@@ -95,12 +115,17 @@ class TraceWriter:
         self._part_started = time.monotonic()
         self._part_events = 0
         self._next_id = 1
-        self.events_written = 0
+        self.events_handed = 0  # events given to events()
+        self._appended = self._part_appended = 0  # events in members on disk (disk thread)
+        self._dropped_frames = self._dropped_members = 0  # events dropped by the format and disk threads
+        self._resume_at = self._resume_wait = 0.0  # when to ask the file system again (disk thread)
+        self._resuming: str | None = None  # the trouble a new part is trying to end (disk thread)
         self.lost_counts: dict[str, int] = {}
         self.counts: dict[str, int] = {}
-        self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(maxsize=256)
-        self._disk_queue: queue.Queue = queue.Queue(maxsize=DISK_QUEUE)
+        self.error: BaseException | None = None  # a bug in a thread of ours, raised to the next caller
+        self._abandoned = threading.Event()
+        self._queue = Handoff(QUEUED_EVENTS)
+        self._disk_queue = Handoff(DISK_QUEUE)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
         self._disk_thread = threading.Thread(target=self._disk_run, name="ioobserve-disk", daemon=True)
         self._thread.start()
@@ -110,26 +135,27 @@ class TraceWriter:
     @property
     def path(self) -> Path:
         """The first file of the recording."""
-        return self.paths[0]
+        return self._first_path
 
-    def _open(self, name: str) -> None:
-        """Create the next part and its index (both 0600, never through a symlink)."""
-        fd = create_private_file(self.directory, name)
-        try:
-            index = IndexFile(self.directory / name)
-        except BaseException:
-            os.close(fd)
-            (self.directory / name).unlink()
-            raise
-        self._fd, self._index, self._offset = fd, index, 0
-        self.paths.append(self.directory / name)
+    @property
+    def events_written(self) -> int:
+        """Events in members the disk took (and that were not deleted with their file since)."""
+        return self._appended
+
+    @property
+    def unwritten(self) -> int:
+        """Events handed to the writer that are not on disk: dropped after a disk failure or
+        at the stop deadline (exact once closed; while running, also those still queued)."""
+        return self.events_handed - self._appended
 
     def _put_header(self) -> None:
         host = socket.gethostname()
         self._put(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash}))
         for mount in self._mounts:  # which file system each dev is: local or shared
             self._put(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint, "value": mount.fstype}))
-        start = {"hhash": self._hhash, **self._recording, "part": self._part}
+        start = {"hhash": self._hhash, **self._recording, "part": self._part_number}
+        if self.troubles:
+            start["after_trouble"] = {"error": self.troubles[-1], "unwritten_so_far": self.unwritten}
         self._put(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start))
         self._queue.put(None)  # flush the start record on its own: the file is readable at once
 
@@ -142,16 +168,16 @@ class TraceWriter:
             return True
         if self._rotate_seconds is not None and time.monotonic() - self._part_started >= self._rotate_seconds:
             return True
-        return self._rotate_bytes is not None and self._offset >= self._rotate_bytes
+        return self._rotate_bytes is not None and self._part is not None and self._part.size >= self._rotate_bytes
 
     def _rotate(self) -> None:
         """End this part and start the next; the writer thread switches files in queue order."""
-        end = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
-               "next": part_name(self._name, self._part + 1)}
-        self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, end)))
-        self._part += 1
+        end = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
+               "next": part_name(self._name, self._part_number + 1)}
+        self._put(_End(self._take_id(), end, final=False))
+        self._part_number += 1
         self._rotate_asked = False
-        self._put(_Rotate(part_name(self._name, self._part)))
+        self._put(_Rotate(part_name(self._name, self._part_number)))
         self._part_pids.clear()
         self._part_started = time.monotonic()
         self._part_events = 0
@@ -161,10 +187,10 @@ class TraceWriter:
         self._next_id += 1
         return self._next_id - 1
 
-    def _put(self, item) -> None:
+    def _put(self, item, weight: int = 0) -> None:
         if self.error is not None:
             raise self.error
-        self._queue.put(item)
+        self._queue.put(item, weight)
 
     def processes(self, changed: list[Process]) -> None:
         """A PR metadata line per process born, exec'd or first seen doing I/O."""
@@ -295,9 +321,9 @@ class TraceWriter:
             if pid in self._proc_lines:  # a process described in an earlier part
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
-        self._put(frame)
+        self._put(frame, frame.height)
         self._part_events += frame.height
-        self.events_written += frame.height
+        self.events_handed += frame.height
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """A loss record for the interval, so a trace says what it misses."""
@@ -315,20 +341,33 @@ class TraceWriter:
             pid = row.pop("pid")
             self._put(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row}))
 
-    def close(self) -> None:
-        """Write the end record, flush, fsync and close."""
-        args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part,
-                "recording_events": self.events_written, "lost": self.lost_counts,
-                "lost_total": sum(self.lost_counts.values()), "counters": self.counts}
-        self._put(_Last(complete_line(self._take_id(), "end", self._pid, self._pid, time.time_ns() // 1000, args)))
+    def abandon(self) -> None:
+        """Stop writing events now (a stop deadline passed; any thread): what is queued is
+        dropped and counted as unwritten; the end record is still written if the disk takes it."""
+        self._abandoned.set()
+        self._queue.abandon()
+        self._disk_queue.abandon()
+
+    def close(self, deadline: StopDeadline | None = None) -> None:
+        """Write the end record, flush, fsync and close, by the deadline (None: however long it
+        takes); past it, abandon(). A failing disk raises nothing: `trouble`, `troubles` and
+        `unwritten` say what happened."""
+        if self.trouble is not None and writable_again(self.directory):
+            self._rotate()  # the disk has room again: the end record gets a part of its own
+        args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
+                "recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
+        self._put(_End(self._take_id(), args, final=True))
         self._queue.put(_STOP)
-        self._thread.join()
-        self._disk_thread.join()
+        if not join_by([self._thread, self._disk_thread], deadline):
+            self.abandon()
+            for thread in (self._thread, self._disk_thread):
+                thread.join(ABANDON_GRACE_S)  # a thread stuck in the kernel (a hung disk) is left behind
         if self.error is not None:
             raise self.error
 
     def _run(self) -> None:
-        """Format lines in queue order into members for the disk thread; None asks for a flush."""
+        """Format lines in queue order into members for the disk thread; None asks for a flush.
+        While the disk takes nothing (or after abandon) frames are dropped unformatted."""
         pending = _Pending()
         last_flush = time.monotonic()
         while True:
@@ -347,13 +386,16 @@ class TraceWriter:
                     self._disk_queue.put(item)
                     last_flush = time.monotonic()
                     continue
-                if isinstance(item, _Last):
+                if isinstance(item, _End):
                     self._emit(pending)
-                    pending.add_meta(item)
+                    self._disk_queue.put(item)
                 elif isinstance(item, bytes):
                     pending.add_meta(item)
                 elif isinstance(item, _Stacks):
                     self._stacks.update(item.stacks)
+                elif item is not None and (self.trouble is not None or self._abandoned.is_set()):
+                    self._dropped_frames += item.height
+                    self._check_resume()  # members may not come while frames are dropped here
                 elif item is not None:
                     self._describe_stacks(item, pending)
                     self._describe_context(item, pending)
@@ -364,7 +406,7 @@ class TraceWriter:
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
                     last_flush = time.monotonic()
-            except BaseException as exc:  # reported by the next call from the worker
+            except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     self._disk_queue.put(_STOP)
@@ -374,7 +416,7 @@ class TraceWriter:
         """Hand what is pending to the disk thread as members, metadata first (FH lines come
         before the events using them)."""
         for text, stats in pending.members():
-            self._disk_queue.put((text, stats))
+            self._disk_queue.put((text, stats), 1)
         pending.reset()
 
     def _disk_run(self) -> None:
@@ -383,31 +425,113 @@ class TraceWriter:
             item = self._disk_queue.get()
             try:
                 if item is _STOP:
-                    self._close_part()
+                    self._finish_part()
                     return
                 if isinstance(item, _Rotate):
-                    self._close_part()
-                    self._open(str(item))
+                    self._finish_part()
+                    self._start_part(str(item))
                     continue
-                text, stats = item
-                behind = self._queue.qsize() >= HURRY_QUEUE or self._disk_queue.qsize() >= DISK_QUEUE - 1
+                text, stats = self._end_member(item) if isinstance(item, _End) else item
+                if self.trouble is not None or (self._abandoned.is_set() and stats.events):
+                    self._dropped_members += stats.events
+                    self._check_resume()
+                    continue
+                behind = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
                 self._append(gzip_member(text, HURRIED_LEVEL if behind else GZIP_LEVEL), stats)
-            except BaseException as exc:  # reported by the next call from the worker
+            except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     return
 
-    def _close_part(self) -> None:
-        os.fsync(self._fd)
-        os.close(self._fd)
-        self._index.close()
+    def _end_member(self, end: _End) -> tuple[bytes, MemberStats]:
+        """The end record as a member; the recording's last one says how many events the disk missed."""
+        args = dict(end.args)
+        if end.final:
+            dropped = self._dropped_frames + self._dropped_members
+            args["lost"] = {**args["lost"], **({"unwritten": dropped} if dropped else {})}
+            args["lost_total"] = sum(args["lost"].values())
+        text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
+        stats = MemberStats(KIND_META)
+        stats.add_text(text)
+        return text, stats
 
     def _append(self, member: bytes, stats: MemberStats) -> None:
-        view = memoryview(member)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        self._index.append(stats.entry(self._offset, len(member)))
-        self._offset += len(member)
+        """One member and its index line; a disk failure drops it (counted) and starts the trouble."""
+        if self._part is None:
+            self._fail(FileNotFoundError("no trace file is open"), stats.events)
+            return
+        try:
+            self._part.append(member, index_line(stats.entry(self._part.size, len(member))))
+            self._part.check_present()
+        except FileNotFoundError as exc:  # deleted: what the part held went with it
+            self._appended -= self._part_appended
+            if self._part.path in self.paths:
+                self.paths.remove(self._part.path)
+            self._fail(exc, stats.events + self._part_appended)
+            return
+        except OSError as exc:
+            self._fail(exc, stats.events)
+            return
+        self._appended += stats.events
+        self._part_appended += stats.events
+        if self._resuming is not None:  # the new part took its first member: the trouble is over
+            self._resuming = None
+            self._say(f"writing again, in {self._part.path} ({self._dropped_frames + self._dropped_members:,} "
+                      "events lost meanwhile)")
+
+    def _fail(self, exc: OSError, events: int) -> None:
+        """The disk took nothing: drop `events`, give up the part, and say so (once per trouble:
+        a new part that fails at once only puts the next try further off)."""
+        self._dropped_members += events
+        where = exc.filename or (self._part.path if self._part is not None else self.directory)
+        if self._part is not None:
+            self._part.discard()
+            if self._part.size == 0:  # nothing of it reached the disk: leave no empty file behind
+                self._part.remove()
+                if self._part.path in self.paths:
+                    self.paths.remove(self._part.path)
+            self._part = None
+        if self._resuming is not None:
+            self.trouble, self._resuming = self._resuming, None
+        elif self.trouble is None:
+            self.trouble = f"cannot write {where}: {describe_failure(exc)}"
+            self.troubles.append(self.trouble)
+            self._resume_wait = RESUME_CHECK_S
+            self._resume_at = time.monotonic() + self._resume_wait
+            self._say(f"{self.trouble}; events are counted as lost until it can write again")
+
+    def _check_resume(self) -> None:
+        """While in trouble: from time to time, ask for a new part if the file system looks able."""
+        if time.monotonic() < self._resume_at or self._rotate_asked:
+            return
+        if writable_again(self.directory):
+            self._rotate_asked = True  # the collector's next batch starts it
+        self._resume_at = time.monotonic() + self._resume_wait
+        self._resume_wait = min(self._resume_wait * 2, RESUME_CHECK_MAX_S)
+
+    def _start_part(self, name: str) -> None:
+        try:
+            self._part = PartFile(self.directory, name)
+        except (OSError, OutputError) as exc:
+            self._fail(exc if isinstance(exc, OSError) else OSError(str(exc)), 0)
+            return
+        self.paths.append(self._part.path)
+        self._part_appended = 0
+        if self.trouble is not None:  # members go to disk again; said once the first one is there
+            self._resuming, self.trouble = self.trouble, None
+
+    def _finish_part(self) -> None:
+        if self._part is None:
+            return
+        part, self._part = self._part, None
+        try:
+            part.close()
+        except OSError as exc:  # the last members may not have reached the disk
+            self._fail(exc, 0)
+
+    def _say(self, message: str) -> None:
+        if self.on_trouble is not None:
+            self.on_trouble(message)
 
 
 class _Pending:

@@ -3,27 +3,21 @@ stream's end (None, or an error) still comes, after them."""
 
 from __future__ import annotations
 
-import queue
-import threading
-
 import numpy as np
 
 from ioobserve import events as ev
 from ioobserve.collect import collector as c
 from ioobserve.decode import AuxBatch, NameRecord
+from ioobserve.handoff import Handoff
 
 
 def _queue_of(*items) -> c.Collector:
     """A collector with only its queue (the worker's side of it is pure logic)."""
     collector = object.__new__(c.Collector)
-    collector._queue = queue.Queue()
-    collector._queue_room = threading.Condition()
+    collector._queue = Handoff(c.QUEUED_BYTES)
     collector._held = c._NOTHING
-    collector._queued_bytes = 0
     for item in items:
-        if isinstance(item, tuple):
-            collector._queued_bytes += item[0].nbytes
-        collector._queue.put(item)
+        collector._queue.put(item, item[0].nbytes if isinstance(item, tuple) else 0)
     return collector
 
 
@@ -38,7 +32,7 @@ def test_queued_batches_merge_in_order_and_the_end_follows():
     events, records = collector._take()
     assert events["ts_ns"].tolist() == [0, 1, 2, 3, 4]
     assert [n.name for n in records.names] == ["a", "b"]
-    assert collector._queued_bytes == 0
+    assert collector._queue.held == 0
     assert collector._take() is None  # held back, not lost
 
 
