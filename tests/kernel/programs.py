@@ -51,3 +51,12 @@ def held_by(pid: int) -> set[int]:
                 continue
             ids.update(int(found) for found in _PROG_ID.findall(info))
     return ids
+
+
+def program_type(fd: int) -> int | None:
+    """The BPF program type (BPF_PROG_TYPE_*) behind one of this process's descriptors, None if
+    it is not a loaded program."""
+    if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:bpf-prog":
+        return None
+    found = re.search(r"^prog_type:\s*(\d+)$", Path(f"/proc/self/fdinfo/{fd}").read_text(), re.M)
+    return int(found.group(1)) if found else None

@@ -13,6 +13,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
+from tests.kernel import programs
 from tests.kernel.recorder import record_command
 
 SOURCE = ROOT / "tests" / "workloads" / "stdio_workload.c"
@@ -84,6 +85,6 @@ def test_per_probe_programs_pass_the_verifier(root_required):
     probes = load_probes(layers=ly.DEFAULT | set(ly.LIBRARY_LAYERS))
     try:
         for program in [entry_program(spec.op) for spec in LIBC + HDF5 + MPIIO] + [RETURN_PROGRAM]:
-            assert probes.bpf.load_func(program.encode(), BPF.KPROBE).fd >= 0, program
+            assert programs.program_type(probes.bpf.load_func(program.encode(), BPF.KPROBE).fd) == BPF.KPROBE, program
     finally:
         probes.close()

@@ -14,6 +14,7 @@ from ioobserve import schema as s
 from ioobserve.probes import layers as ly
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
+from tests.kernel import programs
 from tests.kernel.recorder import record_command
 
 WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
@@ -29,7 +30,8 @@ def test_vfs_programs_pass_the_verifier(root_required):
     probes = load_probes(layers=ly.DEFAULT | {ly.VFS})
     try:
         for program in [entry for _, entry in VFS_FUNCTIONS] + [VFS_RETURN]:
-            assert probes.bpf.load_func(program.encode(), BPF.KPROBE).fd >= 0  # loading needs no kprobes
+            loaded = probes.bpf.load_func(program.encode(), BPF.KPROBE)  # loading needs no kprobes
+            assert programs.program_type(loaded.fd) == BPF.KPROBE, program
     finally:
         probes.close()
 
