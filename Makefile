@@ -30,8 +30,9 @@ $(PEERS_STAMP): ci/peers.sh
 test: $(STAMP) $(PEERS_STAMP)
 	ci/test.sh
 
+# Every benchmark in bench/ (root); QUICK=1: small sizes, to see that each one works.
 bench: $(STAMP)
-	$(VENV)/bin/python bench/run_all.py
+	$(VENV)/bin/python bench/run_all.py $(if $(QUICK),--quick)
 
 clean:
 	rm -rf $(VENV) .venv-peers demo-traces .pytest_cache
