@@ -41,11 +41,13 @@ DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after
 # Read ahead of the worker up to this many event bytes (beyond it the capture process holds
 # the backlog): by bytes, not batches, so that a worker behind on many small batches (a
 # burst of process starts) does not hold up the reader, which probes libraries and finds
-# interpreters as processes start.
-QUEUED_BYTES = 64 << 20
+# interpreters as processes start. 16 MiB: ~140 k events.
+QUEUED_BYTES = 16 << 20
 # A worker behind takes the queued batches together, up to this many events: each batch has
-# a fixed cost (some tens of Polars calls), which a flood of small drains would multiply.
-MERGED_EVENTS = 1 << 18
+# a fixed cost (some tens of Polars calls), which a flood of small drains would multiply; and
+# no more, since a batch is held as several frames on its way to the disk (memory behind a
+# slow disk: 1 << 18 made the recorder's working set twice as large, 1 GB on a 2 M-event flood).
+MERGED_EVENTS = 1 << 16
 # Below this many events a batch waits up to COALESCE_S for the batches after it.
 COALESCE_EVENTS, COALESCE_S = 1 << 14, 0.1
 _NOTHING = object()  # no queue item held back (None is one: the stream's end)

@@ -1,5 +1,10 @@
 """A trace part on disk, and what is done when the disk fails.
 
+Every file-system call of a trace (create, write, fsync, statvfs) is made by a process of its
+own (ioobserve.trace.diskd): a write to a hung disk sleeps in the kernel where no signal
+reaches it, and a thread of ours stuck there would keep the recorder from ever exiting; a
+process stuck there is left behind and the recorder still stops by its deadline.
+
 A part is its `.pfw.gz` and its member index, appended member by member at explicit offsets.
 A member the disk does not take whole (full, read-only, an I/O error) is cut off again, with
 its index line, so a part always ends on a whole member its index describes and everything
@@ -10,97 +15,100 @@ system (there, writable, room for a few flushes), never found out by losing more
 from __future__ import annotations
 
 import errno
-import os
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ioobserve.trace.index import index_path
-from ioobserve.trace.output import create_private_file
+from ioobserve.trace.output import OutputError
 
 RESUME_FREE_BYTES = 4 << 20  # room a file system must have again before a new part is tried
 RESUME_CHECK_S = 2.0  # how often that is asked, at first
 RESUME_CHECK_MAX_S = 60.0  # the interval doubles after each try that failed, up to this
+REAP_S = 1.0  # how long closing waits for the disk process to end (a stuck one is left behind)
+
+
+class DiskProcess:
+    """The process making one trace's file-system calls; one caller thread at a time."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair()
+        with theirs:
+            # Not our stdout and stderr: a process stuck on a hung disk would hold them open, and
+            # whoever reads the recorder's output to its end would wait for it too.
+            self._proc = subprocess.Popen([sys.executable, "-m", "ioobserve.trace.diskd", str(theirs.fileno())],
+                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._conn = Connection(ours.detach())
+
+    def call(self, op: str, *args):
+        """Run one operation there; its OSError or OutputError is raised here."""
+        try:
+            self._conn.send((op, args))
+            reply = self._conn.recv()
+        except (EOFError, OSError) as exc:  # the process died: every later call fails the same way
+            raise OSError(errno.EPIPE, f"the disk process ended ({exc or 'no answer'})") from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, kind, number, message, filename = reply
+        raise OutputError(message) if kind == "output" else OSError(number, message, filename)
+
+    def close(self) -> None:
+        """Let the process end (it does once the socket closes) and reap it if it does soon."""
+        self._conn.close()
+        try:
+            self._proc.wait(REAP_S)
+        except subprocess.TimeoutExpired:
+            pass  # stuck in the kernel on a hung disk: it ends when the disk answers
 
 
 class PartFile:
     """One part of a trace, open for appending: data and index created 0600, never through a symlink."""
 
-    def __init__(self, directory: Path, name: str) -> None:
+    def __init__(self, disk: DiskProcess, directory: Path, name: str) -> None:
+        self.disk = disk
         self.path = Path(directory) / name
-        self._data = create_private_file(self.path.parent, self.path.name)
-        try:
-            index = index_path(self.path)
-            self._index = create_private_file(index.parent, index.name)
-        except BaseException:
-            os.close(self._data)
-            self.path.unlink(missing_ok=True)
-            raise
-        self.size = self._index_size = 0
+        disk.call("open", str(self.path), str(index_path(self.path)))
+        self.size = 0
 
     def append(self, member: bytes, index_line: bytes) -> None:
         """Write a member, then its index line; if either fails both files are cut back to
         where they were and the OSError is raised."""
-        try:
-            _write_all(self._data, member, self.size)
-            _write_all(self._index, index_line, self._index_size)
-        except OSError:
-            for fd, size in ((self._data, self.size), (self._index, self._index_size)):
-                try:
-                    os.ftruncate(fd, size)
-                except OSError:
-                    pass  # a read-only or failing disk may refuse this too: the reader skips a torn tail
-            raise
+        self.disk.call("append", member, index_line)
         self.size += len(member)
-        self._index_size += len(index_line)
 
     def check_present(self) -> None:
         """Raise FileNotFoundError if the part was deleted while open (writes would vanish)."""
-        if os.fstat(self._data).st_nlink == 0:
-            raise FileNotFoundError(errno.ENOENT, "the trace file was deleted while being written", str(self.path))
+        self.disk.call("check_present")
 
     def close(self) -> None:
         """Flush both files to disk and close them; an OSError from the disk is raised, after closing."""
-        try:
-            for fd in (self._data, self._index):
-                os.fsync(fd)
-        finally:
-            self.discard()
+        self.disk.call("close")
 
     def discard(self) -> None:
         """Close both files without waiting for the disk (after a failure)."""
-        for fd in (self._data, self._index):
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # EIO on close: nothing more to do for a part given up
-        self._data = self._index = -1
-
+        try:
+            self.disk.call("discard")
+        except OSError:
+            pass  # nothing more to do for a part given up
 
     def remove(self) -> None:
         """Delete both files (a part that holds nothing); errors ignored, the disk is failing."""
-        for path in (self.path, index_path(self.path)):
-            try:
-                path.unlink()
-            except OSError:
-                pass
+        try:
+            self.disk.call("remove")
+        except OSError:
+            pass
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-
-
-def writable_again(directory: Path) -> bool:
+def writable_again(disk: DiskProcess, directory: Path) -> bool:
     """Whether a new part may be tried in `directory`: it exists, is writable and mounted
     read-write, and its file system has RESUME_FREE_BYTES free."""
     try:
-        fs = os.statvfs(directory)
+        return disk.call("writable", str(directory), RESUME_FREE_BYTES)
     except OSError:
         return False
-    if fs.f_flag & os.ST_RDONLY or not os.access(directory, os.W_OK | os.X_OK):
-        return False
-    return fs.f_bavail * fs.f_frsize >= RESUME_FREE_BYTES
 
 
 def describe_failure(exc: OSError) -> str:

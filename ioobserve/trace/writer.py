@@ -33,7 +33,14 @@ from ioobserve.context.processes import Process
 from ioobserve.python.stacks import Stack
 from ioobserve.deadline import ABANDON_GRACE_S, StopDeadline, join_by
 from ioobserve.handoff import Handoff
-from ioobserve.trace.disk import RESUME_CHECK_MAX_S, RESUME_CHECK_S, PartFile, describe_failure, writable_again
+from ioobserve.trace.disk import (
+    RESUME_CHECK_MAX_S,
+    RESUME_CHECK_S,
+    DiskProcess,
+    PartFile,
+    describe_failure,
+    writable_again,
+)
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_line
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
 from ioobserve.trace.output import OutputError
@@ -44,7 +51,7 @@ GZIP_LEVEL = 6
 HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather than compress well
 HURRY_QUEUE = 1 << 17  # events waiting to be formatted
 DISK_QUEUE = 4  # members waiting for the disk
-QUEUED_EVENTS = 1 << 18  # events waiting to be formatted before the collector's worker waits
+QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits
 SUFFIX = ".pfw.gz"
 _SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
 _STOP = object()
@@ -89,7 +96,12 @@ class TraceWriter:
                  on_trouble: Callable[[str], None] | None = None):
         self.directory = Path(directory)
         self._name = name
-        self._part: PartFile | None = PartFile(self.directory, part_name(name, 0))  # errors here reach the caller
+        self._disk = DiskProcess()  # makes every file-system call: a hung disk holds it, not us
+        try:
+            self._part: PartFile | None = PartFile(self._disk, self.directory, part_name(name, 0))
+        except BaseException:  # (file exists, ...) reaches the caller
+            self._disk.close()
+            raise
         self.paths: list[Path] = [self._part.path]  # the recording's files (a part deleted meanwhile is left out)
         self._first_path = self._part.path
         self.on_trouble = on_trouble  # told (from the disk thread) when writing fails and when it works again
@@ -352,8 +364,8 @@ class TraceWriter:
         """Write the end record, flush, fsync and close, by the deadline (None: however long it
         takes); past it, abandon(). A failing disk raises nothing: `trouble`, `troubles` and
         `unwritten` say what happened."""
-        if self.trouble is not None and writable_again(self.directory):
-            self._rotate()  # the disk has room again: the end record gets a part of its own
+        if self.trouble is not None:
+            self._rotate()  # a last try: if the disk has room again, the end record gets a part of its own
         args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
                 "recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
         self._put(_End(self._take_id(), args, final=True))
@@ -395,7 +407,6 @@ class TraceWriter:
                     self._stacks.update(item.stacks)
                 elif item is not None and (self.trouble is not None or self._abandoned.is_set()):
                     self._dropped_frames += item.height
-                    self._check_resume()  # members may not come while frames are dropped here
                 elif item is not None:
                     self._describe_stacks(item, pending)
                     self._describe_context(item, pending)
@@ -420,12 +431,18 @@ class TraceWriter:
         pending.reset()
 
     def _disk_run(self) -> None:
-        """Compress, append and index members, switch parts, in the order they come."""
+        """Compress, append and index members, switch parts, in the order they come; while
+        the disk takes nothing, ask from time to time whether it would again."""
         while True:
-            item = self._disk_queue.get()
+            try:
+                item = self._disk_queue.get(RESUME_CHECK_S if self.trouble is not None else None)
+            except queue.Empty:
+                self._check_resume()
+                continue
             try:
                 if item is _STOP:
                     self._finish_part()
+                    self._disk.close()
                     return
                 if isinstance(item, _Rotate):
                     self._finish_part()
@@ -504,14 +521,14 @@ class TraceWriter:
         """While in trouble: from time to time, ask for a new part if the file system looks able."""
         if time.monotonic() < self._resume_at or self._rotate_asked:
             return
-        if writable_again(self.directory):
+        if writable_again(self._disk, self.directory):
             self._rotate_asked = True  # the collector's next batch starts it
         self._resume_at = time.monotonic() + self._resume_wait
         self._resume_wait = min(self._resume_wait * 2, RESUME_CHECK_MAX_S)
 
     def _start_part(self, name: str) -> None:
         try:
-            self._part = PartFile(self.directory, name)
+            self._part = PartFile(self._disk, self.directory, name)
         except (OSError, OutputError) as exc:
             self._fail(exc if isinstance(exc, OSError) else OSError(str(exc)), 0)
             return

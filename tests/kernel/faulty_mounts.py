@@ -78,7 +78,7 @@ def faulty_fs(*options: str) -> Iterator[FaultyFs]:
             minor = os.minor(os.stat(point).st_dev)
             (FUSE_CONNECTIONS / str(minor) / "abort").write_text("1")
         subprocess.run(["umount", "-l", str(point)], check=False)
-        server.terminate()
+        server.kill()  # libfuse's loop runs in C: a SIGTERM handler of Python's would never run
         server.communicate(timeout=30)
         point.rmdir()
         heal_file.unlink(missing_ok=True)
