@@ -111,6 +111,8 @@ class JobRecorder:
         with self._lock:
             for writer in self.writers.values():
                 writer.rotate_soon()
+            self.log(f"ioobserve serve: SIGHUP: {len(self.writers)} job trace(s) start a new file with their next events",
+                     flush=True)
 
     def _writer(self, job: str) -> TraceWriter:
         writer = self.writers.get(job)

@@ -71,6 +71,15 @@ class Service:
         self.out = self.proc.stdout.readline()
         assert "metrics on" in self.out, self.out + self.proc.stdout.read()
         self.programs = programs.held_by(self.proc.pid)  # the daemon's, once it is ready
+        self.lines: list[str] = []  # its log from here on, read as it comes
+        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
+                                        daemon=True)
+        self._reader.start()
+
+    def logged(self, text: str) -> str:
+        """Wait for a log line holding `text`; returns it."""
+        return wait_until(lambda: next((line for line in self.lines if text in line), None),
+                          lambda: f"the daemon logged {text!r}; it logged: {self.lines}")
 
     def metrics(self) -> dict:
         """(family, sample name, labels) -> value, from a scrape parsed by prometheus_client."""
@@ -86,7 +95,9 @@ class Service:
 
     def stop(self) -> str:
         self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=120)
+        self.proc.wait(timeout=120)
+        self._reader.join(timeout=30)
+        out = "".join(self.lines)
         assert self.proc.returncode == 0, out
         return self.out + out
 
@@ -205,6 +216,7 @@ def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup,
         first = _run_workload(job_cgroup, tmp_path / "one.bin")
         _wait_traced(service, first, tmp_path)  # in the first file before SIGHUP begins the next
         service.proc.send_signal(signal.SIGHUP)
+        service.logged("SIGHUP: 1 job trace(s) start a new file")  # before the next workload's events
         second = _run_workload(job_cgroup, tmp_path / "two.bin")
         _wait_traced(service, second, tmp_path)  # written before the epilog closes the trace
         service.job("stop")
