@@ -38,6 +38,13 @@ class StopDeadline:
         return self.remaining() == 0.0
 
 
+def grace() -> StopDeadline:
+    """ABANDON_GRACE_S from now: what threads get, in all, to end once abandoned."""
+    deadline = StopDeadline(ABANDON_GRACE_S)
+    deadline.start()
+    return deadline
+
+
 def join_by(threads: list[threading.Thread], deadline: StopDeadline | None) -> bool:
     """Wait for the threads to end, at most until the deadline; True if they all ended."""
     for thread in threads:

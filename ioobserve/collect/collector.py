@@ -28,7 +28,7 @@ from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
-from ioobserve.deadline import ABANDON_GRACE_S, StopDeadline, join_by
+from ioobserve.deadline import StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
 from ioobserve.python.stacks import PythonStacks, Stack
@@ -350,8 +350,7 @@ class Collector:
         self._queue.abandon()
         for sink in self.sinks:
             sink.abandon()
-        for thread in (self._worker, self._reader):
-            thread.join(ABANDON_GRACE_S)
+        join_by([self._worker, self._reader], grace())
         if self._worker.is_alive():  # stuck: count what it will never take
             with contextlib.suppress(queue.Empty):
                 while True:

@@ -8,7 +8,7 @@ boundaries, so a recorder killed with SIGKILL leaves a file whose every complete
 
 The disk failing (full, read-only, I/O errors, the file deleted) never ends the recording:
 the part keeps what it had, events are dropped and counted as unwritten, `on_trouble` is told
-once, and when the file system can take writes again a new part is started (ioobserve.trace.disk).
+once, and when the file system can take writes again a new part is started (ioobserve.trace.parts).
 What waits for the disk is bounded (QUEUED_EVENTS frames, DISK_QUEUE members): beyond that the
 collector waits, and beyond its backlog the kernel counts the loss. `close` takes a deadline.
 """
@@ -31,19 +31,12 @@ from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
 from ioobserve.context.processes import Process
 from ioobserve.python.stacks import Stack
-from ioobserve.deadline import ABANDON_GRACE_S, StopDeadline, join_by
+from ioobserve.deadline import StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
-from ioobserve.trace.disk import (
-    RESUME_CHECK_MAX_S,
-    RESUME_CHECK_S,
-    DiskProcess,
-    PartFile,
-    describe_failure,
-    writable_again,
-)
-from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_line
+from ioobserve.trace.disk import RESUME_CHECK_S
+from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
 from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
-from ioobserve.trace.output import OutputError
+from ioobserve.trace.parts import Parts
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
@@ -96,17 +89,9 @@ class TraceWriter:
                  on_trouble: Callable[[str], None] | None = None):
         self.directory = Path(directory)
         self._name = name
-        self._disk = DiskProcess()  # makes every file-system call: a hung disk holds it, not us
-        try:
-            self._part: PartFile | None = PartFile(self._disk, self.directory, part_name(name, 0))
-        except BaseException:  # (file exists, ...) reaches the caller
-            self._disk.close()
-            raise
-        self.paths: list[Path] = [self._part.path]  # the recording's files (a part deleted meanwhile is left out)
-        self._first_path = self._part.path
-        self.on_trouble = on_trouble  # told (from the disk thread) when writing fails and when it works again
-        self.trouble: str | None = None  # why the disk takes nothing now (None: it does)
-        self.troubles: list[str] = []  # every failure of the recording, in order
+        self._dropped_frames = 0  # events dropped unformatted by the format thread
+        self._parts = Parts(self.directory, part_name(name, 0), on_trouble,  # errors here reach the caller
+                            lambda: self._dropped_frames + self._parts.dropped)
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = recording
@@ -128,10 +113,6 @@ class TraceWriter:
         self._part_events = 0
         self._next_id = 1
         self.events_handed = 0  # events given to events()
-        self._appended = self._part_appended = 0  # events in members on disk (disk thread)
-        self._dropped_frames = self._dropped_members = 0  # events dropped by the format and disk threads
-        self._resume_at = self._resume_wait = 0.0  # when to ask the file system again (disk thread)
-        self._resuming: str | None = None  # the trouble a new part is trying to end (disk thread)
         self.lost_counts: dict[str, int] = {}
         self.counts: dict[str, int] = {}
         self.error: BaseException | None = None  # a bug in a thread of ours, raised to the next caller
@@ -147,18 +128,33 @@ class TraceWriter:
     @property
     def path(self) -> Path:
         """The first file of the recording."""
-        return self._first_path
+        return self._parts.first_path
+
+    @property
+    def paths(self) -> list[Path]:
+        """The recording's files (a part deleted meanwhile is left out)."""
+        return self._parts.paths
+
+    @property
+    def trouble(self) -> str | None:
+        """Why the disk takes nothing now (None: it does)."""
+        return self._parts.trouble
+
+    @property
+    def troubles(self) -> list[str]:
+        """Every failure of the disk during the recording, in order."""
+        return self._parts.troubles
 
     @property
     def events_written(self) -> int:
         """Events in members the disk took (and that were not deleted with their file since)."""
-        return self._appended
+        return self._parts.appended
 
     @property
     def unwritten(self) -> int:
         """Events handed to the writer that are not on disk: dropped after a disk failure or
         at the stop deadline (exact once closed; while running, also those still queued)."""
-        return self.events_handed - self._appended
+        return self.events_handed - self._parts.appended
 
     def _put_header(self) -> None:
         host = socket.gethostname()
@@ -180,7 +176,7 @@ class TraceWriter:
             return True
         if self._rotate_seconds is not None and time.monotonic() - self._part_started >= self._rotate_seconds:
             return True
-        return self._rotate_bytes is not None and self._part is not None and self._part.size >= self._rotate_bytes
+        return self._rotate_bytes is not None and self._parts.size >= self._rotate_bytes
 
     def _rotate(self) -> None:
         """End this part and start the next; the writer thread switches files in queue order."""
@@ -372,8 +368,7 @@ class TraceWriter:
         self._queue.put(_STOP)
         if not join_by([self._thread, self._disk_thread], deadline):
             self.abandon()
-            for thread in (self._thread, self._disk_thread):
-                thread.join(ABANDON_GRACE_S)  # a thread stuck in the kernel (a hung disk) is left behind
+            join_by([self._thread, self._disk_thread], grace())  # one stuck on a hung disk is left behind
         if self.error is not None:
             raise self.error
 
@@ -433,122 +428,49 @@ class TraceWriter:
     def _disk_run(self) -> None:
         """Compress, append and index members, switch parts, in the order they come; while
         the disk takes nothing, ask from time to time whether it would again."""
+        parts = self._parts
         while True:
             try:
-                item = self._disk_queue.get(RESUME_CHECK_S if self.trouble is not None else None)
+                item = self._disk_queue.get(RESUME_CHECK_S if parts.trouble is not None else None)
             except queue.Empty:
-                self._check_resume()
+                self._ask_resume()
                 continue
             try:
                 if item is _STOP:
-                    self._finish_part()
-                    self._disk.close()
+                    parts.finish()
+                    parts.close()
                     return
                 if isinstance(item, _Rotate):
-                    self._finish_part()
-                    self._start_part(str(item))
+                    parts.finish()
+                    parts.start(str(item))
                     continue
                 text, stats = self._end_member(item) if isinstance(item, _End) else item
-                if self.trouble is not None or (self._abandoned.is_set() and stats.events):
-                    self._dropped_members += stats.events
-                    self._check_resume()
+                if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
+                    parts.drop(stats.events)
+                    self._ask_resume()
                     continue
                 behind = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
-                self._append(gzip_member(text, HURRIED_LEVEL if behind else GZIP_LEVEL), stats)
+                parts.append(gzip_member(text, HURRIED_LEVEL if behind else GZIP_LEVEL), stats)
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     return
 
+    def _ask_resume(self) -> None:
+        if self._parts.trouble is not None and not self._rotate_asked and self._parts.resume_due():
+            self._rotate_asked = True  # the collector's next batch starts a new part
+
     def _end_member(self, end: _End) -> tuple[bytes, MemberStats]:
         """The end record as a member; the recording's last one says how many events the disk missed."""
         args = dict(end.args)
         if end.final:
-            dropped = self._dropped_frames + self._dropped_members
+            dropped = self._dropped_frames + self._parts.dropped
             args["lost"] = {**args["lost"], **({"unwritten": dropped} if dropped else {})}
             args["lost_total"] = sum(args["lost"].values())
         text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
         stats = MemberStats(KIND_META)
         stats.add_text(text)
         return text, stats
-
-    def _append(self, member: bytes, stats: MemberStats) -> None:
-        """One member and its index line; a disk failure drops it (counted) and starts the trouble."""
-        if self._part is None:
-            self._fail(FileNotFoundError("no trace file is open"), stats.events)
-            return
-        try:
-            self._part.append(member, index_line(stats.entry(self._part.size, len(member))))
-            self._part.check_present()
-        except FileNotFoundError as exc:  # deleted: what the part held went with it
-            self._appended -= self._part_appended
-            if self._part.path in self.paths:
-                self.paths.remove(self._part.path)
-            self._fail(exc, stats.events + self._part_appended)
-            return
-        except OSError as exc:
-            self._fail(exc, stats.events)
-            return
-        self._appended += stats.events
-        self._part_appended += stats.events
-        if self._resuming is not None:  # the new part took its first member: the trouble is over
-            self._resuming = None
-            self._say(f"writing again, in {self._part.path} ({self._dropped_frames + self._dropped_members:,} "
-                      "events lost meanwhile)")
-
-    def _fail(self, exc: OSError, events: int) -> None:
-        """The disk took nothing: drop `events`, give up the part, and say so (once per trouble:
-        a new part that fails at once only puts the next try further off)."""
-        self._dropped_members += events
-        where = exc.filename or (self._part.path if self._part is not None else self.directory)
-        if self._part is not None:
-            self._part.discard()
-            if self._part.size == 0:  # nothing of it reached the disk: leave no empty file behind
-                self._part.remove()
-                if self._part.path in self.paths:
-                    self.paths.remove(self._part.path)
-            self._part = None
-        if self._resuming is not None:
-            self.trouble, self._resuming = self._resuming, None
-        elif self.trouble is None:
-            self.trouble = f"cannot write {where}: {describe_failure(exc)}"
-            self.troubles.append(self.trouble)
-            self._resume_wait = RESUME_CHECK_S
-            self._resume_at = time.monotonic() + self._resume_wait
-            self._say(f"{self.trouble}; events are counted as lost until it can write again")
-
-    def _check_resume(self) -> None:
-        """While in trouble: from time to time, ask for a new part if the file system looks able."""
-        if time.monotonic() < self._resume_at or self._rotate_asked:
-            return
-        if writable_again(self._disk, self.directory):
-            self._rotate_asked = True  # the collector's next batch starts it
-        self._resume_at = time.monotonic() + self._resume_wait
-        self._resume_wait = min(self._resume_wait * 2, RESUME_CHECK_MAX_S)
-
-    def _start_part(self, name: str) -> None:
-        try:
-            self._part = PartFile(self._disk, self.directory, name)
-        except (OSError, OutputError) as exc:
-            self._fail(exc if isinstance(exc, OSError) else OSError(str(exc)), 0)
-            return
-        self.paths.append(self._part.path)
-        self._part_appended = 0
-        if self.trouble is not None:  # members go to disk again; said once the first one is there
-            self._resuming, self.trouble = self.trouble, None
-
-    def _finish_part(self) -> None:
-        if self._part is None:
-            return
-        part, self._part = self._part, None
-        try:
-            part.close()
-        except OSError as exc:  # the last members may not have reached the disk
-            self._fail(exc, 0)
-
-    def _say(self, message: str) -> None:
-        if self.on_trouble is not None:
-            self.on_trouble(message)
 
 
 class _Pending:

@@ -114,10 +114,14 @@ def _recorder_rss_kib(pid: int) -> int:
 
 
 def _sample_rss(proc: subprocess.Popen, samples: list[int]) -> None:
-    """The recorder's memory, ten times a second while it runs."""
-    while proc.poll() is None:
+    """The recorder's memory, ten times a second until it exits."""
+    while True:
         samples.append(_recorder_rss_kib(proc.pid))
-        time.sleep(0.1)  # a sampling rate, not an ordering: the test waits on the process
+        try:
+            proc.wait(0.1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 @pytest.mark.kernel
@@ -149,7 +153,7 @@ def test_a_slow_disk_bounds_memory_and_counts_the_loss(root_required, tmp_path):
 
 @pytest.mark.kernel
 def test_a_hung_disk_does_not_keep_a_stop_past_its_deadline(root_required, tmp_path):
-    stop_timeout = 3.0
+    stop_timeout = 2.0
     with faulty_fs("--hang-after-bytes", str(64 << 10)) as disk:
         recorder = Recorder(disk.point, "--stop-timeout", str(stop_timeout))
         ids = programs.held_by(recorder.proc.pid)
@@ -159,7 +163,9 @@ def test_a_hung_disk_does_not_keep_a_stop_past_its_deadline(root_required, tmp_p
         recorder.proc.send_signal(signal.SIGTERM)
         out, err = recorder.proc.communicate(timeout=120)
         took = time.monotonic() - started
-        assert took < stop_timeout + 5, f"the stop took {took:.1f} s (deadline {stop_timeout:g} s)"
+        # The deadline bounds the flush; detaching, the summary and exiting come after it (a few
+        # seconds on a loaded 2-core machine). Without the deadline this stop never ends.
+        assert took < stop_timeout + 20, f"the stop took {took:.1f} s (deadline {stop_timeout:g} s)"
         assert recorder.proc.returncode == 3, err  # system-wide: the trace is incomplete
         assert "Traceback" not in err, err
         assert re.search(r"ioobserve: warning: the trace misses [\d,]+ events \(.*the stop deadline passed\)", err), err
