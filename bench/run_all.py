@@ -56,6 +56,7 @@ BENCHMARKS = [
     Benchmark("top.py", [], ["--rates", "10000", "--seconds", "3"], needs="tmux"),
     Benchmark("serve.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1", "--calls", "100000"]),
     Benchmark("trace_io.py", [], ["--events", "200000"], peers=True, source=True),
+    Benchmark("soak.py", [], ["--minutes", "1", "--rate", "50000", "--rotate-s", "20"]),
 ]
 
 
