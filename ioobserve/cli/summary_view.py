@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ioobserve import schema as s
+from ioobserve.deadline import UNWRITTEN
 from ioobserve.summary import Summary
 from ioobserve.units import format_bytes
 
@@ -37,8 +38,9 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("layers", ", ".join(f"{layer} {n:,}" for layer, n in layers) or "-")
     if result.layers:
         totals.add_row("probed", "; ".join(f"{layer}: {how}" for layer, how in result.layers.items()))
-    lost = summary.lost_total
-    detail = ", ".join(f"{k} {v:,}" for k, v in sorted(summary.lost.items())) if lost else ""
+    dropped = {k: v for k, v in summary.lost.items() if k != UNWRITTEN}  # those are in "not written"
+    lost = sum(dropped.values())
+    detail = ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) if lost else ""
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
     if unwritten:
         totals.add_row("not written", f"{unwritten:,} events captured but not in the trace (see the warning below)")

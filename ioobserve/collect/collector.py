@@ -28,7 +28,7 @@ from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import Process, ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
-from ioobserve.deadline import StopDeadline, grace, join_by
+from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
 from ioobserve.python.stacks import PythonStacks, Stack
@@ -334,6 +334,9 @@ class Collector:
             self._accounting.stop()
         if self.error is None:
             self._report_lost()
+            if self.dropped_at_stop:  # so the traces' end records count them too
+                for sink in self.sinks:
+                    sink.lost(time.time_ns(), {UNWRITTEN: self.dropped_at_stop})
             if not self._abandoned:
                 self._check_accounting(final=True)
             for sink in self.sinks:

@@ -31,7 +31,7 @@ from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
 from ioobserve.context.processes import Process
 from ioobserve.python.stacks import Stack
-from ioobserve.deadline import StopDeadline, grace, join_by
+from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
@@ -465,7 +465,11 @@ class TraceWriter:
         args = dict(end.args)
         if end.final:
             dropped = self._dropped_frames + self._parts.dropped
-            args["lost"] = {**args["lost"], **({"unwritten": dropped} if dropped else {})}
+            # the collector's own (dropped at the deadline before reaching us) came through lost()
+            lost = dict(args["lost"])
+            if dropped:
+                lost[UNWRITTEN] = lost.get(UNWRITTEN, 0) + dropped
+            args["lost"] = lost
             args["lost_total"] = sum(args["lost"].values())
         text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
         stats = MemberStats(KIND_META)
