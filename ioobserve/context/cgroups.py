@@ -73,7 +73,8 @@ class CgroupTable:
 
     def __init__(self, mount: Path | None = None):
         self.mount = mount if mount is not None else cgroup2_mount()
-        self.by_id: dict[int, CgroupContext] = {}
+        self.by_id: dict[int, CgroupContext] = {}  # also cgroups removed since: late events still name them
+        self._present: set[int] = set()  # the ids the last walk found
         self._unknown_since: dict[int, float] = {}
         self.walks = 0
         if self.mount is not None:
@@ -85,7 +86,7 @@ class CgroupTable:
             return
         self.walks += 1
         root = str(self.mount)
-        todo = [root]
+        todo, present = [root], set()
         while todo:
             directory = todo.pop()
             try:
@@ -93,9 +94,13 @@ class CgroupTable:
                 entries = list(os.scandir(directory))
             except OSError:  # removed while we walked
                 continue
-            if ino not in self.by_id:
-                self.by_id[ino] = parse_cgroup_path(directory[len(root):] or "/")
+            path = directory[len(root):] or "/"
+            known = self.by_id.get(ino)
+            if known is None or known.path != path:  # new, or an id given again to another cgroup
+                self.by_id[ino] = parse_cgroup_path(path)
+            present.add(ino)
             todo += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        self._present = present
 
     def lookup(self, ids) -> dict[int, CgroupContext]:
         """Context of each id known or found by a fresh walk; ids still unknown are left out."""
@@ -121,11 +126,12 @@ class CgroupTable:
             self._unknown_since.pop(i, None)
 
     def ids_where(self, keep) -> set[int]:
-        """Ids of the cgroups whose context satisfies `keep` and whose parent's does not:
-        the tops of the matching subtrees (the kernel filter also selects what is below)."""
+        """Ids of the cgroups that exist, whose context satisfies `keep` and whose parent's does
+        not: the tops of the matching subtrees (the kernel filter also selects what is below).
+        A removed job's step is no top: its entry is still known, its cgroup is gone."""
         self.walk()
         tops = set()
-        matching = {ctx.path: i for i, ctx in self.by_id.items() if keep(ctx)}
+        matching = {ctx.path: i for i, ctx in self.by_id.items() if i in self._present and keep(ctx)}
         for path, i in matching.items():
             parent = path.rsplit("/", 1)[0] or "/"
             if parent == path or parent not in matching:

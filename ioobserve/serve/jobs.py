@@ -92,10 +92,12 @@ class JobRecorder:
 
     def discover(self) -> None:
         """Let out of the kernel the events of recorded jobs' cgroups not seen before, and take
-        out those that are gone (the kernel's set is bounded: a rule like "*" would fill it)."""
+        out those that are gone (the kernel's set is bounded: a rule like "*" would fill it);
+        the table forgets every removed cgroup (this table only finds jobs: nothing looks up
+        a removed one later), so months of jobs leave it no larger."""
         with self._lock:
-            gone = self.cgroups.gone(list(self._emitting))
-            for cgroup_id in gone:
+            gone = self.cgroups.gone(list(self.cgroups.by_id))
+            for cgroup_id in gone & self._emitting.keys():
                 self.probes.emit_cgroup(cgroup_id, False)
                 del self._emitting[cgroup_id]
             self.cgroups.forget(gone)
