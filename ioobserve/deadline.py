@@ -7,7 +7,7 @@ import math
 import threading
 import time
 
-DEFAULT_STOP_TIMEOUT_S = 10.0
+DEFAULT_STOP_TIMEOUT_S = 30.0  # writing out a second's backlog takes far less; this is for a stuck disk
 POLL_S = 0.05  # how often a wait looks whether it was hurried
 ABANDON_GRACE_S = 1.0  # after the deadline, how long threads get to drop what they hold and end
 UNWRITTEN = "unwritten"  # the loss name of events captured but not written (the deadline, a failing disk)

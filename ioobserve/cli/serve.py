@@ -36,7 +36,7 @@ def serve(
     rotate_s: Annotated[float | None, typer.Option("--rotate-s", help="... or after this many seconds.")] = None,
     comm: CommOption = None,
     node: Annotated[str | None, typer.Option("--node", help="The metrics' node label (default: the host name).")] = None,
-    stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued (default 10; a second SIGTERM: at once).")] = None,
+    stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued (default 30; a second SIGTERM: at once).")] = None,
 ) -> None:
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;

@@ -12,11 +12,16 @@ from tests.conftest import ROOT
 
 IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 READY_TIMEOUT = 90
+# Tests count events exactly: on a loaded CI machine writing out a system-wide recording's
+# tail may take longer than the default stop deadline, which would drop (and count) it. The
+# deadline itself is tested with its own value (test_recorder_faults.py), which comes later
+# on the command line and wins.
+STOP = ("--stop-timeout", "300")
 
 
 def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`ioobserve record -o out_dir [options] -- command`, run to completion."""
-    return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *options, "--", *command],
+    return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options, "--", *command],
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -25,7 +30,7 @@ class Recorder:
 
     def __init__(self, out_dir: Path, *options: str):
         self.out_dir = out_dir
-        self.proc = subprocess.Popen([IOOBSERVE, "record", "-o", str(out_dir), *options],
+        self.proc = subprocess.Popen([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + READY_TIMEOUT
         self.stderr_head = ""

@@ -73,7 +73,8 @@ def test_a_disk_that_fills_leaves_the_command_and_its_status_alone(root_required
     calls = 400_000
     out = tmp_path / "command-output.bin"
     with small_tmpfs("2m") as disk:
-        proc, ids = _run_recorder("-o", str(disk), "--", sys.executable, "-c", COMMAND, str(calls), str(out))
+        proc, ids = _run_recorder("-o", str(disk), "--stop-timeout", "300",  # the deadline is not what this tests
+                                  "--", sys.executable, "-c", COMMAND, str(calls), str(out))
         stdout, stderr = proc.communicate(timeout=600)
         assert proc.returncode == STATUS, stderr  # the command's own status, not the recorder's
         assert out.read_bytes() == OUTPUT and stdout.splitlines()[0] == str(calls)  # its work and output intact

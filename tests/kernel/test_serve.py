@@ -66,7 +66,7 @@ class Service:
         self.port, self.traces = _free_port(), tmp_path / "traces"
         self.socket = socket_path or tmp_path / "run" / "events.sock"
         self.proc = subprocess.Popen([IOOBSERVE, "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
-                                      "--record-dir", str(self.traces), *options],
+                                      "--record-dir", str(self.traces), "--stop-timeout", "300", *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.out = self.proc.stdout.readline()
         assert "metrics on" in self.out, self.out + self.proc.stdout.read()
