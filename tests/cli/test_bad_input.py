@@ -35,6 +35,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--path-prefix", "/"] * 8, ["--path-prefix", "at most 7"]),  # one slot keeps tags visible
         (["--cgroup", "no-such-cgroup-xyz"], ["cgroup"]),
         (["--ring-pages", "3"], ["power of two"]),
+        (["--backlog-mb", "0.5"], ["--backlog-mb 0.5", "at least 1"]),
         (["--job", "abc"], ["--job 'abc'", "number"]),
         (["--job", "987654321"], ["--job 987654321", "no cgroup"]),
         (["--unit", ""], ["--unit ''"]),
@@ -140,6 +141,7 @@ def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
         ('listen = "nowhere"\n', ["listen 'nowhere'", "HOST:PORT"]),
         ('socket-group = "no-such-group-xyz"\n', ["socket-group", "no such group"]),
         ('record-job = ["12;rm"]\n', ["job '12;rm'"]),
+        ("stop-timeout = -1\n", ["stop-timeout -1", "0 or more"]),
     ],
 )
 def test_serve_refuses_a_bad_config_naming_the_key(tmp_path, config, words):
