@@ -86,19 +86,22 @@ def _check_getitem_spans(traces: list[Path], report: dict) -> None:
         assert inside.height > 0 and inside.get_column(s.PATH).n_unique() == 1, (span, inside)
 
 
-def _run_with_interpreter_known(tmp_path: Path, python: str, command: list[str]) -> tuple[subprocess.CompletedProcess, str, list[Path]]:
-    """Run `command` under a system-wide recording started while another process of `python`
-    runs, so that its interpreter file is known (and probed) from the start: an interpreter
-    never seen before is read a few ms after its first process maps it (more under load),
-    which a short workload may outrun. Returns the command's run, record's output, the traces."""
+def _run_with_interpreter_known(tmp_path: Path, python: str, command: list[str]) -> tuple[subprocess.CompletedProcess, list[Path]]:
+    """Record `command` while another process of `python` runs, so that its interpreter file
+    is known (and probed) from the start: an interpreter never seen before is read a few ms
+    after its first process maps it (more under load), which a short workload may outrun.
+    Only the command's own process tree is recorded: a system-wide recording also takes in
+    whatever else the machine runs (tens of thousands of events a second while other kernel
+    tests run), and under that load the niced recorder loses path and stack records on a full
+    ring or drops the trace's tail at the stop deadline, the workload's reads among them.
+    Returns the run (the workload's report and record's summary on its stdout) and the traces."""
     holder = Workload([python, "-c", "print('READY', flush=True); input()"])
-    recorder = Recorder(tmp_path / "trace")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    holder.go()
-    code, out, stderr = recorder.stop()
+    try:
+        done = record_command(tmp_path / "trace", command)
+    finally:
+        holder.go()
     assert done.returncode == 0, done.stderr
-    assert code == 0, stderr
-    return done, out, recorder.traces()
+    return done, sorted((tmp_path / "trace").glob("*.pfw.gz"))
 
 
 def _check_threads(frame: pl.DataFrame, report: dict) -> None:
@@ -116,8 +119,8 @@ def _check_threads(frame: pl.DataFrame, report: dict) -> None:
 def test_two_threads_reading_in_different_functions(root_required, tmp_path, python):
     """Told apart by their native thread ids, on each CPython of the machine."""
     assert Path(python).exists(), f"{python} is missing"
-    done, _, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_threads.py"),
-                                                                    str(tmp_path / "data")])
+    done, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_threads.py"),
+                                                                 str(tmp_path / "data")])
     report = json_line(done.stdout, "threads")
     frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     _check_threads(frame, report)
@@ -188,9 +191,9 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
     duration; the reads of the module's file happen inside it; an import made while
     importing is its own event inside the outer one; an import of a loaded module is none."""
     assert python and Path(python).exists(), f"{python} is missing"
-    done, out, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_imports.py"),
-                                                                      str(tmp_path / "mods")])
-    assert "imports and open() probed in" in " ".join(out.split()), out
+    done, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_imports.py"),
+                                                                 str(tmp_path / "mods")])
+    assert "imports and open() probed in" in " ".join(done.stdout.split()), done.stdout
     report = json_line(done.stdout, "files")
     frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     imports = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "import"))
@@ -214,8 +217,8 @@ def test_python_open_calls_with_their_syscalls(root_required, tmp_path, python):
     one that raised has ret 0 and its failed openat inside it. Debian's stripped binary has
     no symbol for open()'s C function (found through the _io method table); pyenv's has."""
     assert python and Path(python).exists(), f"{python} is missing"
-    done, _, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_opens.py"),
-                                                                    str(tmp_path / "files")])
+    done, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_opens.py"),
+                                                                 str(tmp_path / "files")])
     report = json_line(done.stdout, "missing")
     frame = load(traces).filter(pl.col(s.PID) == report["pid"])
     opens = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & (pl.col(s.OP) == "open"))
