@@ -148,7 +148,6 @@ struct ioo_config {
 	__u32 filter_cgroup;  /* only tasks whose cgroup or an ancestor is in `cgroups` */
 	__u32 filter_comm;    /* only tasks whose comm is in `comms` */
 	__u32 filter_path;    /* only files under `prefix_dirs` / `prefixes` */
-	__u32 helper_tgid;    /* ioobserve's capture process: never traced either */
 	__u32 layers;         /* IOO_LAYER_* bits of the optional layers switched on */
 	__u32 emit_some;      /* with IOO_AGGREGATE: events leave the kernel only for tasks whose cgroup
 			       * or an ancestor is in `emit_cgroups`; every call is still aggregated */

@@ -140,6 +140,7 @@ BPF_ARRAY(call_specs, struct ioo_call_spec, IOO_MAX_OPS);
 BPF_TABLE("lru_hash", struct ioo_file_key, u8, libraries, 4096);  /* executable files reported */
 BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
+BPF_HASH(own_tgids, u32, u8, 256);  /* ioobserve's helper processes (capture, disk writers) */
 BPF_HASH(py_procs, u32, struct ioo_py_proc, 16384);  /* processes running CPython (python_stacks.bpf.c) */
 BPF_HASH(py_image_files, struct ioo_file_key, u32, IOO_PY_LAYOUTS);  /* files holding a CPython runtime ... */
 BPF_ARRAY(py_images, struct ioo_py_image, IOO_PY_LAYOUTS);           /* ... and how to place it */
@@ -194,13 +195,19 @@ static __always_inline int cgroup_selected(void)
 	return 0;
 }
 
-/* The process filters: pid tree, cgroup, comm; ioobserve itself is never traced. */
+/* The process filters: pid tree, cgroup, comm; ioobserve and its helper processes are never
+ * traced. Helpers are our children, never in a traced pid tree, so only a recording without
+ * one looks them up. */
 static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
 {
-	if (tgid == cfg->self_tgid || tgid == cfg->helper_tgid || tgid == 0)
+	if (tgid == cfg->self_tgid || tgid == 0)
 		return 0;
-	if (cfg->filter_pid && !traced_tgids.lookup(&tgid))
+	if (cfg->filter_pid) {
+		if (!traced_tgids.lookup(&tgid))
+			return 0;
+	} else if (own_tgids.lookup(&tgid)) {
 		return 0;
+	}
 	if (cfg->filter_cgroup && !cgroup_selected())
 		return 0;
 	if (cfg->filter_comm) {
@@ -1062,6 +1069,7 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	traced_tgids.delete(&tgid);
+	own_tgids.delete(&tgid);  /* its pid may be reused by anyone */
 	py_procs.delete(&tgid);
 	return 0;
 }

@@ -133,7 +133,7 @@ CALL_SPEC = np.dtype(
 CONFIG = np.dtype(
     [
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
-        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("helper_tgid", "<u4"), ("layers", "<u4"),
+        ("filter_comm", "<u4"), ("filter_path", "<u4"), ("layers", "<u4"),
         ("emit_some", "<u4"), ("emit_gen", "<u4"), ("emit_count", "<u4"),
     ]
 )

@@ -136,6 +136,7 @@ def record(
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
+    recording.probes.exclude_helper(writer.disk_pid)
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
     try:

@@ -159,9 +159,9 @@ class SyscallProbes:
         config[ctypes.c_int(0)] = config.Leaf.from_buffer_copy(self._config.tobytes())
 
     def exclude_helper(self, pid: int) -> None:
-        """Never trace this helper process of ours (the capture process)."""
-        self._config["helper_tgid"] = pid
-        self._write_config()
+        """Never trace this helper process of ours (capture, a trace's disk process); the kernel
+        forgets it when it exits. Any thread, before or after attach()."""
+        self.bpf["own_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
     def emit_some(self, on: bool) -> None:
         """With kernel aggregation: events leave the kernel only for the cgroups of emit_cgroup

@@ -125,6 +125,7 @@ class JobRecorder:
             writer = self.writers[job] = TraceWriter(
                 directory, trace_name(), details, rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
                 on_trouble=lambda message: self.log(f"ioobserve serve: job {job}: {message}", flush=True))
+            self.probes.exclude_helper(writer.disk_pid)  # its own writes are not the node's I/O
             if self._processes:
                 writer.processes(list(self._processes.values()))
         return writer

@@ -43,6 +43,11 @@ class DiskProcess:
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._conn = Connection(ours.detach())
 
+    @property
+    def pid(self) -> int:
+        """The process's id."""
+        return self._proc.pid
+
     def call(self, op: str, *args):
         """Run one operation there; its OSError or OutputError is raised here."""
         try:

@@ -126,6 +126,11 @@ class TraceWriter:
         self._put_header()
 
     @property
+    def disk_pid(self) -> int:
+        """The process making the trace's file-system calls: the recorder must not trace it."""
+        return self._parts.disk.pid
+
+    @property
     def path(self) -> Path:
         """The first file of the recording."""
         return self._parts.first_path

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -13,8 +15,17 @@ from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line
 from tests.kernel.scratch_cgroups import scratch_cgroups
+from tests.waiting import wait_until
 
 TREE = str(ROOT / "tests" / "workloads" / "tree_workload.py")
+WRITE_CALLS = 1000
+WRITES = f"""
+import json, os, sys
+with open(sys.argv[1], "wb", buffering=0) as handle:
+    for _ in range({WRITE_CALLS}):
+        handle.write(b"x")
+print(json.dumps({{"pid": os.getpid()}}))
+"""
 
 
 def _file(tmp_path, name: str) -> str:
@@ -93,3 +104,37 @@ def test_comm_filter(root_required, tmp_path):
     frame, (tree, _) = _record(tmp_path, lambda pids: ["--comm", "ioo-test-comm"], [named, "--comm", "ioo-test-comm"], [other])
     assert _pids_reading(frame, named) == set(tree)  # forked children keep the name
     assert _pids_reading(frame, other) == set()
+
+
+def _descendants(pid: int) -> set[int]:
+    """`pid`'s children and theirs, from /proc."""
+    found, todo = set(), [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            children = {int(c) for c in (task / "children").read_text().split()} if (task / "children").exists() else set()
+            todo += children - found
+            found |= children
+    return found
+
+
+@pytest.mark.kernel
+def test_the_recorder_and_its_helper_processes_are_never_traced(root_required, tmp_path):
+    """A system-wide recording holds a workload's writes, and nothing of the recorder, its
+    capture process or the process writing its trace: not even the trace's own writes."""
+    out = tmp_path / "trace"
+    recorder = Recorder(out)
+    (trace,) = recorder.traces()
+    ours = {recorder.proc.pid} | _descendants(recorder.proc.pid)
+    assert len(ours) == 3, ours  # the recorder, its capture process, its disk process
+    started = trace.stat().st_size
+    writes = subprocess.run([sys.executable, "-c", WRITES, str(tmp_path / "w.bin")], capture_output=True, text=True,
+                            check=True, timeout=120)
+    wait_until(lambda: trace.stat().st_size > started, "the trace to grow while the probes are attached")
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    workload = json_line(writes.stdout, "pid")["pid"]
+    assert frame.filter((pl.col(s.PID) == workload) & (pl.col(s.OP) == "write")).height == WRITE_CALLS
+    assert frame.filter(pl.col(s.PID).is_in(list(ours))).height == 0
+    # only this test looked at the trace (its size, while waiting)
+    assert frame.filter(pl.col(s.PATH).str.starts_with(str(out))).get_column(s.PID).unique().to_list() == [os.getpid()]
