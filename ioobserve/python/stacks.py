@@ -4,10 +4,18 @@ The collector's worker adds each batch's records, then resolves the chains of it
 (once per chain) into a stack id and its innermost frame; line tables are parsed when a
 line is first asked of them. Stack ids count from 1 per
 recording; the trace writes each stack's frames once, before the first event using it.
+
+A stack names the call of each frame, so a long-running program makes new stacks for as
+long as it runs (a Dataset's __getitem__: one per sample). Only the KEPT_CHAINS chains used
+last are kept: a chain's record is needed only to resolve it, and the kernel sends a chain
+again once its own table (py_chains_seen in python_stacks.bpf.c, KERNEL_CHAINS_SEEN) has
+forgotten it, so keeping twice as many by last use leaves a chain unresolved only if the
+kernel's approximate LRU kept one far older than ours (counted in unknown_chains).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import NamedTuple
 
 import polars as pl
@@ -17,6 +25,8 @@ from ioobserve.decode import PyChainRecord, PyCodeRecord
 from ioobserve.python.linetable import NO_LINE, LineTable
 
 UNKNOWN = "<unknown>"  # a code object whose record was lost
+KERNEL_CHAINS_SEEN = 65536  # py_chains_seen's size: chains the kernel does not send again
+KEPT_CHAINS = 2 * KERNEL_CHAINS_SEEN  # resolved chains (and distinct stacks) kept, by last use
 
 
 CALL_BITS = 53  # a call id fits a JSON number any reader keeps exact
@@ -64,13 +74,15 @@ STACK_FRAME_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FUNCTIO
 class PythonStacks:
     """Chains and code objects by process; stacks by id (used by one thread)."""
 
-    def __init__(self):
+    def __init__(self, kept: int = KEPT_CHAINS):
+        self._kept = kept
         self._codes: dict[tuple[int, int], _Code] = {}
-        self._chains: dict[int, PyChainRecord] = {}
-        self._resolved: dict[int, tuple[int, Frame]] = {}  # chain -> (stack id, innermost frame)
-        self._ids: dict[Stack, int] = {}
-        self.stacks: dict[int, Stack] = {}
-        self._new: list[int] = []
+        self._chains: OrderedDict[int, PyChainRecord] = OrderedDict()  # records not resolved yet, oldest first
+        # chain -> (stack id, innermost frame), and stack -> id: least recently used first
+        self._resolved: OrderedDict[int, tuple[int, Frame]] = OrderedDict()
+        self._ids: OrderedDict[Stack, int] = OrderedDict()
+        self._next_id = 1
+        self._new: dict[int, Stack] = {}
         self.unknown_chains = 0  # events whose chain record was lost
 
     def add(self, chains: list[PyChainRecord], codes: list[PyCodeRecord]) -> None:
@@ -78,14 +90,15 @@ class PythonStacks:
         for code in codes:
             self._codes[(code.pid, code.code)] = _Code(code)
         for chain in chains:
-            self._chains[chain.chain] = chain
+            if chain.chain not in self._resolved:  # else the kernel forgot it before we did
+                self._chains[chain.chain] = chain
 
     def forget(self, pids: list[int]) -> None:
         """Processes gone a while ago: their code objects will not be seen again."""
         gone = set(pids)
         if gone:
             self._codes = {key: code for key, code in self._codes.items() if key[0] not in gone}
-            self._chains = {key: chain for key, chain in self._chains.items() if chain.pid not in gone}
+            self._chains = OrderedDict((key, chain) for key, chain in self._chains.items() if chain.pid not in gone)
 
     def frame(self, chains: pl.Series) -> pl.DataFrame:
         """py_chain -> stack id, function, file and line of the innermost frame, for the
@@ -100,12 +113,21 @@ class PythonStacks:
                 if resolved is None:
                     self.unknown_chains += 1
                     continue
+            else:
+                self._resolved.move_to_end(chain)
             stack_id, top = resolved
             rows.append((chain, stack_id, top.function, top.file, top.line if top.line != NO_LINE else None))
+        self._trim()
         return pl.DataFrame(rows, schema=STACK_FRAME_SCHEMA, orient="row")
 
+    def _trim(self) -> None:
+        """Forget the chains and stacks used least recently, beyond the kept number."""
+        for table in (self._resolved, self._ids, self._chains):
+            for _ in range(len(table) - self._kept):
+                table.popitem(last=False)
+
     def _resolve(self, chain: int) -> tuple[int, Frame] | None:
-        record = self._chains.get(chain)
+        record = self._chains.pop(chain, None)
         if record is None:
             return None
         frames = []
@@ -119,14 +141,17 @@ class PythonStacks:
         stack = Stack(tuple(frames), record.truncated)
         stack_id = self._ids.get(stack)
         if stack_id is None:
-            stack_id = self._ids[stack] = len(self._ids) + 1
-            self.stacks[stack_id] = stack
-            self._new.append(stack_id)
+            stack_id = self._ids[stack] = self._next_id
+            self._next_id += 1
+        else:
+            self._ids.move_to_end(stack)
+        # Given to the sinks even when known: a sink keeping only the stacks used last may
+        # have forgotten one that a new chain of the same frames brings back.
+        self._new[stack_id] = stack
         self._resolved[chain] = (stack_id, frames[0])
         return self._resolved[chain]
 
     def take_new(self) -> dict[int, Stack]:
-        """Stacks first seen since the last call (for the sinks, before their events)."""
-        new = {stack_id: self.stacks[stack_id] for stack_id in self._new}
-        self._new.clear()
+        """Stacks resolved since the last call (for the sinks, before their events)."""
+        new, self._new = self._new, {}
         return new

@@ -20,6 +20,7 @@ import queue
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from ioobserve import schema as s
 from ioobserve.context.cgroups import parse_cgroup_path
 from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
 from ioobserve.context.processes import Process
-from ioobserve.python.stacks import Stack
+from ioobserve.python.stacks import KEPT_CHAINS, Stack
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
 from ioobserve.trace.disk import RESUME_CHECK_S
@@ -105,8 +106,12 @@ class TraceWriter:
         self._cgroups_described: set[int] = set()
         self._uids_described: set[int] = set()
         self._contexts_described: dict[int, int] = {}  # pid -> hash of the context its last PC line gave
-        self._stacks: dict[int, Stack] = {}  # every Python stack of the recording, by id
+        # The Python stacks used last, least recently first: as many as the collector keeps
+        # chains, and touched at each use as it touches them, so any stack id the collector can
+        # still give an event is here (python/stacks.py).
+        self._stacks: OrderedDict[int, Stack] = OrderedDict()
         self._stacks_described: set[int] = set()  # per part: PS lines written
+        self._stacks_missing = 0  # stack ids used with no frames to describe them (should stay 0)
         self._part_pids: set[int] = set()  # per part: PR lines written
         self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
@@ -310,14 +315,25 @@ class TraceWriter:
     def _describe_stacks(self, frame: pl.DataFrame, pending: _Pending) -> None:
         """A PS line per Python stack the batch uses and the part has not described."""
         used = frame.get_column(s.PY_STACK).drop_nulls().unique().to_list()
+        for stack_id in used:
+            if stack_id in self._stacks:
+                self._stacks.move_to_end(stack_id)
         for stack_id in sorted(set(used) - self._stacks_described):
             stack = self._stacks.get(stack_id)
             if stack is None:
+                self._stacks_missing += 1
                 continue
             frames = [{"function": f.function, "file": f.file, "line": f.line, "call": f.call} for f in stack.frames]
             args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
             pending.add_meta(metadata_line("PS", self._pid, self._pid, args))
             self._stacks_described.add(stack_id)
+
+    def _keep_stacks(self, new: dict[int, Stack]) -> None:
+        for stack_id, stack in new.items():
+            self._stacks[stack_id] = stack
+            self._stacks.move_to_end(stack_id)
+        for _ in range(len(self._stacks) - KEPT_CHAINS):
+            self._stacks_described.discard(self._stacks.popitem(last=False)[0])
 
     def _forget_described(self) -> None:
         self._stacks_described.clear()
@@ -404,7 +420,7 @@ class TraceWriter:
                 elif isinstance(item, bytes):
                     pending.add_meta(item)
                 elif isinstance(item, _Stacks):
-                    self._stacks.update(item.stacks)
+                    self._keep_stacks(item.stacks)
                 elif item is not None and (self.trouble is not None or self._abandoned.is_set()):
                     self._dropped_frames += item.height
                 elif item is not None:
@@ -476,6 +492,8 @@ class TraceWriter:
                 lost[UNWRITTEN] = lost.get(UNWRITTEN, 0) + dropped
             args["lost"] = lost
             args["lost_total"] = sum(args["lost"].values())
+            if self._stacks_missing:
+                args["counters"] = {**args["counters"], "py_stacks_undescribed": self._stacks_missing}
         text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
         stats = MemberStats(KIND_META)
         stats.add_text(text)

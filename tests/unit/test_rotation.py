@@ -10,7 +10,8 @@ from ioobserve import schema as s
 from ioobserve.context.processes import Process
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.members import intact_text
-from ioobserve.trace.reader import load
+from ioobserve.trace import writer as writer_module
+from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
 from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
@@ -40,3 +41,38 @@ def test_each_part_is_self_contained(tmp_path):
     assert everything.height == 3 * _frame().height and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
     for path in writer.paths[1:]:  # each part describes its own job and process context
         assert load(path).drop(s.PPID, s.COMM).equals(_frame().drop(s.PPID, s.COMM))  # only pid 10 has a PR record
+
+
+def _using(stack_id: int) -> pl.DataFrame:
+    """The test frame with pid 10's events made from Python stack `stack_id`."""
+    return _frame().with_columns(pl.when(pl.col(s.PID) == 10).then(pl.lit(stack_id, pl.UInt32)).alias(s.PY_STACK))
+
+
+def _described(path) -> set[int]:
+    return {line["args"]["stack"] for line in map(json.loads, intact_text(path)[0].splitlines()) if line["name"] == "PS"}
+
+
+def test_the_writer_keeps_the_stacks_used_last_and_says_if_one_was_missing(tmp_path, monkeypatch):
+    """A long recording makes Python stacks for as long as it runs: the writer keeps as many as
+    the collector (here 2), by last use; a stack brought back is described in every part that
+    uses it; one used after it was forgotten and not brought back is counted in the end record."""
+    monkeypatch.setattr(writer_module, "KEPT_CHAINS", 2)
+    stack = PY_STACKS[1]
+    writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []})
+    writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
+    writer.stacks({1: stack, 2: stack})
+    writer.events(_using(1))
+    writer.events(_using(2))
+    writer.stacks({3: stack})  # 1 was used least recently: forgotten
+    writer.events(_using(3))
+    writer.rotate_soon()
+    writer.events(_using(2))
+    writer.stacks({1: stack})  # brought back (python/stacks.py announces a stack again when it resolves a chain)
+    writer.events(_using(1))
+    writer.stacks({4: stack, 5: stack})  # 2 and 3 forgotten
+    writer.events(_using(3))  # a bug's signature: counted, not silently left out
+    writer.close()
+    first, second = writer.paths
+    assert _described(first) == {1, 2, 3} and _described(second) == {2, 1}
+    (end,) = own_records(second, "end")
+    assert end["args"]["counters"] == {"py_stacks_undescribed": 1}

@@ -1,0 +1,54 @@
+"""Python stacks as the collector keeps them (ioobserve.python.stacks): a stack names the call of
+each frame, so a long-running program makes new ones for as long as it runs; only the chains
+used last are kept, and a forgotten chain the kernel sends again is resolved and announced again."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.decode import PyChainRecord, PyCodeRecord
+from ioobserve.python.stacks import PythonStacks
+
+PID, CODE = 7, 0x1000
+GETITEM = PyCodeRecord(PID, CODE, 10, "Dataset.__getitem__", "/job/data.py", b"", True, (3, 11))
+
+
+def _chain(call: int) -> PyChainRecord:
+    """One frame: __getitem__'s call number `call` (its chain hash is the call too)."""
+    frames = np.zeros(1, dtype=ev.PY_FRAME)
+    frames["code"], frames["instance"] = CODE, call
+    return PyChainRecord(PID, call, False, frames)
+
+
+def _stack_ids(stacks: PythonStacks, *chains: int) -> dict[int, int]:
+    frame = stacks.frame(pl.Series(list(chains), dtype=pl.UInt64))
+    return dict(zip(frame.get_column("py_chain").to_list(), frame.get_column(s.PY_STACK).to_list()))
+
+
+def test_the_chains_used_last_are_kept_and_an_older_one_is_resolved_again_when_sent_again():
+    stacks = PythonStacks(kept=2)
+    stacks.add([_chain(1), _chain(2), _chain(3)], [GETITEM])
+    first = _stack_ids(stacks, 1, 2)
+    assert first == {1: 1, 2: 2} and set(stacks.take_new()) == {1, 2}
+    assert _stack_ids(stacks, 1) == {1: 1}  # call 1 used again: call 2 is now the oldest
+    assert _stack_ids(stacks, 3) == {3: 3}  # a third: call 2 is forgotten
+    assert _stack_ids(stacks, 1, 3) == {1: 1, 3: 3} and stacks.unknown_chains == 0
+    assert _stack_ids(stacks, 2) == {} and stacks.unknown_chains == 1  # the kernel still thinks we know it
+    stacks.take_new()
+    stacks.add([_chain(2)], [])  # its table forgot it too, so it sends it again
+    (again,) = _stack_ids(stacks, 2).values()
+    new = stacks.take_new()
+    assert list(new) == [again] and new[again].frames[0].call == 2  # announced, for sinks that forgot it too
+
+
+def test_a_chain_record_sent_again_while_still_resolved_is_not_kept_twice():
+    stacks = PythonStacks(kept=4)
+    stacks.add([_chain(1)], [GETITEM])
+    assert _stack_ids(stacks, 1) == {1: 1}
+    stacks.take_new()
+    stacks.add([_chain(1)], [])
+    assert _stack_ids(stacks, 1) == {1: 1} and stacks.take_new() == {}
+    assert len(stacks._chains) == 0  # noqa: SLF001 - what would grow for as long as the process runs
