@@ -5,8 +5,9 @@ The collector's worker adds each batch's records, then resolves the chains of it
 line is first asked of them. Stack ids count from 1 per
 recording; the trace writes each stack's frames once, before the first event using it.
 
-A stack names the call of each frame, so a long-running program makes new stacks for as
-long as it runs (a Dataset's __getitem__: one per sample). Only the KEPT_CHAINS chains used
+A stack names the call of each frame (its frame and first arguments, by address), so a
+long-running program may make new stacks for as long as it runs: as many as the distinct
+addresses its calls get (CPython reuses them, so fewer than calls). Only the KEPT_CHAINS chains used
 last are kept: a chain's record is needed only to resolve it, and the kernel sends a chain
 again once its own table (py_chains_seen in python_stacks.bpf.c, KERNEL_CHAINS_SEEN) has
 forgotten it, so keeping twice as many by last use leaves a chain unresolved only if the
