@@ -170,6 +170,7 @@ struct ioo_config {
 #define IOO_F_BLOCK     0x0040 /* dev names a block device (block layer events) */
 #define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, a kernel thread) */
 #define IOO_F_WRITEBACK 0x0100 /* a block write the kernel's flusher issued for dirty pages */
+#define IOO_F_PARENT    0x0200 /* another event names this one as its parent (its parent_ts is our ts_ns) */
 
 /* The hot record: one per traced call (syscall or library function), block request or page
  * cache change, fixed size so a batch decodes in one frombuffer. */

@@ -68,6 +68,7 @@ struct inflight {
 #define HAVE_FILE2 0x2
 #define HAVE_POS 0x4
 #define HAVE_NO_NAME 0x8  /* the path argument is "" naming the fd: nothing to send */
+#define HAVE_CHILD 0x10   /* an event of a layer below names this call as its parent */
 
 /* A traced-or-not verdict per open file (keyed by its address). */
 struct file_verdict {
@@ -107,7 +108,7 @@ struct call_frame {
 	s32 fd;
 	u16 op;
 	u16 library;
-	u32 pad;
+	u32 parent;     /* an event of a layer below names this call as its parent */
 };
 
 /* The file each open library handle was opened on, per process and library. */
@@ -373,13 +374,26 @@ static __always_inline u64 arg_at(struct inflight *st, s16 index)
 	return st->args[index & 7];
 }
 
-/* The ts of the innermost library call open on this thread (0 if none): a syscall's parent. */
+/* The ts of the innermost library call open on this thread (0 if none): a syscall's parent,
+ * marked as one so that its event carries an exact key (IOO_F_PARENT). */
 static __always_inline u64 innermost_call_ts(void)
 {
 	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	if (!fr || fr->depth == 0)
 		return 0;
-	return frame_at(fr, fr->depth)->ts;
+	struct call_frame *frame = frame_at(fr, fr->depth);
+	frame->parent = 1;
+	return frame->ts;
+}
+
+/* The ts of the syscall in flight on this thread (0 if none): the parent of an event it
+ * causes (a block request, readahead, a VFS call), marked as one (IOO_F_PARENT). */
+static __always_inline u64 syscall_as_parent(struct inflight *st)
+{
+	if (!st || !st->op)
+		return 0;
+	st->have |= HAVE_CHILD;
+	return st->ts;
 }
 
 /* A traced syscall (or library call) touched a file: the first one names the open call
@@ -785,7 +799,8 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->py_chain = st->py_chain;
 	ev->fd = fd;
 	ev->op = st->op;
-	ev->flags = flags | (has_file ? IOO_F_FILE : 0);
+	/* cache_pages: submit_cache's page event, which follows, names this call */
+	ev->flags = flags | (has_file ? IOO_F_FILE : 0) | (((st->have & HAVE_CHILD) || st->cache_pages) ? IOO_F_PARENT : 0);
 	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	return 0;
@@ -1116,7 +1131,7 @@ static __always_inline void note_origin(u64 key, void *bdev)
 	struct block_origin origin = {};
 	origin.start_ts = bpf_ktime_get_ns();
 	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
-	origin.parent_ts = (st && st->op) ? st->ts : 0;
+	origin.parent_ts = syscall_as_parent(st);
 	origin.cgroup_id = current_cgroup_id();
 	origin.dev = bdev ? read_u32(bdev, OFF_BLOCK_DEVICE_BD_DEV) : 0;
 	origin.pid = pid_tgid >> 32;
@@ -1285,7 +1300,7 @@ static __always_inline int on_readahead(void *ctx, u16 op)
 	u64 ino = tp_u64(ctx, TP_READAHEAD_I_INO);
 	u32 dev = tp_u32(ctx, TP_READAHEAD_S_DEV);
 	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
-	u64 parent_ts = (st && st->op) ? st->ts : 0;
+	u64 parent_ts = syscall_as_parent(st);
 	if (!parent_ts && !cache_file_selected(cfg, dev, ino))
 		return 0;
 	u64 pages = tp_u64(ctx, TP_READAHEAD_REQ_COUNT);
@@ -1359,6 +1374,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 		if (outer->library == spec->library && !(spec->flags & IOO_C_NESTS))
 			return 0;
 		parent_ts = outer->ts;
+		outer->parent = 1;
 	}
 	if (depth >= MAX_FRAMES)
 		return 0;
@@ -1376,6 +1392,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	frame->library = spec->library;
 	frame->child_ino = 0;
 	frame->child_dev = 0;
+	frame->parent = 0;
 	/* The handle as it is at entry: MPI_File_close resets the caller's by return. */
 	u64 handle = 0;
 	if (spec->handle_arg >= 0 && !(spec->flags & IOO_C_OUT_HANDLE)) {
@@ -1537,7 +1554,7 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev->py_chain = 0;
 	ev->fd = fd;
 	ev->op = frame.op;
-	ev->flags = has_file == 1 ? IOO_F_FILE : 0;
+	ev->flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
 	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	if (spec->flags & IOO_C_PY_NAME)
@@ -1722,7 +1739,7 @@ int vfs_return(struct pt_regs *ctx)
 	ev->ino = id.ino;
 	ev->dev = id.dev;
 	ev->arg = 0;
-	ev->parent_ts = (st && st->op) ? st->ts : 0;
+	ev->parent_ts = syscall_as_parent(st);
 	ev->py_chain = 0;
 	ev->fd = -1;
 	ev->op = call.op;

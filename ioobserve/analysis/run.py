@@ -75,7 +75,7 @@ def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage]
     # Each chunk is reduced on a second thread while the next one is read: two chunks at most in memory.
     parts, pending = [], None
     with ThreadPoolExecutor(max_workers=1) as reducer:
-        for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes):
+        for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes, tables=tables):
             if pending is not None:
                 parts.append(pending.result())
             pending = reducer.submit(reduce, chunk)

@@ -46,6 +46,8 @@ EPILOG = """Examples:
   sudo ioobserve record --layers hdf5,mpiio -- mpiexec -n 4 ./sim # HDF5 and MPI-IO calls above them
 
   sudo ioobserve record --py-stacks 10 -- python train.py         # the Python stack of one call in 10
+
+  sudo ioobserve record --precision ns -- ./microbench            # times to the ns, not DFTracer's µs
 """
 
 
@@ -67,6 +69,7 @@ def record(
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
     backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
+    precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -91,6 +94,7 @@ def record(
     from ioobserve.probes.capabilities import privileges_check
     from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
+    from ioobserve.trace.lines import PRECISIONS
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
@@ -105,6 +109,8 @@ def record(
                 raise UserError(f"{flag} {value:g}: must be more than 0")
         if ring_pages < 1 or ring_pages & (ring_pages - 1):
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
+        if precision not in PRECISIONS:
+            raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
         if backlog_mb is not None and backlog_mb < 1:
             raise UserError(f"--backlog-mb {backlog_mb:g}: must be at least 1")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
@@ -132,7 +138,7 @@ def record(
     try:
         writer = TraceWriter(directory, trace_name(), details,
                              rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
-                             on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True))
+                             precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True))
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))

@@ -1,6 +1,6 @@
 """The member index: a sidecar `<trace>.ioidx` describing each gzip member of a trace.
 
-One JSON line per member: byte offset and size, kind ("events": our template event lines;
+One JSON line per member: byte offset and size, kind ("events": our event lines of one shape;
 "json": anything else), uncompressed bytes, lines, events, first and last event time (ns)
 and the pids present, so a reader can split work and skip members by
 time or pid without inflating them. The writer appends a line per flush; `ioobserve index`
@@ -96,9 +96,9 @@ def read_index(trace: Path) -> list[MemberEntry] | None:
 
 def member_entry(offset: int, size: int, text: bytes) -> MemberEntry:
     """The index entry of one member, from its text."""
-    layer = parse.event_layer(text)
-    if layer is not None:
-        kind, events = KIND_EVENTS, parse.template_events(text, layer, ["pid", "ts", "tns"])
+    shape = parse.event_shape(text)
+    if shape is not None:
+        kind, events = KIND_EVENTS, parse.shape_events(text, shape, ["pid", "ts", "tns"])
     else:
         kind, events = KIND_META, parse.json_events(parse.json_lines(text))
     stats = MemberStats(kind)

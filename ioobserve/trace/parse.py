@@ -1,22 +1,39 @@
 """One member's text to Polars frames: a fast path for our event lines, JSON for the rest.
 
-Our event lines follow one template (ioobserve.trace.lines) and are read as space-separated
-columns. Everything else (metadata, our own records, traces written by DFTracer) goes through
-the NDJSON reader with a declared schema: inferring it from the first rows would silently
-drop keys that appear only later.
+Our event members hold lines of one layer and one shape (ioobserve.trace.lines), so the
+first line says where every value of every line is: with the JSON punctuation between values
+(, { }) turned into one separator, a member reads as columns with Polars' CSV reader.
+Everything else (metadata, our own records, older traces, traces written by DFTracer) goes
+through the NDJSON reader with a declared schema: inferring it from the first rows would
+silently drop keys that appear only later. Fields an event line leaves out get their
+defaults (lines.FIELD_DEFAULTS) on both paths.
 """
 
 from __future__ import annotations
 
 import io
-import re
+import json
+from dataclasses import dataclass
+from functools import lru_cache
 
 import polars as pl
 
-from ioobserve.trace.lines import CAT_META, EVENT_FIELDS, PH_COMPLETE, PH_METADATA, template_tokens
+from ioobserve.trace.lines import (
+    CAT_META,
+    EVENT_FIELDS,
+    FIELD_DEFAULTS,
+    PH_COMPLETE,
+    PH_METADATA,
+    TOP_FIELDS,
+    TOP_KEYS,
+    literal_tokens,
+)
 
-RAW_SCHEMA: dict[str, pl.DataType] = {"cat": pl.Categorical, **{key: dtype for key, _, dtype in EVENT_FIELDS}}
+RAW_SCHEMA: dict[str, pl.DataType] = {"cat": pl.Categorical, **dict(EVENT_FIELDS)}
 """Event fields as written (plus the layer), before conversion to ioobserve.schema."""
+_ARG_FIELDS = [key for key, _ in EVENT_FIELDS if key not in TOP_FIELDS]
+_SEPARATOR = b":"
+_TO_SEPARATOR = bytes.maketrans(b",{}", _SEPARATOR * 3)
 
 _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
@@ -43,48 +60,86 @@ LINE_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,
     "ts": pl.Int64, "dur": pl.Int64, "ph": pl.Int64, "args": _ARGS,
 }
-# The template with placeholders, to recognize a member's first line and find its layer.
-_TOKENS = template_tokens("LAYER")
-_CSV_SCHEMA: dict[str, pl.DataType] = {}
-for _index, (_key, _, _dtype) in enumerate(EVENT_FIELDS):
-    _CSV_SCHEMA[f"_{_index}"] = pl.String  # the JSON between values, never materialized
-    _CSV_SCHEMA[_key] = _dtype
-_CSV_SCHEMA["_end"] = pl.String
 
 
 class MalformedMember(Exception):
     """A member inflated fine but its lines are not trace lines."""
 
 
-def _literal_pattern(expected: str) -> re.Pattern:
-    """A template literal as a pattern: the layer placeholder captures, the layer's type number varies."""
-    pattern = re.escape(expected).replace("LAYER", '([^"]+)')
-    return re.compile(re.sub(r'"type":\d+', lambda _: '"type":\\d+', pattern))
+@dataclass(frozen=True)
+class Shape:
+    """The layout of a member of our event lines: their layer and the fields present."""
+
+    layer: str
+    fields: tuple[str, ...]
 
 
-_PATTERNS = [_literal_pattern(token) for token in _TOKENS]
-_LAYER_TOKEN = next(i for i, token in enumerate(_TOKENS) if "LAYER" in token)
-
-
-def event_layer(text: bytes) -> str | None:
-    """The layer of a member of template event lines (from its first line), else None."""
-    first = text[: text.find(b"\n")].decode("utf-8", "replace").split(" ")
-    if len(first) != 2 * len(EVENT_FIELDS) + 1:
+def event_shape(text: bytes) -> Shape | None:
+    """The shape of a member of our event lines (from its first line), else None."""
+    try:
+        first = json.loads(text[: text.find(b"\n")])
+    except ValueError:
         return None
-    found = [pattern.fullmatch(literal) for pattern, literal in zip(_PATTERNS, first[0::2], strict=True)]
-    return found[_LAYER_TOKEN].group(1) if all(found) else None
+    if not isinstance(first, dict) or tuple(first) != TOP_KEYS or first["ph"] != PH_COMPLETE:
+        return None
+    args = first["args"]
+    layer = first["cat"]
+    if not isinstance(args, dict) or not isinstance(layer, str) or layer == CAT_META:
+        return None
+    fields = (*TOP_FIELDS, *args)
+    if [key for key in _ARG_FIELDS if key in args] != list(args):
+        return None  # keys we do not write, or not in our order
+    if any(value is None for value in args.values()):
+        return None  # an older trace's template line: read as JSON
+    return Shape(layer, fields)
 
 
-def template_events(text: bytes, layer: str, keys: list[str] | None = None) -> pl.DataFrame:
-    """Event fields (RAW_SCHEMA, or just `keys`) of a member of one layer's template event lines."""
-    wanted = [key for key, _, _ in EVENT_FIELDS if keys is None or key in keys]
+@lru_cache(maxsize=256)
+def _columns(shape: Shape) -> tuple[int, dict[str, tuple[int, pl.DataType]]]:
+    """(separators per line, field -> (column, type)) of a shape's lines read as columns."""
+    tokens = literal_tokens(shape.layer, list(shape.fields))
+    types = dict(EVENT_FIELDS)
+    at, where = 0, {}
+    for token, key in zip(tokens, shape.fields):
+        at += token.encode().translate(_TO_SEPARATOR).count(_SEPARATOR)
+        where[key] = (at, types[key])
+    at += tokens[-1].encode().translate(_TO_SEPARATOR).count(_SEPARATOR)
+    return at, where
+
+
+def shape_events(text: bytes, shape: Shape, keys: list[str] | None = None) -> pl.DataFrame:
+    """Event fields (RAW_SCHEMA, or just `keys`) of a member of our event lines of one shape."""
+    separators, where = _columns(shape)
+    columnar = text.translate(_TO_SEPARATOR)
+    if columnar.count(_SEPARATOR) != separators * columnar.count(b"\n"):
+        raise MalformedMember("its lines are not all of its first line's shape")
+    schema = {f"_{i}": pl.String for i in range(separators + 1)}
+    for key, (column, dtype) in where.items():
+        schema[f"_{column}"] = dtype
+    wanted = [key for key in RAW_SCHEMA if keys is None or key in keys]
+    present = [key for key in wanted if key in where]
     try:
         frame = pl.scan_csv(
-            io.BytesIO(text), separator=" ", has_header=False, quote_char='"', null_values=["null"], schema=_CSV_SCHEMA
-        ).select(wanted).collect()
+            io.BytesIO(columnar), separator=":", has_header=False, quote_char='"', schema=schema,
+        ).select(pl.col(f"_{where[key][0]}").alias(key) for key in present).collect()
     except pl.exceptions.PolarsError as exc:
         raise MalformedMember(str(exc).splitlines()[0]) from None
-    return frame.with_columns(pl.lit(layer, pl.Categorical).alias("cat")) if keys is None or "cat" in keys else frame
+    frame = frame.with_columns(pl.lit(shape.layer).alias("cat"))
+    return with_defaults(frame, wanted)
+
+
+def with_defaults(frame: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:
+    """The raw event columns `keys` (all of RAW_SCHEMA if None), absent ones at their
+    default, nulls of fields with a default filled in."""
+    columns = []
+    for key in [key for key in RAW_SCHEMA if keys is None or key in keys]:
+        dtype = RAW_SCHEMA[key]
+        default = FIELD_DEFAULTS.get(key)
+        value = pl.col(key) if key in frame.columns else pl.lit(None, dtype)
+        if default is not None:
+            value = value.fill_null(default)
+        columns.append(value.cast(dtype).alias(key))
+    return frame.select(columns)
 
 
 def json_lines(text: bytes) -> pl.DataFrame:
@@ -101,7 +156,7 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
     """The I/O events among JSON lines (ours or DFTracer's) as RAW_SCHEMA columns."""
     args = pl.col("args").struct
     events = lines.filter((pl.col("ph") == PH_COMPLETE) & (pl.col("cat") != CAT_META))
-    return events.select(
+    return with_defaults(events.select(
         pl.col("cat"), pl.col("name"), pl.col("pid"), pl.col("tid"), pl.col("ts"), pl.col("dur"),
         args.field("fhash"), args.field("fhash2"), args.field("ret"), args.field("count"), args.field("offset"),
         args.field("fd"),
@@ -109,7 +164,7 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
         args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),
         args.field("pts"), args.field("pystack"), args.field("module"),
-    ).cast(RAW_SCHEMA)
+    ))
 
 
 def metadata(lines: pl.DataFrame, name: str) -> pl.DataFrame:

@@ -30,6 +30,8 @@ from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
 from ioobserve.trace.tables import (
+    PR_CGROUP,
+    PR_UID,
     cgroup_table,
     context_table,
     file_table,
@@ -83,11 +85,37 @@ class Selection:
 
 
 class _Parts:
-    """What the members of one or more files yielded."""
+    """What the members of one or more files yielded, per file (each file names its own ids)."""
 
     def __init__(self) -> None:
-        self.events: list[pl.DataFrame] = []
-        self.lines: list[pl.DataFrame] = []
+        self.events: dict[Path, list[pl.DataFrame]] = {}
+        self.lines: dict[Path, list[pl.DataFrame]] = {}
+
+    def add(self, path: Path, events: pl.DataFrame | None, lines: pl.DataFrame | None) -> None:
+        """One member's yield."""
+        if events is not None and events.height:
+            self.events.setdefault(path, []).append(events)
+        if lines is not None and lines.height:
+            self.lines.setdefault(path, []).append(lines)
+
+    def files(self) -> list[Path]:
+        """The files that yielded anything, in the order asked."""
+        return list(dict.fromkeys([*self.events, *self.lines]))
+
+    def file_events(self, path: Path) -> pl.DataFrame:
+        """One file's raw events."""
+        frames = self.events.get(path)
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=parse.RAW_SCHEMA)
+
+    def file_lines(self, path: Path) -> pl.DataFrame:
+        """One file's JSON lines."""
+        frames = self.lines.get(path)
+        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
+
+    def all_lines(self) -> pl.DataFrame:
+        """Every file's JSON lines."""
+        frames = [frame for frames in self.lines.values() for frame in frames]
+        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
 
 
 def _keep_freed_buffers() -> None:
@@ -130,11 +158,11 @@ def _open(path: Path) -> tuple[mmap.mmap | bytes, int]:
 
 def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
     """(raw events, JSON lines) of one member's text."""
-    layer = parse.event_layer(text) if kind in (KIND_EVENTS, None) else None
-    if layer is not None:
+    shape = parse.event_shape(text) if kind in (KIND_EVENTS, None) else None
+    if shape is not None:
         try:
             keys = None if selection.fields is None else [*selection.fields, "cat"]
-            return selection.rows(parse.template_events(text, layer, keys)), None
+            return selection.rows(parse.shape_events(text, shape, keys)), None
         except parse.MalformedMember:
             pass  # not what its first line promised: read it as JSON
     lines = parse.json_lines(text)
@@ -154,21 +182,22 @@ def _member(data, offset: int, size: int, kind: str | None, selection: Selection
     return _parse(text, kind, selection)
 
 
-def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, Callable]]:
-    """(compressed bytes, task) per member of one file worth reading."""
+def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, tuple | None, Callable]]:
+    """(compressed bytes, (first, last) event ts if indexed, task) per member of one file worth reading."""
     data, size = _open(path)
     entries = read_index(path) if size else []
     if entries is None:
         if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
             damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
         try:  # find the members (inflating each once); keep only where they are, not their text
-            members = [(offset, length, None) for offset, length, _ in iter_members(path, damage)]
+            members = [(offset, length, None, None) for offset, length, _ in iter_members(path, damage)]
         except NotATrace as exc:
             raise TraceError(str(exc)) from None
     else:
-        members = [(e.offset, e.size, e.kind) for e in entries if not selection.skips(e)]
-    for offset, length, kind in members:
-        yield length, partial(_member, data, offset, length, kind, selection, damage)
+        members = [(e.offset, e.size, e.kind, (e.ts_min, e.ts_max) if e.events else None)
+                   for e in entries if not selection.skips(e)]
+    for offset, length, kind, times in members:
+        yield length, times, partial(_member, data, offset, length, kind, selection, damage)
 
 
 def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
@@ -180,28 +209,25 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
     for path in paths:
         file_damage = Damage(path)
         found.append(file_damage)
-        jobs += [(size, task, file_damage) for size, task in member_tasks(path, selection, file_damage)]
-    total = sum(size for size, _, _ in jobs)
+        jobs += [(size, task, file_damage, path, times) for size, times, task in member_tasks(path, selection, file_damage)]
+    total = sum(job[0] for job in jobs)
     show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
 
     def run(job):
-        size, task, file_damage = job
+        size, task, file_damage, path, _ = job
         try:
-            return size, task()
+            return size, path, task()
         except parse.MalformedMember as exc:
             file_damage.members_lost += 1
             file_damage.notes.append(f"a member is not trace lines ({exc})")
-            return size, (None, None)
+            return size, path, (None, None)
 
     _keep_freed_buffers()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
         for chunk in _chunked(jobs, chunk_bytes or total):
             parts = _Parts()
-            for size, (events, lines) in pool.map(run, chunk):
-                if events is not None and events.height:
-                    parts.events.append(events)
-                if lines is not None and lines.height:
-                    parts.lines.append(lines)
+            for size, path, (events, lines) in pool.map(run, chunk):
+                parts.add(path, events, lines)
                 bar.advance(size)
             yield parts
     if damage is not None:
@@ -209,14 +235,20 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
 
 
 def _chunked(jobs: list, chunk_bytes: int) -> Iterator[list]:
-    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs)."""
-    chunk, size = [], 0
+    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs),
+    cut only at a seam in time where the index knows the members' times: the members of one
+    flush (a member per layer and shape) overlap in time, and an analysis reading chunks in
+    order must see every event of a thread before a seam before those after it."""
+    chunk, size, last = [], 0, None
     for job in jobs:
+        times = job[-1]
+        if chunk and size >= chunk_bytes and (times is None or last is None or times[0] >= last):
+            yield chunk
+            chunk, size, last = [], 0, None
         chunk.append(job)
         size += job[0]
-        if size >= chunk_bytes:
-            yield chunk
-            chunk, size = [], 0
+        if times is not None:
+            last = times[1] if last is None else max(last, times[1])
     if chunk or not jobs:
         yield chunk
 
@@ -254,14 +286,23 @@ class _Progress:
 
 
 def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
-    raw = pl.concat(parts.events) if parts.events else pl.DataFrame(schema=parse.RAW_SCHEMA)
-    lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
+    """The events of every file, each named by its own metadata, sorted by time."""
+    frames = [_file_events(parts.file_events(path), parts.file_lines(path), selection) for path in parts.files()]
+    if not frames:
+        frames = [_file_events(pl.DataFrame(schema=parse.RAW_SCHEMA), pl.DataFrame(schema=parse.LINE_SCHEMA), selection)]
+    events = pl.concat(frames) if len(frames) > 1 else frames[0]
+    # Members are written in time order, so usually only the seams between them need sorting.
+    return events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
+
+
+def _file_events(raw: pl.DataFrame, lines: pl.DataFrame, selection: Selection) -> pl.DataFrame:
+    """One file's events, named by its metadata lines."""
     files, procs = file_table(lines), process_table(lines)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
     # One lazy query, so that no intermediate frame of every event is built; left joins that
     # keep the rows' order, so that sorted members stay sorted.
-    joined = raw.lazy().rename({"cgroup": s.CGROUP}).join(files.lazy(), on="fhash", how="left", maintain_order="left")
+    joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
     if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
         joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
     else:
@@ -269,6 +310,9 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
     frame = (
         joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
+        # an event line leaves out the uid and cgroup its process's first PR line gives
+        .with_columns(pl.coalesce("uid", PR_UID).alias("uid"), pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP))
+        .drop("cgroup", PR_UID, PR_CGROUP)
         .join(cgroup_table(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
         .join(user_table(lines).lazy(), on=s.UID, how="left", maintain_order="left")
         .join(stack_frames(lines).lazy(), on="pystack", how="left", maintain_order="left")
@@ -295,7 +339,6 @@ def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
         frame = frame.filter(wanted.fill_null(False))
     columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
     events = frame.cast(columns).collect()
-    # Members are written in time order, so usually only the seams between them need sorting.
     events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
     return join_process_context(events, context_table(lines)).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
@@ -321,8 +364,7 @@ def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = Non
     events = _events(parts, selection)
     if not python_spans:
         return events
-    lines = pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
-    return with_python_spans(events, stack_table(lines))
+    return with_python_spans(events, stack_table(parts.all_lines()))
 
 
 def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
@@ -347,8 +389,7 @@ def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = Non
 
 def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
     """Every JSON line (metadata and our own records; event lines excluded) of one trace."""
-    parts = _run([Path(path)], Selection(pids=frozenset()), damage, False)
-    return pl.concat(parts.lines) if parts.lines else pl.DataFrame(schema=parse.LINE_SCHEMA)
+    return _run([Path(path)], Selection(pids=frozenset()), damage, False).all_lines()
 
 
 def records(paths, name: str) -> pl.DataFrame:
@@ -374,6 +415,6 @@ def own_records(path: Path, name: str) -> list[dict]:
     damage = Damage(Path(path))
     found = []
     for _, _, text in iter_members(path, damage):
-        if parse.event_layer(text) is None:
+        if parse.event_shape(text) is None:
             found += [json.loads(line) for line in text.splitlines() if marker in line]
     return found

@@ -23,12 +23,19 @@ def file_table(lines: pl.DataFrame) -> pl.DataFrame:
     ).unique("fhash", keep="last")
 
 
+PR_UID, PR_CGROUP = "_pr_uid", "_pr_cgroup"
+PROCESS_TABLE_SCHEMA = {s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String, PR_UID: pl.UInt32, PR_CGROUP: pl.UInt64}
+
+
 def process_table(lines: pl.DataFrame) -> pl.DataFrame:
-    """pid -> ppid, comm from our PR records (the latest of each pid)."""
+    """pid -> ppid, comm from our PR records (the latest of each pid), and the uid and cgroup of
+    its first PR record in the file, which its event lines leave out (ioobserve.trace.lines)."""
     pr = parse.metadata(lines, "PR")
     if "ppid" not in pr.columns:
-        return pl.DataFrame(schema={s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String})
-    return pr.select(pl.col("pid").alias(s.PID), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique(s.PID, keep="last")
+        return pl.DataFrame(schema=PROCESS_TABLE_SCHEMA)
+    first = pr.unique("pid", keep="first").select("pid", pl.col("uid").alias(PR_UID), pl.col("cgroup").alias(PR_CGROUP))
+    latest = pr.select(pl.col("pid"), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique("pid", keep="last")
+    return latest.join(first, on="pid").rename({"pid": s.PID}).cast(PROCESS_TABLE_SCHEMA)
 
 
 def cgroup_table(lines: pl.DataFrame) -> pl.DataFrame:

@@ -36,7 +36,7 @@ from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
-from ioobserve.trace.lines import complete_line, event_lines, file_hash, metadata_line, string_hash
+from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
 
 FLUSH_SECONDS = 1.0
@@ -53,6 +53,15 @@ _STOP = object()
 
 class _Rotate(str):
     """Queue marker: switch to the part file named by this string."""
+
+
+class _ProcessLine(bytes):
+    """A PR line, with the uid and cgroup its process's events need not repeat in this part."""
+
+    def __new__(cls, line: bytes, pid: int, uid: int, cgroup: int):
+        made = super().__new__(cls, line)
+        made.pid, made.uid, made.cgroup = pid, uid, cgroup
+        return made
 
 
 class _Stacks:
@@ -87,22 +96,28 @@ class TraceWriter:
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
                  rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
-                 on_trouble: Callable[[str], None] | None = None):
+                 on_trouble: Callable[[str], None] | None = None, precision: str = "us"):
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         self.directory = Path(directory)
+        self._precision = precision
         self._name = name
         self._dropped_frames = 0  # events dropped unformatted by the format thread
         self._parts = Parts(self.directory, part_name(name, 0), on_trouble,  # errors here reach the caller
                             lambda: self._dropped_frames + self._parts.dropped)
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
-        self._recording = recording
+        self._recording = {**recording, "precision": precision}
         self._mounts = [m for m in (read_mounts() if mounts is None else mounts) if m.fstype not in PSEUDO_FS]
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
         self._part_number = 0
         self._rotate_asked = False
-        # Per part, the format thread's own: files (path, dev, ino) -> hash, cgroups and uids described.
+        # Per part, the format thread's own: files (path, dev, ino) -> id, cgroups and uids
+        # described, and the uid and cgroup of each process's first PR line.
         self._fhashes: dict[tuple, str] = {}
+        self._file_prefix = file_id_prefix()
+        self._part_processes: dict[int, tuple[int, int]] = {}
         self._cgroups_described: set[int] = set()
         self._uids_described: set[int] = set()
         self._contexts_described: dict[int, int] = {}  # pid -> hash of the context its last PC line gave
@@ -217,7 +232,8 @@ class TraceWriter:
                 "hhash": self._hhash, "ppid": proc.ppid, "comm": proc.comm, "exe": proc.exe,
                 "cmdline": list(proc.cmdline), "uid": proc.uid, "cgroup": proc.cgroup_id,
             }
-            self._proc_lines[proc.pid] = line = metadata_line("PR", proc.pid, proc.pid, args)
+            line = _ProcessLine(metadata_line("PR", proc.pid, proc.pid, args), proc.pid, proc.uid, proc.cgroup_id)
+            self._proc_lines[proc.pid] = line
             self._part_pids.add(proc.pid)
             self._put(line)
 
@@ -227,7 +243,8 @@ class TraceWriter:
             self._proc_lines.pop(pid, None)
 
     def _hash_files(self, frame: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
-        """Add fhash/fhash2 columns; an FH line (path, dev, ino) goes to `pending` for each file new to the part."""
+        """Add fhash/fhash2 columns (the file's id in the part: the part's prefix and a count);
+        an FH line (path, dev, ino) goes to `pending` for each file new to the part."""
         # Rows find their file through a 64-bit row hash of (path, dev, ino): much cheaper than
         # joining on strings, and only this batch's few distinct files go through Python.
         first = pl.struct(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).hash(_SEED)
@@ -241,7 +258,7 @@ class TraceWriter:
         for key, path, dev, ino in files.iter_rows():
             fhash = self._fhashes.get((path, dev, ino))
             if fhash is None:
-                self._fhashes[(path, dev, ino)] = fhash = file_hash(path, dev, ino)
+                self._fhashes[(path, dev, ino)] = fhash = f"{self._file_prefix}{len(self._fhashes) + 1:x}"
                 args = {"hhash": self._hhash, "name": path, "value": fhash, "dev": dev, "ino": ino}
                 pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
             keys.append(key)
@@ -335,7 +352,23 @@ class TraceWriter:
         for _ in range(len(self._stacks) - KEPT_CHAINS):
             self._stacks_described.discard(self._stacks.popitem(last=False)[0])
 
+    def _without_process_ids(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """uid and cgroup nulled where the process's first PR line in the part says them."""
+        pids = [pid for pid in frame.get_column(s.PID).unique().to_list() if pid in self._part_processes]
+        if not pids:
+            return frame
+        known = pl.DataFrame(
+            {s.PID: pids, "_uid": [self._part_processes[p][0] for p in pids], "_cg": [self._part_processes[p][1] for p in pids]},
+            schema={s.PID: pl.UInt32, "_uid": pl.UInt32, "_cg": pl.UInt64},
+        )
+        return frame.join(known, on=s.PID, how="left", maintain_order="left").with_columns(
+            pl.when(pl.col("_uid").is_null() | (pl.col(s.UID) != pl.col("_uid"))).then(pl.col(s.UID)).alias(s.UID),
+            pl.when(pl.col("_cg").is_null() | (pl.col(s.CGROUP) != pl.col("_cg"))).then(pl.col(s.CGROUP)).alias(s.CGROUP),
+        ).drop("_uid", "_cg")
+
     def _forget_described(self) -> None:
+        self._part_processes.clear()
+        self._file_prefix = file_id_prefix()
         self._stacks_described.clear()
         self._contexts_described.clear()
         self._fhashes.clear()
@@ -418,6 +451,8 @@ class TraceWriter:
                     self._emit(pending)
                     self._disk_queue.put(item)
                 elif isinstance(item, bytes):
+                    if isinstance(item, _ProcessLine):
+                        self._part_processes.setdefault(item.pid, (item.uid, item.cgroup))
                     pending.add_meta(item)
                 elif isinstance(item, _Stacks):
                     self._keep_stacks(item.stacks)
@@ -427,8 +462,8 @@ class TraceWriter:
                     self._describe_stacks(item, pending)
                     self._describe_context(item, pending)
                     self._describe_processes(item, pending)
-                    hashed = self._hash_files(item, pending)
-                    pending.add_events(hashed, event_lines(hashed))
+                    hashed = self._without_process_ids(self._hash_files(item, pending))
+                    pending.add_events(event_lines(hashed, self._precision))
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
@@ -501,7 +536,7 @@ class TraceWriter:
 
 
 class _Pending:
-    """Lines waiting for the next flush: metadata, then events per layer, in separate members."""
+    """Lines waiting for the next flush: metadata, then events per layer and shape, in separate members."""
 
     def __init__(self) -> None:
         self.reset()
@@ -509,8 +544,8 @@ class _Pending:
     def reset(self) -> None:
         """Start over after a flush."""
         self.meta: list[bytes] = []
-        self.events: dict[str, list[bytes]] = {}
-        self.stats: dict[str, MemberStats] = {}
+        self.events: dict[tuple, list[bytes]] = {}
+        self.stats: dict[tuple, MemberStats] = {}
         self.buffered = 0
 
     def add_meta(self, line: bytes) -> None:
@@ -518,13 +553,13 @@ class _Pending:
         self.meta.append(line)
         self.buffered += len(line)
 
-    def add_events(self, frame: pl.DataFrame, texts: dict[str, bytes]) -> None:
-        """A formatted batch: its lines per layer, and the frame for the index."""
-        for layer, text in texts.items():
-            stats = self.stats.setdefault(layer, MemberStats(KIND_EVENTS))
-            stats.add_text(text, lines=text.count(b"\n") if len(texts) > 1 else frame.height)
-            stats.add_events(frame if len(texts) == 1 else frame.filter(pl.col(s.LAYER) == layer))
-            self.events.setdefault(layer, []).append(text)
+    def add_events(self, groups: dict[tuple, tuple[bytes, pl.DataFrame]]) -> None:
+        """A formatted batch: its lines and their (ts, pid) rows per member (layer and shape)."""
+        for key, (text, rows) in groups.items():
+            stats = self.stats.setdefault(key, MemberStats(KIND_EVENTS))
+            stats.add_text(text, lines=rows.height)
+            stats.add_events(rows)
+            self.events.setdefault(key, []).append(text)
             self.buffered += len(text)
 
     def members(self):
@@ -534,5 +569,5 @@ class _Pending:
             stats = MemberStats(KIND_META)
             stats.add_text(text)
             yield text, stats
-        for layer, texts in self.events.items():
-            yield b"".join(texts), self.stats[layer]
+        for key, texts in self.events.items():
+            yield b"".join(texts), self.stats[key]

@@ -17,7 +17,7 @@ from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
 
 def test_each_part_is_self_contained(tmp_path):
-    writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []}, rotate_seconds=0)
+    writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []}, rotate_seconds=0, precision="ns")
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
     writer.stacks(PY_STACKS)
     for _ in range(3):

@@ -72,7 +72,7 @@ PY_STACKS = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<m
 
 @pytest.fixture
 def trace(tmp_path):
-    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
     writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
     writer.stacks(PY_STACKS)
     writer.events(_frame())
@@ -162,3 +162,66 @@ def test_process_records(trace):
     assert sorted(pr.get_column("pid").to_list()) == [10, 12, 13]
     args = pr.filter(pl.col("pid") == 10).row(0, named=True)["args"]
     assert (args["ppid"], args["comm"], args["exe"], args["cmdline"]) == (1, "x", "/bin/x", ["x", "-y"])
+
+
+def _event_lines(path) -> list[str]:
+    return [line for line in gzip.open(path, "rt") if '"ph":1' in line and '"cat":"dftracer"' not in line]
+
+
+def test_event_lines_carry_only_what_applies(trace):
+    lines = _event_lines(trace)
+    assert len(lines) == _frame().height
+    for line in lines:
+        assert "null" not in line and " " not in line, line
+    by_pid = {json.loads(line)["pid"]: json.loads(line)["args"] for line in lines}
+    failed = by_pid[12]  # read(99) failed: no file, no offset, no stack
+    assert failed == {"ret": -9, "count": 10, "fd": 99, "cgroup": 1, "tns": 0, "dns": 100, "pts": 1_700_000_000_000_002_500}
+    assert "uid" not in failed  # its PR record gives uid 0; its cgroup (1) differs from the PR record's (0)
+
+
+def _writer_trace(tmp_path, frame: pl.DataFrame, precision: str):
+    writer = TraceWriter(tmp_path / precision, "t.pfw.gz", {"command": []}, precision=precision)
+    writer.events(frame)
+    writer.close()
+    return writer.path
+
+
+def test_microsecond_precision_keeps_everything_but_the_sub_microsecond_times(tmp_path):
+    path = _writer_trace(tmp_path, _frame(), "us")
+    assert all('"tns"' not in line and '"dns"' not in line for line in _event_lines(path))
+    expected = _frame().with_columns(pl.col(s.TS) // 1000 * 1000, pl.col(s.DUR) // 1000 * 1000)
+    assert load(path).equals(expected)
+
+
+def _family(parent_ns: int) -> pl.DataFrame:
+    """Thread 11: a syscall that is a parent, another starting in the same µs, and a page
+    cache event inside the first (its parent_ts names the first exactly)."""
+    base = _frame().row(0, named=True)
+    start = 1_700_000_000_000_001_000 + parent_ns
+    rows = [
+        {**base, s.TS: start, s.DUR: 5_000, s.FLAGS: ev.F_FILE | ev.F_PARENT, s.PARENT_TS: None},
+        {**base, s.TS: start + 50, s.DUR: 0, s.LAYER: s.LAYER_CACHE, s.OP: "cache_add", s.FD: -1,
+         s.FLAGS: ev.F_FILE, s.PARENT_TS: start},
+        {**base, s.TS: 1_700_000_000_000_001_900, s.DUR: 200, s.FLAGS: ev.F_FILE, s.PARENT_TS: None},
+    ]
+    return pl.DataFrame(rows, schema=s.EVENT_SCHEMA)
+
+
+@pytest.mark.parametrize("precision", ["us", "ns"])
+@pytest.mark.parametrize("parent_ns", [0, 100])  # on a whole µs, the other two read back at the parent's µs
+def test_parent_links_are_exact_in_both_precisions(tmp_path, precision, parent_ns):
+    loaded = load(_writer_trace(tmp_path, _family(parent_ns), precision))
+    child = loaded.filter(pl.col(s.LAYER) == s.LAYER_CACHE).row(0, named=True)
+    parents = loaded.filter((pl.col(s.TID) == child[s.TID]) & (pl.col(s.TS) == child[s.PARENT_TS]))
+    assert parents.height == 1 and parents.item(0, s.DUR) == 5_000
+    assert parents.item(0, s.TS) - (1_700_000_000_000_001_000 + parent_ns) == (1 if (precision, parent_ns) == ("us", 0) else 0)
+
+
+def test_a_member_mixing_shapes_loads_through_json(trace, tmp_path):
+    text = gzip.open(trace).read()
+    events = b"".join(line.encode() for line in _event_lines(trace))
+    others = b"".join(line for line in text.splitlines(keepends=True) if line.decode() not in _event_lines(trace))
+    assert len({tuple(json.loads(line)["args"]) for line in events.splitlines()}) > 1  # shapes differ
+    mixed = tmp_path / "mixed.pfw.gz"
+    mixed.write_bytes(gzip.compress(others) + gzip.compress(events))  # no index: members found by walking
+    assert load(mixed).equals(load(trace))
