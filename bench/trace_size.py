@@ -1,11 +1,16 @@
-"""Bytes per event on disk: ioobserve against DFTracer on the same DataLoader-like workload.
+"""Bytes per event on disk: ioobserve against DFTracer on the same job.
 
-Both see the workload's own files only: DFTracer through DFTRACER_DATA_DIR, ioobserve
-through --path-prefix. Events are I/O records (ph=1, not DFTracer's or our own bookkeeping);
-bytes are everything written (DFTracer: all its per-process files; ioobserve: the trace,
-and separately its .ioidx index).
+--job loader (tests/workloads/loader.py, DataLoader-like): both see the workload's own files
+only, DFTracer through DFTRACER_DATA_DIR, ioobserve through --path-prefix. --job torch (the
+reference job, bench/workloads/torch_loader.py: a real PyTorch DataLoader, 4 spawned workers
+importing torch, 2 epochs): both see every file the job touches (DFTRACER_DATA_DIR=all, no
+--path-prefix), and `record`'s tail after the job's end is measured too.
+Events are I/O records and spans (ph=1, not DFTracer's or our own bookkeeping); bytes are
+everything written (DFTracer: all its per-process files; ioobserve: the trace, and separately
+its .ioidx index).
 
 Usage (root): python bench/trace_size.py --dftracer-venv .venv-peers [--files 2000 --workers 4 --epochs 2]
+              python bench/trace_size.py --dftracer-venv .venv-peers --job torch --torch-python VENV/bin/python
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
 LOADER = ROOT / "tests" / "workloads" / "loader.py"
+TORCH_LOADER = ROOT / "bench" / "workloads" / "torch_loader.py"
 
 
 def events_in(path: Path) -> int:
@@ -44,6 +51,9 @@ def events_in(path: Path) -> int:
 
 
 def workload(work: Path, args) -> list[str]:
+    if args.job == "torch":
+        return [str(args.torch_python), str(TORCH_LOADER), "--dir", str(work / "samples"), "--workers", str(args.workers),
+                "--epochs", str(args.epochs)]
     return ["/usr/bin/python3", str(LOADER), "--dir", str(work), "--files", str(args.files), "--size", str(args.size),
             "--workers", str(args.workers), "--epochs", str(args.epochs), "--threads", "2", "--outputs", "--report", "json"]
 
@@ -55,7 +65,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=65536)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--job", choices=["loader", "torch"], default="loader")
+    parser.add_argument("--torch-python", type=Path, help="a Python with torch (--job torch)")
     args = parser.parse_args()
+    if args.job == "torch" and (args.torch_python is None or not args.torch_python.exists()):
+        sys.exit("--job torch needs --torch-python: a venv's python with `pip install torch==2.13.0`")
     if os.geteuid() != 0:
         sys.exit("bench/trace_size.py: run as root (ioobserve record attaches probes)")
     preload = sorted(args.dftracer_venv.glob("lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so"))
@@ -67,7 +81,7 @@ def main() -> None:
         dft_work.mkdir()
         dft_out.mkdir()
         env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD", DFTRACER_INC_METADATA="1",
-                   DFTRACER_DATA_DIR=str(dft_work), DFTRACER_LOG_FILE=str(dft_out / "trace"), LD_PRELOAD=str(preload[0]))
+                   DFTRACER_DATA_DIR="all" if args.job == "torch" else str(dft_work), DFTRACER_LOG_FILE=str(dft_out / "trace"), LD_PRELOAD=str(preload[0]))
         subprocess.run(workload(dft_work, args), env=env, check=True, capture_output=True)
         dft_files = sorted(dft_out.glob("*.pfw.gz"))
         dft_bytes = sum(f.stat().st_size for f in dft_files)
@@ -76,8 +90,11 @@ def main() -> None:
         io_work, io_out = base / "io-work", base / "io-out"
         io_work.mkdir()
         io_out.mkdir(mode=0o700)
-        subprocess.run([str(IOOBSERVE), "record", "-o", str(io_out), "--path-prefix", str(io_work), "--",
-                        *workload(io_work, args)], check=True, capture_output=True)
+        scope = [] if args.job == "torch" else ["--path-prefix", str(io_work)]
+        done = subprocess.run([str(IOOBSERVE), "record", "-o", str(io_out), *scope, "--", *workload(io_work, args)],
+                              check=True, capture_output=True, text=True)
+        returned = time.time()
+        ended = [json.loads(line)["ended_at"] for line in done.stdout.splitlines() if '"ended_at"' in line]
         traces = sorted(io_out.glob("*.pfw.gz"))
         io_bytes = sum(f.stat().st_size for f in traces)
         index_bytes = sum(f.stat().st_size for f in io_out.glob("*.ioidx"))
@@ -88,7 +105,11 @@ def main() -> None:
         print(f"ioobserve: {io_events:8,} events {io_bytes:10,} B (+{index_bytes:,} B index) = {io_per:5.2f} B/event"
               f" ({(io_bytes + index_bytes) / io_events:5.2f} with the index)")
         print(f"ratio ioobserve/DFTracer: {io_per / dft_per:.2f}x")
-        print(json.dumps({"dftracer_b_per_event": dft_per, "ioobserve_b_per_event": io_per}))
+        result = {"job": args.job, "dftracer_b_per_event": dft_per, "ioobserve_b_per_event": io_per}
+        if ended:
+            result["record_tail_s"] = round(returned - ended[0], 2)
+            print(f"record returned {result['record_tail_s']:.2f} s after the job ended")
+        print(json.dumps(result))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -194,7 +194,9 @@ struct ioo_event {
 	__u16 op;
 	__u16 flags;
 	char comm[IOO_COMM_LEN];
-	__u64 py_chain;    /* the Python frames the call was made from (an IOO_AUX_PY_CHAIN record); 0 if none */
+	__u64 py_chain;    /* the Python frames the call was made from: low IOO_PY_SAME_SHIFT bits the id of
+			    * an IOO_AUX_PY_CHAIN record, top bits how many of them, outermost first,
+			    * are the same calls as in the thread's previous event with a stack; 0 if none */
 };
 
 /* Kernel aggregation (built with IOO_AGGREGATE, for `serve`): per cgroup, user, operation and
@@ -306,6 +308,8 @@ struct ioo_lib_record {
  * (3.10-3.12) or from the interpreter's own _Py_DebugOffsets (3.13+). */
 #define IOO_PY_LAYOUTS 64
 #define IOO_PY_MAX_FRAMES 32
+#define IOO_PY_SAME_SHIFT 56                            /* see ioo_event.py_chain */
+#define IOO_PY_CHAIN_MASK ((1ULL << IOO_PY_SAME_SHIFT) - 1)
 #define IOO_PY_NO_FIELD 0xffffffff
 #define IOO_PY_LASTI 0x1         /* frame_instr is an int index of code units (3.10), not a pointer */
 #define IOO_PY_PTHREAD_ID 0x2    /* tstate_native_id is thread_id, pthread_self() (3.10) */

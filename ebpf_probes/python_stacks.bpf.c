@@ -20,7 +20,7 @@
 #define PY_MAX_THREADS 128
 #define PY_PROG_FRAMES 0
 #define PY_PROG_CODES 1
-#define PY_ARGCOUNT_SLOTS 1024  /* code objects whose argument count each CPU remembers */
+#define PY_ARGCOUNT_SLOTS 1024  /* code objects whose argument count is remembered */
 #define PY_LABEL_DOTS 7     /* at most this many dots of a relative import's level in its label */
 
 struct py_thread {
@@ -41,7 +41,8 @@ struct py_code_key {
  * costs ~0.1 µs here; a slot whose code moved on is read again). */
 struct py_argcount {
 	u64 code;
-	s64 argcount;
+	u32 tgid;
+	s32 argcount;
 };
 
 /* The walk in progress on this CPU, carried across py_walk's tail calls. */
@@ -60,9 +61,16 @@ BPF_TASK_STORAGE(py_threads, struct py_thread);
 BPF_TABLE("lru_hash", u64, u8, py_chains_seen, 65536);
 BPF_TABLE("lru_hash", struct py_code_key, u8, py_codes_seen, 65536);
 BPF_PERCPU_ARRAY(py_scratch, struct py_scratch, 1);
-BPF_PERCPU_ARRAY(py_argcounts, struct py_argcount, PY_ARGCOUNT_SLOTS);
+/* Shared by the CPUs: py_codes corrects a slot when a new code object takes an address a
+ * freed one had (a stale count would make every call of the new function look alike). */
+BPF_ARRAY(py_argcounts, struct py_argcount, PY_ARGCOUNT_SLOTS);
 BPF_PERCPU_ARRAY(py_code_scratch, struct ioo_py_code_record, 1);
 BPF_PROG_ARRAY(py_programs, 2);
+
+static __always_inline u32 py_argcount_slot(u64 code)
+{
+	return ((code >> 4) ^ (code >> 14)) & (PY_ARGCOUNT_SLOTS - 1);
+}
 
 static __always_inline u64 py_mix(u64 hash, u64 value)
 {
@@ -183,8 +191,22 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	if (!rec->depth || !st || st->ts != scratch->ts)
 		return 0;
-	u64 chain = scratch->hash;
+	/* The chain's id leaves the top bits of an event's py_chain to its shared levels. */
+	u64 chain = scratch->hash & IOO_PY_CHAIN_MASK;
+	if (!chain)
+		chain = 1;
 	st->py_chain = chain;
+	struct py_calls *calls = py_calls.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (calls) {
+		u32 depth = rec->depth;
+		for (u32 i = 0; i < IOO_PY_MAX_FRAMES; i++) {
+			if (i >= depth)
+				break;
+			calls->walked[py_slot(i)] = rec->frames[py_slot(i)].instance;
+		}
+		calls->depth = depth;
+		calls->ts = st->ts;
+	}
 	if (py_chains_seen.lookup(&chain))
 		return 0;
 	rec->hdr.kind = IOO_AUX_PY_CHAIN;
@@ -243,15 +265,16 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 			instr = (chunk_u64(chunk, lay->frame_instr) - code - lay->code_adaptive) / 2;
 		/* A call is its frame plus its first arguments: a loop calling the same function
 		 * from one line reuses the frame's address, not (usually) its arguments. */
-		u32 slot = ((code >> 4) ^ (code >> 14)) & (PY_ARGCOUNT_SLOTS - 1);
+		u32 slot = py_argcount_slot(code);
 		struct py_argcount *known = py_argcounts.lookup(&slot);
 		s32 argcount = 0;
-		if (known && known->code == code) {
+		if (known && known->code == code && known->tgid == tgid) {
 			argcount = known->argcount;
 		} else {
 			bpf_probe_read_user(&argcount, sizeof(argcount), (void *)(code + lay->code_argcount));
 			if (known) {
 				known->code = code;
+				known->tgid = tgid;
 				known->argcount = argcount;
 			}
 		}
@@ -271,7 +294,8 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 		out->code = code;
 		out->instance = instance;
 		out->instr = instr;
-		chain = py_mix(py_mix(py_mix(chain, code), instr), instance);
+		/* the chain is the code and line of each frame: which call it is goes in py_calls */
+		chain = py_mix(py_mix(chain, code), instr);
 		depth++;
 		frame = previous;
 	}
@@ -328,6 +352,16 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 		struct py_code_key key = {.code = code, .tgid = tgid, .names = py_mix(qualname, filename)};
 		if (py_codes_seen.lookup(&key))
 			continue;
+		/* A code object new to this address: its argument count, not a freed one's. */
+		u32 slot = py_argcount_slot(code);
+		struct py_argcount *known = py_argcounts.lookup(&slot);
+		if (known) {
+			s32 argcount = 0;
+			bpf_probe_read_user(&argcount, sizeof(argcount), (void *)(code + lay->code_argcount));
+			known->code = code;
+			known->tgid = tgid;
+			known->argcount = argcount;
+		}
 		rec->hdr.kind = IOO_AUX_PY_CODE;
 		rec->hdr.size = sizeof(*rec);
 		rec->code = code;

@@ -70,6 +70,57 @@ struct inflight {
 #define HAVE_NO_NAME 0x8  /* the path argument is "" naming the fd: nothing to send */
 #define HAVE_CHILD 0x10   /* an event of a layer below names this call as its parent */
 
+/* A thread's Python calls (python_stacks.bpf.c walks them): the call instances of the walk
+ * made for the syscall in flight, and those of the last event sent with a stack. An event
+ * says how many levels, outermost first, it shares with that last one: user space builds
+ * the calls' spans from it (ioobserve/python/spans.py). Kept apart from `inflight`, which
+ * sys_exit copies to its stack. */
+struct py_calls {
+	u64 ts;                         /* the syscall the walk was made for */
+	u32 depth;                      /* frames walked for it */
+	u32 sent_depth;                 /* frames of the last event sent with a stack */
+	u64 walked[IOO_PY_MAX_FRAMES];  /* the walk's call instances, innermost first */
+	u64 sent[IOO_PY_MAX_FRAMES];    /* the last sent event's, outermost first */
+};
+BPF_TASK_STORAGE(py_calls, struct py_calls);
+
+/* An index into a frame array, masked in asm: clang turns a loop's masked index into a
+ * pointer it bumps, which the verifier cannot bound. */
+_Static_assert(IOO_PY_MAX_FRAMES == 32, "py_slot masks with IOO_PY_MAX_FRAMES - 1");
+static __always_inline u64 py_slot(u64 index)
+{
+	asm volatile("%0 &= 31" : "+r"(index));  /* IOO_PY_MAX_FRAMES - 1 */
+	return index;
+}
+
+/* Levels, outermost first, whose calls the walk for `ts` shares with the last event sent. */
+static __always_inline u32 py_same_calls(struct py_calls *calls)
+{
+	u32 depth = calls->depth;
+	u32 same = 0;
+	for (u32 level = 0; level < IOO_PY_MAX_FRAMES; level++) {
+		if (level >= depth || level >= calls->sent_depth)
+			break;
+		if (calls->sent[py_slot(level)] != calls->walked[py_slot(depth - 1 - level)])
+			break;
+		same++;
+	}
+	return same;
+}
+
+/* The walk's calls become the last sent (only once its event is in the ring: a call filtered
+ * out or lost must not be what the next one is compared with). */
+static __always_inline void py_sent_calls(struct py_calls *calls)
+{
+	u32 depth = calls->depth;
+	for (u32 level = 0; level < IOO_PY_MAX_FRAMES; level++) {
+		if (level >= depth)
+			break;
+		calls->sent[py_slot(level)] = calls->walked[py_slot(depth - 1 - level)];
+	}
+	calls->sent_depth = depth;
+}
+
 /* A traced-or-not verdict per open file (keyed by its address). */
 struct file_verdict {
 	u64 inode;
@@ -782,6 +833,14 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	if (!event_wanted(cgroup_id))
 		return 0;
 #endif
+	u64 py_chain = st->py_chain;
+	struct py_calls *calls = NULL;
+	if (py_chain) {
+		calls = py_calls.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+		if (calls && calls->ts != st->ts)
+			calls = NULL;
+		py_chain |= (u64)(calls ? py_same_calls(calls) : 0) << IOO_PY_SAME_SHIFT;
+	}
 	struct ioo_event *ev = events.ringbuf_reserve(sizeof(struct ioo_event));
 	if (!ev) {
 		count_lost(st->op);
@@ -796,13 +855,15 @@ static __always_inline int submit_event(struct inflight *st, s64 ret, u64 dur, s
 	ev->dev = has_file ? id->dev : 0;
 	ev->arg = arg;
 	ev->parent_ts = st->parent_ts;
-	ev->py_chain = st->py_chain;
+	ev->py_chain = py_chain;
 	ev->fd = fd;
 	ev->op = st->op;
 	/* cache_pages: submit_cache's page event, which follows, names this call */
 	ev->flags = flags | (has_file ? IOO_F_FILE : 0) | (((st->have & HAVE_CHILD) || st->cache_pages) ? IOO_F_PARENT : 0);
 	event_task(ev);
 	events.ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	if (calls)
+		py_sent_calls(calls);
 	return 0;
 }
 

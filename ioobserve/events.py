@@ -188,6 +188,8 @@ LIB_RECORD = np.dtype(
 # The Python layer (ebpf_probes/common.h, ioobserve/python/)
 PY_LAYOUTS = 64
 PY_MAX_FRAMES = 32
+PY_SAME_SHIFT = 56  # an event's py_chain: the chain id below it, its levels shared with the thread's previous stack above
+PY_CHAIN_MASK = (1 << PY_SAME_SHIFT) - 1
 PY_NO_FIELD = 0xFFFFFFFF
 PY_LASTI = 0x1
 PY_PTHREAD_ID = 0x2  # tstate_native_id is thread_id, pthread_self() (3.10)

@@ -32,6 +32,7 @@ PARENT_TS = "parent_ts"  # ts of the same thread's event this one happened insid
 # The Python code a call was made from (ioobserve.python): the innermost frame and the stack
 # (an id into the recording's stack table).
 PY_STACK = "py_stack"
+PY_FRAME = "py_frame"  # which frame of PY_STACK is the event's code: 0 the innermost (an I/O call's caller), k a span's, k levels up
 PY_FUNCTION = "py_function"  # qualified name
 PY_FILE = "py_file"
 PY_LINE = "py_line"
@@ -71,7 +72,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     COMM: pl.String, LAYER: pl.String, OP: pl.String, PATH: pl.String, PATH2: pl.String, FD: pl.Int32,
     RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
-    PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
+    PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
     PY_MODULE: pl.String, **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
 

@@ -95,13 +95,13 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     host = processes.get_column(s.HOST).first() if processes.height else tables.host
     # Eager, once: every frame below reads them; in time order, so that merges need not sort.
     events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
-    io, timed = (events.filter(pl.col(s.LAYER).is_in(layers)).lazy() for layers in (IO_LAYERS, TIMED_LAYERS))
+    io = events.filter(pl.col(s.LAYER).is_in(IO_LAYERS)).lazy()
+    # Of the Python spans, the innermost: the calls the I/O was made in (outer ones hold them).
+    timed = events.filter(pl.col(s.LAYER).is_in(TIMED_LAYERS) & (pl.col(s.PY_FRAME).fill_null(0) == 0)).lazy()
     events = events.lazy()
     span = int(chunk.get_column(s.TS).max() - chunk.get_column(s.TS).min()) if chunk.height else 0
     exponent = bin_exponent(span)
     owners = _owners(events, tables, processes).collect()
-    calls = python_calls(events, tables.stacks)
-    timed = pl.concat([timed, calls.lazy()], how="diagonal_relaxed") if calls.height else timed
     timing = _interval_frames(timed, owners, host, max(span // LANE_DETAIL, 1))
     metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
     frames = {
@@ -121,27 +121,6 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
     return Partial(**collected, **timing, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
                    files=tables.files, mounts=tables.mounts.with_columns(pl.lit(host).alias(s.HOST)), processes=processes)
-
-
-def python_calls(events: pl.LazyFrame, stacks: pl.DataFrame) -> pl.DataFrame:
-    """The Python calls stacked I/O ran in, as PYTHON-layer events (TS, DUR): per thread, each
-    run of consecutive stacked events made in one call of the innermost function (the same call
-    id), from its first event's start to its last one's end; the innermost spans of
-    ioobserve.python.spans, for the Python layer's busy and unoverlapped time."""
-    if stacks.is_empty():
-        return pl.DataFrame()
-    innermost = stacks.select(pl.col("stack").alias(s.PY_STACK), pl.col("frames").list.first().struct.field("call").alias("_call"))
-    thread = [s.PID, s.TID]
-    stacked = events.filter(pl.col(s.PY_STACK).is_not_null()).join(innermost.lazy(), on=s.PY_STACK, how="inner")
-    new_run = (pl.col("_call") != pl.col("_call").shift(1)).fill_null(True).cum_sum().over(thread)
-    return (
-        stacked.with_columns(new_run.alias("_run"))
-        .group_by(*thread, "_run").agg(
-            pl.col(s.CGROUP).first(), pl.col(s.HOST).first(), pl.col(s.TS).min(), (pl.col(s.TS) + pl.col(s.DUR)).max().alias("_end"))
-        .select(*thread, s.CGROUP, s.HOST, s.TS, (pl.col("_end") - pl.col(s.TS)).alias(s.DUR),
-                pl.lit(s.LAYER_PYTHON).cast(pl.Categorical).alias(s.LAYER), pl.lit(OTHER).cast(pl.Enum(KINDS)).alias(KIND))
-        .sort(s.TS).collect()
-    )
 
 
 def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_tolerance: int) -> dict[str, pl.DataFrame]:

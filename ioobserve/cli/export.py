@@ -45,7 +45,7 @@ def export(
             fail(f"{trace}: no such trace file")
     damage: list = []
     try:
-        frame = load(traces, damage=damage, python_spans=True)  # Perfetto shows them as the calls above the I/O
+        frame = load(traces, damage=damage)  # the Python spans in it: Perfetto shows them as the calls above the I/O
     except TraceError as exc:
         fail(str(exc))
     for found in damage:

@@ -222,6 +222,7 @@ class Collector:
                 if time.monotonic() >= next_loss:
                     self._report_lost()
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
+                    self._hand_over(self.enricher.end_spans(gone))  # their calls have ended
                     self._announced.difference_update(gone)
                     self.timeline.forget(gone)
                     self.stacks.forget(gone)
@@ -233,6 +234,17 @@ class Collector:
                     next_loss = time.monotonic() + self.loss_interval
             except BaseException as exc:  # surfaced by stop()
                 self.error = exc
+        if self.error is None and not self._abandoned:
+            try:
+                self._hand_over(self.enricher.end_spans())  # the calls still open when the recording ends
+            except BaseException as exc:
+                self.error = exc
+
+    def _hand_over(self, frame: pl.DataFrame) -> None:
+        """Events made here rather than drained (ended Python spans), to every sink."""
+        if frame.height:
+            for sink in self.sinks:
+                sink.events(frame)
 
     def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
         changed = self.processes.apply(records.procs)

@@ -1,6 +1,6 @@
-"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, the
-job context of each event's cgroup and uid, and its process's context (rank, worker, tags)
-at the event's time.
+"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, Python
+stacks and the spans of the calls that did I/O, the job context of each event's cgroup and
+uid, and its process's context (rank, worker, tags) at the event's time.
 
 Runs per batch with joins and vectorized expressions; nothing here loops over events.
 """
@@ -22,6 +22,7 @@ from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.python.spans import PY_SAME, SpanBuilder
 from ioobserve.python.stacks import PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
@@ -72,6 +73,7 @@ class Enricher:
         self.users = users if users is not None else UserNames()
         self.timeline = timeline if timeline is not None else ContextTimeline()
         self.stacks = stacks if stacks is not None else PythonStacks()
+        self.spans = SpanBuilder()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, records: list[NameRecord]) -> None:
@@ -88,6 +90,9 @@ class Enricher:
         raw = raw.with_columns(
             names.gather(pl.Series(which.astype(np.uint32))).alias("comm"),
             pl.Series("udev", kernel_dev_to_user(batch["dev"])),
+            # py_chain: the chain's id below PY_SAME_SHIFT, the levels shared with the thread's previous stack above
+            (pl.col("py_chain") & ev.PY_CHAIN_MASK).alias("py_chain"),
+            (pl.col("py_chain") // (1 << ev.PY_SAME_SHIFT)).cast(pl.UInt32).alias(PY_SAME),
         )
         with_paths = raw.join(self.files.frame().rename({"kdev": "dev"}), on=["dev", "ino"], how="left")
         with_paths = with_paths.with_columns(
@@ -130,10 +135,26 @@ class Enricher:
                 ((pl.col("flags") & ev.F_REPEAT) == 0).alias(s.COUNTED),
                 pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
                 .alias(s.PARENT_TS),
-                pl.col(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE), pl.col(s.PY_MODULE),
+                pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
+                pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE), pl.col(s.PY_MODULE), pl.col(PY_SAME),
             )
         )
-        return self._with_context(events, int(batch["ts_ns"].min()))
+        events, spans = self.spans.add(events, self.stacks.levels(events.get_column(s.PY_STACK)))
+        return self._with_spans(events, spans, int(batch["ts_ns"].min()))
+
+    def end_spans(self, pids: list[int] | None = None) -> pl.DataFrame:
+        """The open Python spans of these processes (all if None), ended: they are gone, or
+        the recording is; enriched like the events."""
+        spans = self.spans.close(pids)
+        return self._with_spans(spans.clear(), spans, None)
+
+    def _with_spans(self, events: pl.DataFrame, spans: pl.DataFrame, first_ns: int | None) -> pl.DataFrame:
+        """Events and spans, with their context (a span's from its start, maybe in an earlier batch)."""
+        if spans.height:
+            start = int(spans.get_column(s.TS).min()) - self.clock_offset_ns
+            first_ns = start if first_ns is None else min(first_ns, start)
+            events = pl.concat([events, spans], how="diagonal_relaxed")
+        return self._with_context(events, first_ns or 0)
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the

@@ -2,16 +2,17 @@
 
 The collector's worker adds each batch's records, then resolves the chains of its events
 (once per chain) into a stack id and its innermost frame; line tables are parsed when a
-line is first asked of them. Stack ids count from 1 per
-recording; the trace writes each stack's frames once, before the first event using it.
+line is first asked of them. A stack is its frames' code and line, innermost first: which
+call a frame is does not make another stack (the kernel says it per event, for the spans of
+ioobserve.python.spans), so identical stacks of any process share one id. Stack ids count
+from 1 per recording; the trace writes each stack's frames once per file, before the first
+event using it.
 
-A stack names the call of each frame (its frame and first arguments, by address), so a
-long-running program may make new stacks for as long as it runs: as many as the distinct
-addresses its calls get (CPython reuses them, so fewer than calls). Only the KEPT_CHAINS chains used
-last are kept: a chain's record is needed only to resolve it, and the kernel sends a chain
-again once its own table (py_chains_seen in python_stacks.bpf.c, KERNEL_CHAINS_SEEN) has
-forgotten it, so keeping twice as many by last use leaves a chain unresolved only if the
-kernel's approximate LRU kept one far older than ours (counted in unknown_chains).
+Only the KEPT_CHAINS chains used last are kept: a chain's record is needed only to resolve
+it, and the kernel sends a chain again once its own table (py_chains_seen in
+python_stacks.bpf.c, KERNEL_CHAINS_SEEN) has forgotten it, so keeping twice as many by last
+use leaves a chain unresolved only if the kernel's approximate LRU kept one far older than
+ours (counted in unknown_chains).
 """
 
 from __future__ import annotations
@@ -24,24 +25,19 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.decode import PyChainRecord, PyCodeRecord
 from ioobserve.python.linetable import NO_LINE, LineTable
+from ioobserve.python.spans import LEVELS_SCHEMA
 
 UNKNOWN = "<unknown>"  # a code object whose record was lost
 KERNEL_CHAINS_SEEN = 65536  # py_chains_seen's size: chains the kernel does not send again
 KEPT_CHAINS = 2 * KERNEL_CHAINS_SEEN  # resolved chains (and distinct stacks) kept, by last use
 
 
-CALL_BITS = 53  # a call id fits a JSON number any reader keeps exact
-
-
 class Frame(NamedTuple):
-    """One Python frame: the function's qualified name, its file, the line being run, and
-    which call of the function it is (its frame and first arguments, hashed in the kernel:
-    consecutive I/O with the same call id up a stack is one call, see ioobserve.python.spans)."""
+    """One Python frame: the function's qualified name, its file and the line being run."""
 
     function: str
     file: str
     line: int
-    call: int = 0
 
 
 class Stack(NamedTuple):
@@ -72,6 +68,7 @@ STACK_FRAME_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FUNCTIO
                       s.PY_LINE: pl.Int32}
 
 
+
 class PythonStacks:
     """Chains and code objects by process; stacks by id (used by one thread)."""
 
@@ -82,6 +79,7 @@ class PythonStacks:
         # chain -> (stack id, innermost frame), and stack -> id: least recently used first
         self._resolved: OrderedDict[int, tuple[int, Frame]] = OrderedDict()
         self._ids: OrderedDict[Stack, int] = OrderedDict()
+        self._stacks: dict[int, Stack] = {}  # id -> stack, for the ids in _ids
         self._next_id = 1
         self._new: dict[int, Stack] = {}
         self.unknown_chains = 0  # events whose chain record was lost
@@ -125,24 +123,38 @@ class PythonStacks:
         """Forget the chains and stacks used least recently, beyond the kept number."""
         for table in (self._resolved, self._ids, self._chains):
             for _ in range(len(table) - self._kept):
-                table.popitem(last=False)
+                key, value = table.popitem(last=False)
+                if table is self._ids:
+                    self._stacks.pop(value, None)
+
+    def levels(self, stack_ids: pl.Series) -> pl.DataFrame:
+        """LEVELS_SCHEMA rows of the distinct stacks among `stack_ids` (a batch's few)."""
+        rows = []
+        for stack_id in stack_ids.drop_nulls().unique().to_list():
+            stack = self._stacks.get(stack_id)
+            if stack is None:
+                continue
+            depth = len(stack.frames)
+            for level, frame in enumerate(reversed(stack.frames)):
+                rows.append((stack_id, level, depth, frame.function, frame.file, frame.line if frame.line != NO_LINE else None))
+        return pl.DataFrame(rows, schema=LEVELS_SCHEMA, orient="row")
 
     def _resolve(self, chain: int) -> tuple[int, Frame] | None:
         record = self._chains.pop(chain, None)
         if record is None:
             return None
         frames = []
-        calls = (record.frames["instance"] & ((1 << CALL_BITS) - 1)).tolist()
-        for code_addr, instr, call in zip(record.frames["code"].tolist(), record.frames["instr"].tolist(), calls):
+        for code_addr, instr in zip(record.frames["code"].tolist(), record.frames["instr"].tolist()):
             code = self._codes.get((record.pid, code_addr))
             if code is None:
-                frames.append(Frame(UNKNOWN, "", NO_LINE, call))
+                frames.append(Frame(UNKNOWN, "", NO_LINE))
                 continue
-            frames.append(Frame(code.function, code.file, code.line(instr), call))
+            frames.append(Frame(code.function, code.file, code.line(instr)))
         stack = Stack(tuple(frames), record.truncated)
         stack_id = self._ids.get(stack)
         if stack_id is None:
             stack_id = self._ids[stack] = self._next_id
+            self._stacks[stack_id] = stack
             self._next_id += 1
         else:
             self._ids.move_to_end(stack)

@@ -32,12 +32,12 @@ from ioobserve.trace.tables import (
 CHUNK_BYTES = 32 << 20  # compressed: about 1.3 M of our events
 _FILE_KEY_SEED = 0xF11E
 RAW_FIELDS = ("name", "pid", "tid", "ts", "dur", "fhash", "ret", "count", "offset", "fd", "cgroup", "evflags", "tns",
-              "dns", "pystack")
+              "dns", "pystack", "pyframe")
 ID_SCHEMA: dict[str, pl.DataType] = {
     s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.LAYER: pl.Categorical,
     s.OP: pl.Categorical, s.FILE_ID: pl.Categorical, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64,
     s.BYTES: pl.UInt64, s.OFFSET: pl.Int64, s.FLAGS: pl.UInt16, s.COUNTED: pl.Boolean, s.CGROUP: pl.UInt64,
-    s.PY_STACK: pl.UInt32,
+    s.PY_STACK: pl.UInt32, s.PY_FRAME: pl.UInt16,
 }
 """The columns of an event chunk."""
 
@@ -106,4 +106,5 @@ def _with_ids(raw: pl.DataFrame, processes: pl.DataFrame, file_ids: pl.DataFrame
         pl.col("count").alias(s.BYTES_REQ), bytes_moved(pl.col("name"), pl.col("ret"), pl.col("count")).alias(s.BYTES),
         pl.col("offset").alias(s.OFFSET), flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
         pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP), pl.col("pystack").alias(s.PY_STACK),
+        pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
     ).cast(ID_SCHEMA).collect()

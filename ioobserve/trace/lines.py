@@ -5,7 +5,9 @@ ph (1 complete, 4 metadata) and ts/dur in µs since the epoch, as DFTracer write
 An event line carries only the fields that apply: a field at its default (FIELD_DEFAULTS:
 no file, no offset, nothing asked for, ...) is left out and read back as that default, so
 nothing is lost and nothing is padded. File names appear as short ids that an "FH" metadata
-line defines before first use; a Python stack, as an id ("pystack") that a "PS" line defines.
+line defines before first use; a Python stack, as an id ("pystack") that a "PS" line defines,
+with the frame of it that is the event's code ("pyframe": 0, the innermost, for I/O; its own
+for a PYTHON-layer span of ioobserve.python.spans).
 uid and cgroup appear only where they differ from the process's first PR line in the file.
 
 Precision: by default ts and dur are µs and nothing finer is written; with precision "ns"
@@ -57,10 +59,11 @@ EVENT_FIELDS: tuple[tuple[str, pl.DataType], ...] = (
     ("fhash", pl.Categorical), ("fhash2", pl.Categorical), ("ret", pl.Int64), ("count", pl.UInt64),
     ("offset", pl.Int64), ("fd", pl.Int32), ("arg", pl.UInt64), ("uid", pl.UInt32), ("cgroup", pl.UInt64),
     ("evflags", pl.UInt16), ("tns", pl.UInt16), ("dns", pl.UInt16), ("pts", pl.UInt64), ("pystack", pl.UInt32),
-    ("module", pl.String),
+    ("pyframe", pl.UInt16), ("module", pl.String),
 )
 TOP_FIELDS = ("name", "pid", "tid", "ts", "dur")
-FIELD_DEFAULTS: dict[str, int] = {"ret": 0, "count": 0, "offset": -1, "fd": -1, "arg": 0, "evflags": 0, "tns": 0, "dns": 0}
+FIELD_DEFAULTS: dict[str, int] = {"ret": 0, "count": 0, "offset": -1, "fd": -1, "arg": 0, "evflags": 0, "tns": 0, "dns": 0,
+                                  "pyframe": 0}
 """What an absent field means (fields not here mean null: no file, no parent, no stack, or,
 for uid and cgroup, the process's own from its PR line)."""
 QUOTED = frozenset({"name", "fhash", "fhash2", "module"})
@@ -128,7 +131,7 @@ def _values(precision: str) -> dict[str, pl.Expr]:
         "dns": pl.col(s.DUR) % 1000 if precision == "ns" else pl.lit(None, pl.UInt64),
         "pts": pl.col(s.PARENT_TS) if precision == "ns" else
         pl.when(pl.col(s.PARENT_TS) % 1000 == 0).then(pl.col(s.PARENT_TS) + 1).otherwise(pl.col(s.PARENT_TS)),
-        "pystack": pl.col(s.PY_STACK),
+        "pystack": pl.col(s.PY_STACK), "pyframe": pl.col(s.PY_FRAME),
         # A module name is the program's text: anything but a name's characters becomes "?",
         # so it needs no JSON escape and no reader's separator.
         "module": pl.col(s.PY_MODULE).str.replace_all(r"[^\w.\-]", "?"),

@@ -39,15 +39,14 @@ _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
     "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32, "arg": pl.UInt64,
     "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16, "pts": pl.UInt64,
-    "pystack": pl.UInt32, "module": pl.String,
+    "pystack": pl.UInt32, "pyframe": pl.UInt16, "module": pl.String,
     "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
     "cmdline": pl.List(pl.String),
     "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
     "since": pl.UInt64, "rank": pl.Int32, "local_rank": pl.Int32, "world_size": pl.Int32, "worker": pl.Int32,
     "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
     # PS records: a Python stack
-    "stack": pl.UInt32, "frames": pl.List(pl.Struct({"function": pl.String, "file": pl.String, "line": pl.Int32,
-                                                  "call": pl.UInt64})),
+    "stack": pl.UInt32, "frames": pl.List(pl.Struct({"function": pl.String, "file": pl.String, "line": pl.Int32})),
     "truncated": pl.Boolean,
     # TS records: an exited process's traced calls and bytes beside the kernel's accounting
     **dict.fromkeys(("read_syscalls", "write_syscalls", "read_char", "write_char", "read_bytes", "write_bytes",
@@ -163,7 +162,7 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
         # DFTracer keeps open flags and creation modes as "flags" and "mode"; ours as "arg".
         pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
         args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),
-        args.field("pts"), args.field("pystack"), args.field("module"),
+        args.field("pts"), args.field("pystack"), args.field("pyframe"), args.field("module"),
     ))
 
 

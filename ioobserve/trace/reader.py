@@ -25,7 +25,6 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.timeline import join_process_context
 from ioobserve.derived import bytes_moved, errno_of
-from ioobserve.python.spans import with_python_spans
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
@@ -37,7 +36,6 @@ from ioobserve.trace.tables import (
     file_table,
     process_table,
     stack_frames,
-    stack_table,
     user_table,
 )
 
@@ -315,7 +313,7 @@ def _file_events(raw: pl.DataFrame, lines: pl.DataFrame, selection: Selection) -
         .drop("cgroup", PR_UID, PR_CGROUP)
         .join(cgroup_table(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
         .join(user_table(lines).lazy(), on=s.UID, how="left", maintain_order="left")
-        .join(stack_frames(lines).lazy(), on="pystack", how="left", maintain_order="left")
+        .join(stack_frames(lines).lazy(), on=["pystack", "pyframe"], how="left", maintain_order="left")
         .select(
             (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
             (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
@@ -327,7 +325,8 @@ def _file_events(raw: pl.DataFrame, lines: pl.DataFrame, selection: Selection) -
             pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
             pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
             flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
-            pl.col("pystack").alias(s.PY_STACK), pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
+            pl.col("pystack").alias(s.PY_STACK), pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
+            pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
             pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
         )
         .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))
@@ -353,18 +352,14 @@ def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
 
 def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
          path_prefix: str | Iterable[str] | None = None, damage: list[Damage] | None = None,
-         progress: bool | None = None, python_spans: bool = False) -> pl.DataFrame:
+         progress: bool | None = None) -> pl.DataFrame:
     """Events of one or more traces (ours or DFTracer's) as a DataFrame with the columns of
-    ioobserve.schema, sorted by time. pids, [start_ns, end_ns) and path_prefix select events;
-    indexed members outside them are never inflated. Damaged members are skipped and
-    described in `damage` (if given). python_spans adds the Python calls the events were
-    made in (ioobserve.python.spans) as PYTHON-layer events, parents of their I/O."""
+    ioobserve.schema, sorted by time; the Python calls that did I/O are PYTHON-layer events
+    (spans) among them. pids, [start_ns, end_ns) and path_prefix select events; indexed
+    members outside them are never inflated. Damaged members are skipped and described in
+    `damage` (if given)."""
     selection = _selection(pids, start_ns, end_ns, path_prefix)
-    parts = _run(_paths(paths), selection, damage, progress)
-    events = _events(parts, selection)
-    if not python_spans:
-        return events
-    return with_python_spans(events, stack_table(parts.all_lines()))
+    return _events(_run(_paths(paths), selection, damage, progress), selection)
 
 
 def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,

@@ -7,10 +7,11 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA
-from ioobserve.python.spans import STACK_TABLE_SCHEMA
 from ioobserve.trace import parse
 
 MOUNTPOINT, FSTYPE = "mountpoint", "fstype"
+STACK_TABLE_SCHEMA = {"stack": pl.UInt32, "frames": pl.List(pl.Struct({"function": pl.String, "file": pl.String, "line": pl.Int32}))}
+"""Python stacks: frames innermost first."""
 MOUNT_SCHEMA = {s.DEV: pl.UInt64, MOUNTPOINT: pl.String, FSTYPE: pl.String}
 
 
@@ -52,16 +53,20 @@ def user_table(lines: pl.DataFrame) -> pl.DataFrame:
     return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
 
 
+FRAMES_SCHEMA = {"pystack": pl.UInt32, "pyframe": pl.UInt16, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String,
+                 s.PY_LINE: pl.Int32}
+
+
 def stack_frames(lines: pl.DataFrame) -> pl.DataFrame:
-    """Python stack id -> its innermost frame, from PS records."""
-    ps = parse.metadata(lines, "PS")
-    if "frames" not in ps.columns:
-        return pl.DataFrame(schema={"pystack": pl.UInt32, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String, s.PY_LINE: pl.Int32})
-    top = pl.col("frames").list.first().struct
-    return ps.select(
-        pl.col("stack").alias("pystack"), top.field("function").alias(s.PY_FUNCTION), top.field("file").alias(s.PY_FILE),
-        top.field("line").alias(s.PY_LINE),
-    ).unique("pystack", keep="last")
+    """(Python stack id, frame: 0 the innermost) -> the frame's function, file and line, from PS records."""
+    stacks = stack_table(lines)
+    return stacks.select(
+        pl.col("stack").alias("pystack"), pl.int_ranges(pl.col("frames").list.len(), dtype=pl.UInt16).alias("pyframe"),
+        "frames",
+    ).explode("pyframe", "frames").drop_nulls("frames").unnest("frames").select(
+        "pystack", "pyframe", pl.col("function").alias(s.PY_FUNCTION), pl.col("file").alias(s.PY_FILE),
+        pl.col("line").alias(s.PY_LINE),
+    ).cast(FRAMES_SCHEMA)
 
 
 def stack_table(lines: pl.DataFrame) -> pl.DataFrame:

@@ -321,7 +321,9 @@ class TraceWriter:
             if row["_h"] == self._contexts_described.get(pid, empty):
                 continue
             self._contexts_described[pid] = row["_h"]
-            args = {"hhash": self._hhash, "since": row[s.TS], "job": row["_env_job"], "step": row["_env_step"]}
+            # since: the event's time as the trace gives it (whole µs unless precision is ns)
+            since = row[s.TS] if self._precision == "ns" else row[s.TS] // 1000 * 1000
+            args = {"hhash": self._hhash, "since": since, "job": row["_env_job"], "step": row["_env_step"]}
             args |= {key: row[key] for key in (s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER, s.TAGS)}
             pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
 
@@ -340,7 +342,7 @@ class TraceWriter:
             if stack is None:
                 self._stacks_missing += 1
                 continue
-            frames = [{"function": f.function, "file": f.file, "line": f.line, "call": f.call} for f in stack.frames]
+            frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
             args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
             pending.add_meta(metadata_line("PS", self._pid, self._pid, args))
             self._stacks_described.add(stack_id)

@@ -15,6 +15,7 @@ import pytest
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
+from ioobserve.python.spans import LEVELS_SCHEMA, PY_SAME, SpanBuilder
 from ioobserve.python.stacks import Frame, Stack
 from ioobserve.trace.writer import TraceWriter
 
@@ -58,6 +59,7 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
         # pid 100 reads from Python: stack 1, whose innermost frame is Loader.read
         pl.when(pl.col(s.PID) == 100).then(pl.lit(1, pl.UInt32)).alias(s.PY_STACK),
+        pl.when(pl.col(s.PID) == 100).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
         pl.when(pl.col(s.PID) == 100).then(pl.lit("Loader.read")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 100).then(pl.lit("/w/loader.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 100).then(pl.lit(12, pl.Int32)).alias(s.PY_LINE),
@@ -66,6 +68,21 @@ def _frame(n: int) -> pl.DataFrame:
 
 
 PY_STACKS = {1: Stack((Frame("Loader.read", "/w/loader.py", 12), Frame("<module>", "/w/main.py", 3)), False)}
+LEVELS = pl.DataFrame([(1, 0, 2, "<module>", "/w/main.py", 3), (1, 1, 2, "Loader.read", "/w/loader.py", 12)],
+                      schema=LEVELS_SCHEMA, orient="row")
+
+
+def _as_recorded(frame: pl.DataFrame, spans: SpanBuilder) -> pl.DataFrame:
+    """The frame with its Python spans, as the recorder makes them: pid 100's reads are all
+    in one call of Loader.read (each shares both frames with the one before)."""
+    same = pl.when(pl.col(s.PID) == 100).then(pl.lit(2, pl.UInt32)).alias(PY_SAME)
+    events, ended = spans.add(frame.with_columns(same), LEVELS)
+    return _with_context_columns(pl.concat([events, ended], how="diagonal_relaxed"))
+
+
+def _with_context_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    missing = [pl.lit(None, dtype).alias(name) for name, dtype in s.EVENT_SCHEMA.items() if name not in frame.columns]
+    return frame.with_columns(missing).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +91,11 @@ def trace(tmp_path_factory) -> Path:
     writer = TraceWriter(directory, "t.pfw.gz", {"command": ["w"]})
     writer.processes([Process(pid=p, ppid=1, comm="w", exe="/bin/w", cmdline=("w",)) for p in (100, 101, 102)])
     writer.stacks(PY_STACKS)
-    writer.events(_frame(3000))
+    spans = SpanBuilder()
+    writer.events(_as_recorded(_frame(3000), spans))
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
-    writer.events(_frame(500))
+    writer.events(_as_recorded(_frame(500), spans))
+    writer.events(_with_context_columns(spans.close()))
     writer.close()
     return writer.path
 

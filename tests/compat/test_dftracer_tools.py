@@ -37,7 +37,7 @@ def test_dftracer_validate_passes(peers, trace):
 def test_event_count_matches_our_load(peers, trace, tmp_path):
     out = _tool(peers, "dftracer_event_count", "-d", str(trace.parent), "--index-dir", str(tmp_path))
     loaded = ioobserve.load(trace)
-    assert loaded.height == 3504  # 3000 + 500 events, each batch with its rename and failed open
+    assert loaded.height == 3506  # 3000 + 500 events, each batch with its rename and failed open, and 2 Python spans
     assert int(out.split()[-1]) == loaded.height + _own_records(trace)
 
 

@@ -37,7 +37,7 @@ def test_perfetto_export_is_chrome_trace_json_with_every_event(trace, out_dir):
     assert done.returncode == 0, done.stderr
     assert (out.stat().st_mode & 0o777) == 0o600
     document = json.loads(out.read_text())
-    loaded = ioobserve.load(trace, python_spans=True)
+    loaded = ioobserve.load(trace)
     slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
     assert len(slices) == loaded.height
     # pid 100 reads from Loader.read, called at <module>: the two Python calls are slices too
@@ -64,7 +64,7 @@ def test_perfettos_trace_processor_loads_the_export(trace, out_dir):
     query.write_text("select count(*) as n from slice;")
     done = subprocess.run([shell, "-q", str(query), str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-1] == str(ioobserve.load(trace, python_spans=True).height)
+    assert done.stdout.split()[-1] == str(ioobserve.load(trace).height)
 
 
 def test_parquet_round_trip_keeps_types_and_values(trace, out_dir):
@@ -73,7 +73,7 @@ def test_parquet_round_trip_keeps_types_and_values(trace, out_dir):
     assert done.returncode == 0, done.stderr
     back = pl.read_parquet(out)
     assert back.schema == pl.Schema(s.EVENT_SCHEMA)
-    assert_frame_equal(back, ioobserve.load(trace, python_spans=True))
+    assert_frame_equal(back, ioobserve.load(trace))
 
 
 def test_pyarrow_and_duckdb_read_the_parquet(peers, trace, out_dir):
@@ -86,7 +86,7 @@ def test_pyarrow_and_duckdb_read_the_parquet(peers, trace, out_dir):
     )
     done = subprocess.run([str(peers / "bin" / "python"), "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    loaded = ioobserve.load(trace, python_spans=True)
+    loaded = ioobserve.load(trace)
     reads = loaded.filter(pl.col(s.OP) == "read").height
     assert done.stdout.split() == [str(loaded.height), str(reads), "uint64"]
 

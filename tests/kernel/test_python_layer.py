@@ -65,7 +65,7 @@ def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, meth
 def _check_getitem_spans(traces: list[Path], report: dict) -> None:
     """One NpyDataset.__getitem__ span per item, holding the reads of that item's file
     only, with a numpy `load` span inside it and the worker's `work` span above it."""
-    frame = load(traces, pids=report["workers"], python_spans=True)
+    frame = load(traces, pids=report["workers"])  # the spans were written as the recording went
     spans = frame.filter(pl.col(s.LAYER) == s.LAYER_PYTHON)
     getitems = spans.filter(pl.col(s.OP) == "NpyDataset.__getitem__")
     assert getitems.height == len(report["files"]), getitems
@@ -232,3 +232,26 @@ def test_python_open_calls_with_their_syscalls(root_required, tmp_path, python):
     assert failed.get_column(s.ERRNO).to_list() == [2]
     raised = opens.filter(pl.col(s.TS) == failed.item(0, s.PARENT_TS))
     assert raised.get_column(s.RET).to_list() == [0], opens
+
+
+@pytest.mark.kernel
+def test_a_stack_repeated_10000_times_is_written_once_with_a_span_per_call(root_required, tmp_path):
+    """10,000 calls of one function from one line, each with its own arguments and one read:
+    one PS record for their stack, 10,000 reads naming it, and a span per call."""
+    data = tmp_path / "data.bin"
+    done = record_command(tmp_path / "trace", [PYTHON, str(WORKLOADS / "python_repeat.py"), str(data), "10000"])
+    assert done.returncode == 0, done.stderr
+    report = json_line(done.stdout, "calls")
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    frame = load(traces, pids=[report["pid"]])
+    reads = frame.filter((pl.col(s.OP) == "pread64") & (pl.col(s.PATH) == str(data)))
+    assert reads.height == report["calls"]
+    assert (reads.get_column(s.PY_FUNCTION).unique().to_list(), reads.get_column(s.PY_LINE).unique().to_list()) == (
+        ["read_one"], [report["line"]])
+    (stack_id,) = reads.get_column(s.PY_STACK).unique().to_list()
+    described = records(traces, "PS").filter(pl.col("args").struct.field("stack") == stack_id)
+    assert described.height == len(traces)  # once per trace file
+    # Each read's parent is its own call's span: 10,000 distinct read_one spans, the innermost frame.
+    calls = frame.filter((pl.col(s.LAYER) == s.LAYER_PYTHON) & pl.col(s.TS).is_in(reads.get_column(s.PARENT_TS).implode()))
+    assert calls.height == reads.get_column(s.PARENT_TS).n_unique() == report["calls"]
+    assert calls.select(s.OP, s.PY_FRAME, s.PY_LINE).unique().rows() == [("read_one", 0, report["line"])]

@@ -32,12 +32,15 @@ class Proc:
 
 
 def io(proc: Proc, tid: int, start_us: float, end_us: float, op: str, path: str | None = None, fd: int = -1,
-       offset: int = -1, size: int = 0, ret: int | None = None, dev: int = 0, stack: int | None = None) -> dict:
-    """One syscall-layer event from start_us to end_us after T0; ret defaults to the size."""
+       offset: int = -1, size: int = 0, ret: int | None = None, dev: int = 0, stack: int | None = None,
+       layer: str = s.LAYER_SYSCALL, py_frame: int | None = None) -> dict:
+    """One event (of the syscall layer unless told) from start_us to end_us after T0; ret
+    defaults to the size; py_frame: which frame of `stack` it is (a Python span's)."""
     flags = (ev.F_FILE if path else 0) | (ev.F_POS if op in ("read", "write") else 0)
     return {s.TS: T0 + int(start_us * US), s.DUR: int((end_us - start_us) * US), s.PID: proc.pid, s.TID: tid,
             s.PPID: proc.ppid, s.OP: op, s.PATH: path, s.FD: fd, s.RET: size if ret is None else ret, s.BYTES_REQ: size,
-            s.OFFSET: offset, s.FLAGS: flags, s.JOB: proc.job, s.RANK: proc.rank, s.WORKER: proc.worker, s.DEV: dev, s.PY_STACK: stack}
+            s.OFFSET: offset, s.FLAGS: flags, s.JOB: proc.job, s.RANK: proc.rank, s.WORKER: proc.worker, s.DEV: dev, s.PY_STACK: stack,
+            s.LAYER: layer, s.PY_FRAME: py_frame}
 
 
 def frame(rows: list[dict]) -> pl.DataFrame:
@@ -45,11 +48,12 @@ def frame(rows: list[dict]) -> pl.DataFrame:
     given = pl.DataFrame(rows, schema={
         s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.PPID: pl.UInt32, s.OP: pl.String,
         s.PATH: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.OFFSET: pl.Int64,
-        s.FLAGS: pl.UInt16, s.JOB: pl.String, s.RANK: pl.Int32, s.WORKER: pl.Int32, s.DEV: pl.UInt64, s.PY_STACK: pl.UInt32}).sort(s.TS)
+        s.FLAGS: pl.UInt16, s.JOB: pl.String, s.RANK: pl.Int32, s.WORKER: pl.Int32, s.DEV: pl.UInt64, s.PY_STACK: pl.UInt32,
+        s.LAYER: pl.String, s.PY_FRAME: pl.UInt16}).sort(s.TS)
     bytes_done = pl.when(pl.col(s.OP).is_in(sorted(ev.READ_OPS | ev.WRITE_OPS))).then(pl.col(s.RET).clip(lower_bound=0))
     filled = given.with_columns(
         bytes_done.otherwise(0).cast(pl.UInt64).alias(s.BYTES), pl.lit(0, pl.UInt32).alias(s.UID),
-        pl.lit("python3").alias(s.COMM), pl.lit(s.LAYER_SYSCALL).alias(s.LAYER),
+        pl.lit("python3").alias(s.COMM),
         pl.lit(0, pl.UInt64).alias(s.INO), pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit(70, pl.UInt64))
         .otherwise(pl.lit(1, pl.UInt64)).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
@@ -58,6 +62,7 @@ def frame(rows: list[dict]) -> pl.DataFrame:
         .alias(s.CGROUP_PATH),
         pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit("0")).alias(s.STEP), pl.lit(None, pl.String).alias(s.PATH2),
         pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
+        pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME).fill_null(0)).alias(s.PY_FRAME),
         pl.lit(None, pl.String).alias(s.PY_FUNCTION), pl.lit(None, pl.String).alias(s.PY_FILE),
         pl.lit(None, pl.Int32).alias(s.PY_LINE), pl.lit(None, pl.String).alias(s.PY_MODULE),
         pl.lit(None, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT), pl.lit(None, pl.String).alias(s.CONTAINER),

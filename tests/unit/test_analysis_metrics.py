@@ -115,20 +115,23 @@ def test_filters_keep_a_process_tree_a_path_prefix_and_a_time_range(trace):
 
 
 def test_python_layer_overlap_from_the_calls_stacked_io_ran_in(tmp_path):
-    """Python calls are runs of a thread's stacked I/O in one call of the innermost function:
-    t100: call 11 [0,30) (two reads), call 22 [40,50), call 33 [60,70); t101: call 44 [0,5),
-    call 55 [45,80). Busy [0,30) [40,80) = 70; compute (gaps between a thread's calls) [30,40)
+    """Python calls are the trace's innermost PYTHON spans (frame 0 of their stack; outer ones
+    hold them and do not count): t100: [0,30) (two reads), [40,50), [60,70); t101: [0,5),
+    [45,80). Busy [0,30) [40,80) = 70; compute (gaps between a thread's calls) [30,40)
     [50,60) [5,45) = [5,45) [50,60); uncovered: [0,5) [45,50) [60,80) = 30."""
     from ioobserve.python.stacks import Frame, Stack
 
-    def stack(call: int) -> Stack:
-        return Stack((Frame("Dataset.__getitem__", "/w/data.py", 42, call), Frame("<module>", "/w/train.py", 7, 1)), False)
+    stacks = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<module>", "/w/train.py", 7)), False)}
 
-    stacks = {call: stack(call) for call in (11, 22, 33, 44, 55)}
-    rows = [io(A, 100, 0, 10, "read", "/d/a", 3, 0, 4096, stack=11), io(A, 100, 20, 30, "read", "/d/a", 3, 4096, 4096, stack=11),
-            io(A, 100, 40, 50, "read", "/d/a", 3, 8192, 4096, stack=22), io(A, 100, 60, 70, "read", "/d/a", 3, 0, 4096, stack=33),
-            io(A, 101, 0, 5, "read", "/d/b", 4, 0, 4096, stack=44), io(A, 101, 45, 60, "read", "/d/b", 4, 4096, 4096, stack=55),
-            io(A, 101, 70, 80, "read", "/d/b", 4, 8192, 4096, stack=55)]
+    def call(tid: int, start: int, end: int) -> dict:
+        return io(A, tid, start, end, "Dataset.__getitem__", stack=1, layer="PYTHON", py_frame=0)
+
+    rows = [io(A, 100, 0, 10, "read", "/d/a", 3, 0, 4096, stack=1), io(A, 100, 20, 30, "read", "/d/a", 3, 4096, 4096, stack=1),
+            io(A, 100, 40, 50, "read", "/d/a", 3, 8192, 4096, stack=1), io(A, 100, 60, 70, "read", "/d/a", 3, 0, 4096, stack=1),
+            io(A, 101, 0, 5, "read", "/d/b", 4, 0, 4096, stack=1), io(A, 101, 45, 60, "read", "/d/b", 4, 4096, 4096, stack=1),
+            io(A, 101, 70, 80, "read", "/d/b", 4, 8192, 4096, stack=1),
+            call(100, 0, 30), call(100, 40, 50), call(100, 60, 70), call(101, 0, 5), call(101, 45, 80),
+            io(A, 100, 0, 70, "<module>", stack=1, layer="PYTHON", py_frame=1)]
     overview = r.results(analyze_partial([write_trace(tmp_path, [A], [rows], stacks=stacks)])).overview
     assert (overview["python_io_busy_ns"], overview["python_compute_ns"], overview["python_unoverlapped_ns"]) == (
         70 * US, 50 * US, 30 * US)

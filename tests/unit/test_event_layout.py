@@ -55,6 +55,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.C_FLAGS %d %d %d %d %d %d %d %d %d %d\\n", IOO_C_RET_STREAM, IOO_C_RET_FD, IOO_C_RET_ITEMS, '
                  'IOO_C_RET_HANDLE, IOO_C_OUT_HANDLE, IOO_C_HANDLE_PTR, IOO_C_CLOSE_HANDLE, IOO_C_MPI_TYPE, IOO_C_KNOWN_HANDLE, IOO_C_RET_INT);')
     lines.append('printf("const.LIBS %d %d %d\\n", IOO_LIB_LIBC, IOO_LIB_HDF5, IOO_LIB_MPIIO);')
+    lines.append('printf("const.PY_SAME %d %llu\\n", IOO_PY_SAME_SHIFT, (unsigned long long)IOO_PY_CHAIN_MASK);')
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))
@@ -111,5 +112,6 @@ def test_constants_match(layout):
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)
     assert layout["const.LIBS"] == (ev.LIB_LIBC, ev.LIB_HDF5, ev.LIB_MPIIO)
+    assert layout["const.PY_SAME"] == (ev.PY_SAME_SHIFT, ev.PY_CHAIN_MASK)
     assert layout["const.PYTHON"] == (ev.LAYER_PYTHON, ev.AUX_PY_CHAIN, ev.AUX_PY_CODE, ev.PY_NO_FIELD, ev.PY_LAYOUTS,
                                       ev.PY_MAX_FRAMES, ev.PY_LASTI, ev.PY_TRUNCATED, ev.PY_NAME_BYTES, ev.PY_TABLE_BYTES)

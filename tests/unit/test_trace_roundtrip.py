@@ -43,6 +43,7 @@ def _frame() -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 12).then(pl.lit(1_700_000_000_000_002_500, pl.UInt64)).alias(s.PARENT_TS),
         # pid 10 reads from Python (stack 1)
         pl.when(pl.col(s.PID) == 10).then(pl.lit(1, pl.UInt32)).alias(s.PY_STACK),
+        pl.when(pl.col(s.PID) == 10).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
         pl.when(pl.col(s.PID) == 10).then(pl.lit("Dataset.__getitem__")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 10).then(pl.lit("/w/data.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 10).then(pl.lit(42, pl.Int32)).alias(s.PY_LINE),
@@ -175,12 +176,15 @@ def test_event_lines_carry_only_what_applies(trace):
         assert "null" not in line and " " not in line, line
     by_pid = {json.loads(line)["pid"]: json.loads(line)["args"] for line in lines}
     failed = by_pid[12]  # read(99) failed: no file, no offset, no stack
-    assert failed == {"ret": -9, "count": 10, "fd": 99, "cgroup": 1, "tns": 0, "dns": 100, "pts": 1_700_000_000_000_002_500}
+    assert failed == {"ret": -9, "count": 10, "fd": 99, "cgroup": 1, "dns": 100, "pts": 1_700_000_000_000_002_500}  # tns 0
     assert "uid" not in failed  # its PR record gives uid 0; its cgroup (1) differs from the PR record's (0)
 
 
 def _writer_trace(tmp_path, frame: pl.DataFrame, precision: str):
+    (tmp_path / precision).mkdir(mode=0o700)
     writer = TraceWriter(tmp_path / precision, "t.pfw.gz", {"command": []}, precision=precision)
+    writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
+    writer.stacks(PY_STACKS)
     writer.events(frame)
     writer.close()
     return writer.path
