@@ -68,14 +68,16 @@ class _Change:
         return replace(base, **self.fields, tags=tags if tags is not None else base.tags)
 
 
-def join_process_context(events: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+def join_process_context(events: pl.DataFrame, rows: pl.DataFrame, slack_ns: int = 0) -> pl.DataFrame:
     """Each event with the context row (ROW_SCHEMA) of its pid in force at its time, sorted by
-    time; job and step fall back to the environment's where the cgroup names none."""
+    time; job and step fall back to the environment's where the cgroup names none. slack_ns:
+    how much later than its ts an event may really have started (999 for a trace in µs, whose
+    context changes are in ns: an event gets the context in force at the end of its µs)."""
     if rows.is_empty():
         return events.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items())
-    joined = events.sort(s.TS).join_asof(
-        rows.sort("since"), left_on=s.TS, right_on="since", by=s.PID, strategy="backward", check_sortedness=False
-    )
+    joined = events.with_columns((pl.col(s.TS) + slack_ns).alias("_at")).sort("_at").join_asof(
+        rows.sort("since"), left_on="_at", right_on="since", by=s.PID, strategy="backward", check_sortedness=False
+    ).drop("_at")
     tags = pl.col(s.TAGS)
     return joined.with_columns(
         pl.coalesce(s.JOB, ENV_JOB).alias(s.JOB), pl.coalesce(s.STEP, ENV_STEP).alias(s.STEP),

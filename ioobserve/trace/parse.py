@@ -37,6 +37,7 @@ _TO_SEPARATOR = bytes.maketrans(b",{}", _SEPARATOR * 3)
 
 _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
+    "precision": pl.String,  # the start record's: "us" (ts/dur whole µs unless tns/dns say more) or "ns"
     "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32, "arg": pl.UInt64,
     "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16, "pts": pl.UInt64,
     "pystack": pl.UInt32, "pyframe": pl.UInt16, "module": pl.String,

@@ -339,7 +339,16 @@ def _file_events(raw: pl.DataFrame, lines: pl.DataFrame, selection: Selection) -
     columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
     events = frame.cast(columns).collect()
     events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-    return join_process_context(events, context_table(lines)).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+    return join_process_context(events, context_table(lines), _context_slack(lines)).select(
+        list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+
+
+def _context_slack(lines: pl.DataFrame) -> int:
+    """ns an event may have started after its ts: 999 in a trace written in µs (its start
+    record says so), where context changes keep their ns; 0 in ns and in older traces."""
+    starts = lines.filter((pl.col("name") == "start") & (pl.col("cat") == parse.CAT_META))
+    precision = starts.select(pl.col("args").struct.field("precision")).to_series().drop_nulls()
+    return 999 if precision.len() and precision[0] == "us" else 0
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:

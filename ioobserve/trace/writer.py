@@ -321,9 +321,7 @@ class TraceWriter:
             if row["_h"] == self._contexts_described.get(pid, empty):
                 continue
             self._contexts_described[pid] = row["_h"]
-            # since: the event's time as the trace gives it (whole µs unless precision is ns)
-            since = row[s.TS] if self._precision == "ns" else row[s.TS] // 1000 * 1000
-            args = {"hhash": self._hhash, "since": since, "job": row["_env_job"], "step": row["_env_step"]}
+            args = {"hhash": self._hhash, "since": row[s.TS], "job": row["_env_job"], "step": row["_env_step"]}
             args |= {key: row[key] for key in (s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER, s.TAGS)}
             pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
 
