@@ -204,7 +204,9 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 				break;
 			calls->walked[py_slot(i)] = rec->frames[py_slot(i)].instance;
 		}
-		calls->depth = depth;
+		/* A walk cut at the depth asked has no outermost frame to count levels from: no
+		 * calls to compare (its event says 0 shared, and is not compared with). */
+		calls->depth = scratch->frame ? 0 : depth;
 		calls->ts = st->ts;
 	}
 	if (py_chains_seen.lookup(&chain))

@@ -113,6 +113,8 @@ static __always_inline u32 py_same_calls(struct py_calls *calls)
 static __always_inline void py_sent_calls(struct py_calls *calls)
 {
 	u32 depth = calls->depth;
+	if (!depth)
+		return;  /* a cut walk: the next event is compared with the last whole one */
 	for (u32 level = 0; level < IOO_PY_MAX_FRAMES; level++) {
 		if (level >= depth)
 			break;

@@ -15,7 +15,9 @@ is given out once it has ended, that is when its thread's next stacked event lea
 when its process is gone, or at the end (`close`).
 
 What a span cannot see: the call's time before its first I/O and after its last; calls with
-no traced I/O (and, under --py-stacks N, the calls between walked ones).
+no traced I/O (and, under --py-stacks N, the calls between walked ones); calls seen only in
+stacks deeper than --py-depth, whose levels cannot be counted from the outermost frame (such
+an I/O event has its stack but no span).
 """
 
 from __future__ import annotations

@@ -128,11 +128,12 @@ class PythonStacks:
                     self._stacks.pop(value, None)
 
     def levels(self, stack_ids: pl.Series) -> pl.DataFrame:
-        """LEVELS_SCHEMA rows of the distinct stacks among `stack_ids` (a batch's few)."""
+        """LEVELS_SCHEMA rows of the distinct stacks among `stack_ids` (a batch's few); none for
+        a stack cut at the depth walked, whose levels cannot be counted from the outermost."""
         rows = []
         for stack_id in stack_ids.drop_nulls().unique().to_list():
             stack = self._stacks.get(stack_id)
-            if stack is None:
+            if stack is None or stack.truncated:
                 continue
             depth = len(stack.frames)
             for level, frame in enumerate(reversed(stack.frames)):

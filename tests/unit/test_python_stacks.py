@@ -62,3 +62,12 @@ def test_chains_with_the_same_frames_share_one_stack_and_give_its_levels():
     assert ids[5] == ids[6] and len(stacks.take_new()) == 1
     levels = stacks.levels(pl.Series([ids[5], ids[5], None], dtype=pl.UInt32))
     assert levels.rows() == [(ids[5], 0, 1, "f1", "/job/data.py", None)]
+
+
+def test_a_stack_cut_at_the_depth_walked_has_no_levels():
+    """Its levels cannot be counted from the outermost frame, so it makes no spans."""
+    stacks = PythonStacks()
+    cut = _chain(7, code=2)._replace(truncated=True)
+    stacks.add([cut], CODES)
+    (stack_id,) = _stack_ids(stacks, 7).values()
+    assert stacks.levels(pl.Series([stack_id], dtype=pl.UInt32)).is_empty()
