@@ -62,8 +62,10 @@ class SpanBuilder:
         parent of their own; the spans this batch ends, as events without job context)
         from an enriched batch with a PY_SAME column and its stacks' LEVELS_SCHEMA rows."""
         indexed = events.with_row_index("_row")
+        # Only events whose stack has levels (not one cut at --py-depth): the kernel does not
+        # compare the others' calls either, so they neither end nor continue a span.
         stacked = (
-            indexed.filter(pl.col(s.PY_STACK).is_not_null())
+            indexed.filter(pl.col(s.PY_STACK).is_in(levels.get_column(s.PY_STACK).implode()))
             .select("_row", *_KEY, s.TS, s.DUR, s.PY_STACK, pl.col(PY_SAME).fill_null(0), *_CARRIED)
             .sort(*_KEY, s.TS, maintain_order=True)
             .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over(_KEY).alias("_seq"))

@@ -90,3 +90,10 @@ def test_a_span_stays_open_until_its_call_is_left_or_its_process_ends():
     assert builder.close([8]).is_empty()  # another process's end ends none of them
     assert sorted(builder.close([7]).get_column(s.OP).to_list()) == ["getitem", "load", "main"]
     assert builder.close().is_empty()
+
+
+def test_an_event_with_a_cut_stack_neither_ends_nor_continues_a_span():
+    """A read made deeper than --py-depth between two reads of one load() call: its stack has
+    no levels and the kernel compared the third read with the first, so load() is one span."""
+    _, spans = _spans([[(1000, MAIN_GETITEM_LOAD, 0)], [(2000, 99, 0)], [(3000, MAIN_GETITEM_LOAD, 3)]])
+    assert sorted(spans.get_column(s.OP).to_list()) == ["getitem", "load", "main"]
