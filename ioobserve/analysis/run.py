@@ -12,7 +12,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.partial import Partial, chunk_partial, combine, process_table
-from ioobserve.trace.chunks import CHUNK_BYTES, ID_SCHEMA, TraceTables, event_chunks, trace_tables
+from ioobserve.trace.chunks import CHUNK_ROWS, ID_SCHEMA, TraceTables, event_chunks, trace_tables
 from ioobserve.trace.index import read_index
 from ioobserve.trace.members import Damage
 from ioobserve.trace.reader import Selection, own_records
@@ -65,8 +65,8 @@ def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
 
 
 def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None,
-                  chunk_bytes: int = CHUNK_BYTES) -> Partial:
-    """The partial of one trace file (a Dask task), read `chunk_bytes` of compressed members at a time."""
+                  chunk_rows: int = CHUNK_ROWS) -> Partial:
+    """The partial of one trace file (a Dask task), read `chunk_rows` events at a time."""
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
     def reduce(chunk: pl.DataFrame) -> Partial:
@@ -75,7 +75,7 @@ def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage]
     # Each chunk is reduced on a second thread while the next one is read: two chunks at most in memory.
     parts, pending = [], None
     with ThreadPoolExecutor(max_workers=1) as reducer:
-        for chunk in event_chunks(path, filters.selection(), damage, chunk_bytes, tables=tables):
+        for chunk in event_chunks(path, filters.selection(), damage, chunk_rows, tables=tables):
             if pending is not None:
                 parts.append(pending.result())
             pending = reducer.submit(reduce, chunk)

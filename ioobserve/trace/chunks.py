@@ -13,14 +13,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.derived import bytes_moved
 from ioobserve.trace import parse
 from ioobserve.trace.members import Damage
-from ioobserve.trace.reader import Selection, read_lines, run_chunks
+from ioobserve.trace.reader import Selection, file_events, read_lines
 from ioobserve.trace.tables import (
-    PR_CGROUP,
     cgroup_table,
     context_table,
     file_table,
@@ -29,10 +26,8 @@ from ioobserve.trace.tables import (
     stack_table,
 )
 
-CHUNK_BYTES = 32 << 20  # compressed: about 1.3 M of our events
+CHUNK_ROWS = 1 << 20
 _FILE_KEY_SEED = 0xF11E
-RAW_FIELDS = ("name", "pid", "tid", "ts", "dur", "fhash", "ret", "count", "offset", "fd", "cgroup", "evflags", "tns",
-              "dns", "pystack", "pyframe")
 ID_SCHEMA: dict[str, pl.DataType] = {
     s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.LAYER: pl.Categorical,
     s.OP: pl.Categorical, s.FILE_ID: pl.Categorical, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64,
@@ -46,11 +41,10 @@ ID_SCHEMA: dict[str, pl.DataType] = {
 class TraceTables:
     """What names the ids of one trace's events: its host, files (FILE_ID -> PATH, DEV, INO),
     processes (pid -> ppid, comm), cgroups (-> job ...), process contexts, Python stacks and
-    mounts (DEV -> mount point, file system type); file_ids: the file's own ids (fhash) -> FILE_ID."""
+    mounts (DEV -> mount point, file system type)."""
 
     host: str
     files: pl.DataFrame
-    file_ids: pl.DataFrame
     processes: pl.DataFrame
     cgroups: pl.DataFrame
     contexts: pl.DataFrame
@@ -63,48 +57,41 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
     the trace has an index)."""
     lines = read_lines(path, damage)
     files = file_table(lines)
-    # Polars' hash is stable within its version, which every Dask worker shares.
-    files = files.with_columns(pl.struct(s.PATH, s.DEV, s.INO).hash(_FILE_KEY_SEED).cast(pl.String).cast(pl.Categorical)
-                               .alias(s.FILE_ID))
+    files = files.with_columns(_file_id(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).cast(pl.Categorical).alias(s.FILE_ID))
     hosts = parse.metadata(lines, "HH")
     host = hosts.get_column("name").drop_nulls().first() if "name" in hosts.columns else None
     return TraceTables(
         host=host or Path(path).name.split("-")[0],
         files=files.select(s.FILE_ID, s.PATH, s.DEV, s.INO).unique(s.FILE_ID, keep="last"),
-        file_ids=files.select("fhash", s.FILE_ID),
         processes=process_table(lines), cgroups=cgroup_table(lines), contexts=context_table(lines),
         stacks=stack_table(lines), mounts=mount_table(lines),
     )
 
 
 def event_chunks(path: Path, selection: Selection | None = None, damage: list[Damage] | None = None,
-                 chunk_bytes: int = CHUNK_BYTES, progress: bool | None = False,
+                 chunk_rows: int = CHUNK_ROWS, progress: bool | None = False,
                  tables: TraceTables | None = None) -> Iterator[pl.DataFrame]:
-    """The trace's events (ID_SCHEMA) in chunks of file order; pids and the time range of
-    `selection` apply (path prefixes do not: filter FILE_ID through the tables, which are
-    read here unless given)."""
+    """The trace's events (ID_SCHEMA) in chunks of time order, read through its copy (as load
+    reads); pids and the time range of `selection` apply (path prefixes do not: filter FILE_ID
+    through the tables, which are read here unless given)."""
     selection = selection or Selection()
-    tables = tables or trace_tables(path, damage)
-    processes, file_ids = tables.processes.select(s.PID, PR_CGROUP), tables.file_ids
-    wanted = Selection(selection.pids, selection.start_ns, selection.end_ns, None, RAW_FIELDS)
-    for parts in run_chunks([Path(path)], wanted, damage, progress, chunk_bytes):
-        if parts.events:
-            yield _with_ids(parts.file_events(Path(path)), processes, file_ids)
+    wanted = Selection(selection.pids, selection.start_ns, selection.end_ns)
+    events = file_events(Path(path), wanted, damage, progress).select(_NAMED_COLUMNS)
+    for chunk in events.collect_batches(chunk_size=chunk_rows):
+        if chunk.height:
+            yield _with_ids(chunk)
 
 
-def _with_ids(raw: pl.DataFrame, processes: pl.DataFrame, file_ids: pl.DataFrame) -> pl.DataFrame:
-    flags = pl.col("evflags").fill_null(0)
-    joined = (
-        raw.lazy().join(processes.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
-        .join(file_ids.lazy(), on="fhash", how="left", maintain_order="left")
-    )
-    return joined.select(
-        (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
-        (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
-        pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col("cat").alias(s.LAYER),
-        pl.col("name").alias(s.OP), pl.col(s.FILE_ID), pl.col("fd").alias(s.FD), pl.col("ret").alias(s.RET),
-        pl.col("count").alias(s.BYTES_REQ), bytes_moved(pl.col("name"), pl.col("ret"), pl.col("count")).alias(s.BYTES),
-        pl.col("offset").alias(s.OFFSET), flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED),
-        pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP), pl.col("pystack").alias(s.PY_STACK),
-        pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
-    ).cast(ID_SCHEMA).collect()
+_NAMED_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.LAYER, s.OP, s.PATH, s.DEV, s.INO, s.FD, s.RET, s.BYTES_REQ, s.BYTES,
+                  s.OFFSET, s.FLAGS, s.COUNTED, s.CGROUP, s.PY_STACK, s.PY_FRAME]
+
+
+def _file_id(path: pl.Expr, dev: pl.Expr, ino: pl.Expr) -> pl.Expr:
+    """FILE_ID: a key of the file itself, the same in every trace that names it."""
+    # Polars' hash is stable within its version, which every Dask worker shares.
+    return pl.when(path.is_not_null()).then(pl.struct(path, dev, ino).hash(_FILE_KEY_SEED).cast(pl.String))
+
+
+def _with_ids(named: pl.DataFrame) -> pl.DataFrame:
+    return named.with_columns(_file_id(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID)).select(
+        list(ID_SCHEMA)).cast(ID_SCHEMA)

@@ -86,12 +86,19 @@ def read_index(trace: Path) -> list[MemberEntry] | None:
     """The trace's index, or None if it is missing, unreadable or stale."""
     trace = Path(trace)
     try:
-        lines = index_path(trace).read_text().splitlines()
-        entries = [MemberEntry(**json.loads(line)) for line in lines if line.strip()]
-    except (OSError, ValueError, TypeError):
+        return parse_index(index_path(trace).read_bytes(), trace.stat().st_size)
+    except OSError:
+        return None
+
+
+def parse_index(raw: bytes, trace_size: int) -> list[MemberEntry] | None:
+    """An index's entries, or None if they are unreadable or do not end at `trace_size`."""
+    try:
+        entries = [MemberEntry(**json.loads(line)) for line in raw.splitlines() if line.strip()]
+    except (ValueError, TypeError):
         return None
     end = entries[-1].offset + entries[-1].size if entries else 0
-    return entries if end == trace.stat().st_size else None
+    return entries if end == trace_size else None
 
 
 def member_entry(offset: int, size: int, text: bytes) -> MemberEntry:

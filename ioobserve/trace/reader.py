@@ -1,354 +1,28 @@
-"""Read traces (ours, or DFTracer's) into Polars frames with the columns of ioobserve.schema.
+"""Read traces (ours, or DFTracer's) as Polars frames with the columns of ioobserve.schema.
 
-Members are inflated and parsed in parallel threads (libdeflate and Polars release the GIL),
-planned from the member index so that members outside the asked time range or pids are
-never inflated. Without a usable index the members are found by walking the file. Damaged
-members are skipped and reported; everything intact loads.
+Each trace is read through its columnar copy (ioobserve.trace.columnar), built on first read
+where none matches it; `scan` is lazy, and the columns and filters of its query reach the
+Parquet reader. Where no copy can be kept, a trace is read from its members, which the index
+lets skip by time and pid (ioobserve.trace.inflate). Damaged members are skipped and reported;
+everything intact loads.
 """
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-import os
-import sys
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Iterable
 from pathlib import Path
 
-import deflate
 import polars as pl
+from polars.io.plugins import register_io_source
 
-from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.timeline import join_process_context
-from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.trace import parse
-from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
-from ioobserve.trace.members import Damage, NotATrace, iter_members
-from ioobserve.trace.tables import (
-    PR_CGROUP,
-    PR_UID,
-    cgroup_table,
-    context_table,
-    file_table,
-    process_table,
-    stack_frames,
-    user_table,
-)
+from ioobserve.trace.columnar import build_copy, scan_copy, valid_copy
+from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all
+from ioobserve.trace.members import Damage, iter_members
+from ioobserve.trace.named import name_events
 
-WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
-PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
-
-
-class TraceError(Exception):
-    """A trace file is missing or not a readable trace."""
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What to keep: pids, a time range [start_ns, end_ns) and path prefixes (None: all)."""
-
-    pids: frozenset[int] | None = None
-    start_ns: int | None = None
-    end_ns: int | None = None
-    path_prefixes: tuple[str, ...] | None = None
-    fields: tuple[str, ...] | None = None  # the raw event fields to parse (None: all)
-
-    def skips(self, entry: MemberEntry) -> bool:
-        """Whether an indexed member holds no event this selection keeps."""
-        if entry.kind != KIND_EVENTS:
-            return False  # metadata: always read
-        if not entry.events:
-            return True
-        if self.pids is not None and not self.pids.intersection(entry.pids):
-            return True
-        if self.start_ns is not None and entry.ts_max is not None and entry.ts_max < self.start_ns:
-            return True
-        return self.end_ns is not None and entry.ts_min is not None and entry.ts_min >= self.end_ns
-
-    def rows(self, raw: pl.DataFrame) -> pl.DataFrame:
-        """Keep the raw event rows this selection wants (paths are checked after resolving)."""
-        if self.pids is not None:
-            raw = raw.filter(pl.col("pid").is_in(sorted(self.pids)))
-        if self.start_ns is not None or self.end_ns is not None:
-            ts = pl.col("ts") * 1000 + pl.col("tns").fill_null(0)
-            if self.start_ns is not None:
-                raw = raw.filter(ts >= self.start_ns)
-            if self.end_ns is not None:
-                raw = raw.filter(ts < self.end_ns)
-        return raw
-
-
-class _Parts:
-    """What the members of one or more files yielded, per file (each file names its own ids)."""
-
-    def __init__(self) -> None:
-        self.events: dict[Path, list[pl.DataFrame]] = {}
-        self.lines: dict[Path, list[pl.DataFrame]] = {}
-
-    def add(self, path: Path, events: pl.DataFrame | None, lines: pl.DataFrame | None) -> None:
-        """One member's yield."""
-        if events is not None and events.height:
-            self.events.setdefault(path, []).append(events)
-        if lines is not None and lines.height:
-            self.lines.setdefault(path, []).append(lines)
-
-    def files(self) -> list[Path]:
-        """The files that yielded anything, in the order asked."""
-        return list(dict.fromkeys([*self.events, *self.lines]))
-
-    def file_events(self, path: Path) -> pl.DataFrame:
-        """One file's raw events."""
-        frames = self.events.get(path)
-        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=parse.RAW_SCHEMA)
-
-    def file_lines(self, path: Path) -> pl.DataFrame:
-        """One file's JSON lines."""
-        frames = self.lines.get(path)
-        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
-
-    def all_lines(self) -> pl.DataFrame:
-        """Every file's JSON lines."""
-        frames = [frame for frames in self.lines.values() for frame in frames]
-        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
-
-
-def _keep_freed_buffers() -> None:
-    """Ask glibc to keep freed member buffers for reuse instead of handing them back to the
-    kernel: every member inflates into tens of MB that live for a moment, and faulting that
-    memory back in for the next member was a third of a load's time. Process-wide, harmless
-    to repeat, and skipped where the C library is not glibc."""
-    global _buffers_kept
-    if _buffers_kept:
-        return
-    _buffers_kept = True
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
-    mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-_KEEP_BYTES = 256 << 20
-_buffers_kept = False
-
-
-def _paths(paths) -> list[Path]:
-    return [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
-
-
-def _open(path: Path) -> tuple[mmap.mmap | bytes, int]:
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
-    if size and data[:2] != b"\x1f\x8b":
-        raise TraceError(f"{path}: not a gzip trace (expected .pfw.gz written by ioobserve or DFTracer)")
-    return data, size
-
-
-def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-    """(raw events, JSON lines) of one member's text."""
-    shape = parse.event_shape(text) if kind in (KIND_EVENTS, None) else None
-    if shape is not None:
-        try:
-            keys = None if selection.fields is None else [*selection.fields, "cat"]
-            return selection.rows(parse.shape_events(text, shape, keys)), None
-        except parse.MalformedMember:
-            pass  # not what its first line promised: read it as JSON
-    lines = parse.json_lines(text)
-    kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
-    events = parse.json_events(lines)
-    events = events if selection.fields is None else events.select("cat", *selection.fields)
-    return selection.rows(events), kept
-
-
-def _member(data, offset: int, size: int, kind: str | None, selection: Selection, damage: Damage):
-    """Inflate and parse one member; what _parse returns, or (None, None) if it is damaged."""
-    try:
-        text = deflate.gzip_decompress(data[offset : offset + size])
-    except deflate.DeflateError:
-        damage.members_lost += 1
-        return None, None
-    return _parse(text, kind, selection)
-
-
-def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, tuple | None, Callable]]:
-    """(compressed bytes, (first, last) event ts if indexed, task) per member of one file worth reading."""
-    data, size = _open(path)
-    entries = read_index(path) if size else []
-    if entries is None:
-        if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
-            damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
-        try:  # find the members (inflating each once); keep only where they are, not their text
-            members = [(offset, length, None, None) for offset, length, _ in iter_members(path, damage)]
-        except NotATrace as exc:
-            raise TraceError(str(exc)) from None
-    else:
-        members = [(e.offset, e.size, e.kind, (e.ts_min, e.ts_max) if e.events else None)
-                   for e in entries if not selection.skips(e)]
-    for offset, length, kind, times in members:
-        yield length, times, partial(_member, data, offset, length, kind, selection, damage)
-
-
-def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
-               chunk_bytes: int | None = None) -> Iterator[_Parts]:
-    """What the members of the files yield, in chunks of about `chunk_bytes` compressed bytes
-    in file order (None: one chunk); members of a chunk are parsed in parallel."""
-    jobs = []
-    found: list[Damage] = []
-    for path in paths:
-        file_damage = Damage(path)
-        found.append(file_damage)
-        jobs += [(size, task, file_damage, path, times) for size, times, task in member_tasks(path, selection, file_damage)]
-    total = sum(job[0] for job in jobs)
-    show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
-
-    def run(job):
-        size, task, file_damage, path, _ = job
-        try:
-            return size, path, task()
-        except parse.MalformedMember as exc:
-            file_damage.members_lost += 1
-            file_damage.notes.append(f"a member is not trace lines ({exc})")
-            return size, path, (None, None)
-
-    _keep_freed_buffers()
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
-        for chunk in _chunked(jobs, chunk_bytes or total):
-            parts = _Parts()
-            for size, path, (events, lines) in pool.map(run, chunk):
-                parts.add(path, events, lines)
-                bar.advance(size)
-            yield parts
-    if damage is not None:
-        damage.extend(d for d in found if d or d.notes)
-
-
-def _chunked(jobs: list, chunk_bytes: int) -> Iterator[list]:
-    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs),
-    cut only at a seam in time where the index knows the members' times: the members of one
-    flush (a member per layer and shape) overlap in time, and an analysis reading chunks in
-    order must see every event of a thread before a seam before those after it."""
-    chunk, size, last = [], 0, None
-    for job in jobs:
-        times = job[-1]
-        if chunk and size >= chunk_bytes and (times is None or last is None or times[0] >= last):
-            yield chunk
-            chunk, size, last = [], 0, None
-        chunk.append(job)
-        size += job[0]
-        if times is not None:
-            last = times[1] if last is None else max(last, times[1])
-    if chunk or not jobs:
-        yield chunk
-
-
-def _run(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> _Parts:
-    """Every member's yield, as one _Parts."""
-    (parts,) = run_chunks(paths, selection, damage, progress)  # one chunk; running it out records the damage
-    return parts
-
-
-class _Progress:
-    """A rich progress bar over compressed bytes, or nothing."""
-
-    def __init__(self, show: bool, total: int):
-        self._bar = None
-        if show:
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-            self._bar = Progress("loading trace", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True)
-            self._task = self._bar.add_task("load", total=total)
-
-    def __enter__(self):
-        if self._bar:
-            self._bar.start()
-        return self
-
-    def advance(self, size: int) -> None:
-        """Another member done."""
-        if self._bar:
-            self._bar.advance(self._task, size)
-
-    def __exit__(self, *exc) -> None:
-        if self._bar:
-            self._bar.stop()
-
-
-def _events(parts: _Parts, selection: Selection) -> pl.DataFrame:
-    """The events of every file, each named by its own metadata, sorted by time."""
-    frames = [_file_events(parts.file_events(path), parts.file_lines(path), selection) for path in parts.files()]
-    if not frames:
-        frames = [_file_events(pl.DataFrame(schema=parse.RAW_SCHEMA), pl.DataFrame(schema=parse.LINE_SCHEMA), selection)]
-    events = pl.concat(frames) if len(frames) > 1 else frames[0]
-    # Members are written in time order, so usually only the seams between them need sorting.
-    return events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-
-
-def _file_events(raw: pl.DataFrame, lines: pl.DataFrame, selection: Selection) -> pl.DataFrame:
-    """One file's events, named by its metadata lines."""
-    files, procs = file_table(lines), process_table(lines)
-    flags = pl.col("evflags").fill_null(0)
-    ret = pl.col("ret")
-    # One lazy query, so that no intermediate frame of every event is built; left joins that
-    # keep the rows' order, so that sorted members stay sorted.
-    joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
-    if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
-        joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
-    else:
-        second = files.lazy().select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
-        joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
-    frame = (
-        joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
-        # an event line leaves out the uid and cgroup its process's first PR line gives
-        .with_columns(pl.coalesce("uid", PR_UID).alias("uid"), pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP))
-        .drop("cgroup", PR_UID, PR_CGROUP)
-        .join(cgroup_table(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
-        .join(user_table(lines).lazy(), on=s.UID, how="left", maintain_order="left")
-        .join(stack_frames(lines).lazy(), on=["pystack", "pyframe"], how="left", maintain_order="left")
-        .select(
-            (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
-            (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
-            pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID).fill_null(0), pl.col("uid").alias(s.UID),
-            pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
-            pl.col("fd").alias(s.FD), ret.alias(s.RET),
-            errno_of(ret, pl.col("cat")).alias(s.ERRNO),
-            pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
-            pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
-            pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
-            flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
-            pl.col("pystack").alias(s.PY_STACK), pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
-            pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
-            pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
-        )
-        .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))
-    )
-    if selection.path_prefixes is not None:
-        wanted = pl.lit(False)
-        for prefix in selection.path_prefixes:
-            wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
-        frame = frame.filter(wanted.fill_null(False))
-    columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
-    events = frame.cast(columns).collect()
-    events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-    return join_process_context(events, context_table(lines), _context_slack(lines)).select(
-        list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
-
-
-def _context_slack(lines: pl.DataFrame) -> int:
-    """ns an event may have started after its ts: 999 in a trace written in µs (its start
-    record says so), where context changes keep their ns; 0 in ns and in older traces."""
-    starts = lines.filter((pl.col("name") == "start") & (pl.col("cat") == parse.CAT_META))
-    precision = starts.select(pl.col("args").struct.field("precision")).to_series().drop_nulls()
-    return 999 if precision.len() and precision[0] == "us" else 0
+__all__ = ["TraceError", "Selection", "accounting", "load", "own_records", "read_lines", "records", "scan"]
 
 
 def _selection(pids, start_ns, end_ns, path_prefix) -> Selection:
@@ -364,41 +38,50 @@ def load(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = Non
          progress: bool | None = None) -> pl.DataFrame:
     """Events of one or more traces (ours or DFTracer's) as a DataFrame with the columns of
     ioobserve.schema, sorted by time; the Python calls that did I/O are PYTHON-layer events
-    (spans) among them. pids, [start_ns, end_ns) and path_prefix select events; indexed
-    members outside them are never inflated. Damaged members are skipped and described in
-    `damage` (if given)."""
-    selection = _selection(pids, start_ns, end_ns, path_prefix)
-    return _events(_run(_paths(paths), selection, damage, progress), selection)
+    (spans) among them. pids, [start_ns, end_ns) and path_prefix select events. Damaged
+    members are skipped and described in `damage` (if given). It is `scan(...).collect()`."""
+    return _scan(as_paths(paths), _selection(pids, start_ns, end_ns, path_prefix), damage, progress).collect()
 
 
 def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = None, end_ns: int | None = None,
          path_prefix: str | Iterable[str] | None = None, progress: bool | None = None) -> pl.LazyFrame:
-    """Like load, as a LazyFrame: the trace is read when the query is collected, with the
-    query's columns and filters applied as it is read."""
-    from polars.io.plugins import register_io_source
+    """Like load, as a LazyFrame: the traces are read when the query is collected, and only
+    the columns and rows the query asks for are read from their copies."""
+    return _scan(as_paths(paths), _selection(pids, start_ns, end_ns, path_prefix), None, progress)
 
-    selection = _selection(pids, start_ns, end_ns, path_prefix)
-    files = _paths(paths)
 
+def _scan(files: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> pl.LazyFrame:
     def source(with_columns, predicate, n_rows, _batch_size):
-        frame = _events(_run(files, selection, None, progress), selection)
+        frames = [file_events(path, selection, damage, progress) for path in files]
+        frame = frames[0] if len(frames) == 1 else pl.concat(frames).sort(s.TS, maintain_order=True)
         if predicate is not None:
             frame = frame.filter(predicate)
         if with_columns is not None:
             frame = frame.select(with_columns)
-        yield frame if n_rows is None else frame.head(n_rows)
+        if n_rows is not None:
+            frame = frame.head(n_rows)
+        yield frame.collect()
 
     return register_io_source(source, schema=s.EVENT_SCHEMA)
 
 
-def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
-    """Every JSON line (metadata and our own records; event lines excluded) of one trace."""
-    return _run([Path(path)], Selection(pids=frozenset()), damage, False).all_lines()
+def file_events(path: Path, selection: Selection, damage: list[Damage] | None = None,
+                progress: bool | None = None) -> pl.LazyFrame:
+    """One trace's events that `selection` keeps, sorted by time: from its copy (built now if
+    none matches the trace), else from its members."""
+    found = valid_copy(path) or build_copy(path, progress)
+    if found is None:
+        parts = run_all([path], selection, damage, progress)
+        return selection.keep(name_events(parts.file_events(path), parts.file_lines(path)).lazy())
+    copy, file_damage = found
+    if damage is not None and (file_damage or file_damage.notes):
+        damage.append(file_damage)
+    return selection.keep(scan_copy(copy))
 
 
 def records(paths, name: str) -> pl.DataFrame:
     """Metadata records (PR, FH, ...) by name, as JSON line columns."""
-    lines = [read_lines(p) for p in _paths(paths)]
+    lines = [read_lines(p) for p in as_paths(paths)]
     return pl.concat(lines).filter(pl.col("name") == name)
 
 

@@ -59,7 +59,7 @@ def _tables(analysis: r.Analysis) -> dict:
 
 def test_one_member_at_a_time_gives_the_numbers_of_one_pass(trace):
     whole = _tables(r.results(trace_partial(trace)))
-    pieces = _tables(r.results(trace_partial(trace, chunk_bytes=1)))  # every member its own chunk
+    pieces = _tables(r.results(trace_partial(trace, chunk_rows=PER_BATCH)))  # 12 chunks
     assert whole["overview"]["calls"] == BATCHES * PER_BATCH
     differing = {name for name in whole if whole[name] != pieces[name]}
     assert differing <= SEAM_SENSITIVE, differing

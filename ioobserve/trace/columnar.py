@@ -1,0 +1,154 @@
+"""The columnar copy of a trace, `<trace>.parquet`: its events as `load` gives them, sorted
+by time, so that reading is fast and lazy (projection and predicates reach the Parquet reader).
+
+The `.pfw.gz` is the record of truth; the copy is a cache anyone may delete. Its key,
+`<trace>.parquet.key`, says which state of the trace it was built from (size, members and a
+checksum of the index; size and a checksum of both ends for a trace without an index), the
+copy's own size and checksum, and the damage found while building it. A copy whose key does
+not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
+read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere a
+trace is read from its members every time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import deflate
+import polars as pl
+from polars.io.plugins import register_io_source
+
+from ioobserve import schema as s
+from ioobserve.trace.index import index_path, parse_index
+from ioobserve.trace.inflate import Selection, TraceError, read_lines, run_chunks
+from ioobserve.trace.members import Damage
+from ioobserve.trace.named import name_events
+from ioobserve.trace.output import OutputError, check_output_dir
+
+COPY_SUFFIX = ".parquet"
+KEY_SUFFIX = ".parquet.key"
+VERSION = 1  # of the copy's columns and meaning: a copy of another version is rebuilt
+BUILD_CHUNK_BYTES = 32 << 20  # compressed trace bytes named at a time while building
+_ENDS = 64 << 10  # bytes at each end of an unindexed trace that its key checks
+
+
+def copy_path(trace: Path) -> Path:
+    """Where a trace's copy lives."""
+    return Path(trace).with_name(Path(trace).name + COPY_SUFFIX)
+
+
+def key_path(trace: Path) -> Path:
+    """Where a trace's copy key lives."""
+    return Path(trace).with_name(Path(trace).name + KEY_SUFFIX)
+
+
+def source_key(trace: Path) -> dict:
+    """What identifies the present state of a trace (raises OSError if it cannot be read)."""
+    with open(trace, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            raw = index_path(trace).read_bytes()
+        except OSError:
+            raw = None
+        entries = parse_index(raw, size) if raw is not None else None
+        key = {"size": size, "members": None if entries is None else len(entries),
+               "index_crc32": None if raw is None else deflate.crc32(raw)}  # a stale index: what it says is noted
+        if entries is None:
+            head = handle.read(_ENDS)
+            handle.seek(max(0, size - _ENDS))
+            key["ends_crc32"] = deflate.crc32(head + handle.read(_ENDS))
+        return key
+
+
+def safe_place(trace: Path) -> bool:
+    """Whether the trace's directory is one to keep a copy in (ours or root's, not writable by others)."""
+    directory = Path(trace).parent
+    if not directory.is_dir():
+        return False  # check_output_dir would create it
+    try:
+        check_output_dir(directory)
+    except OutputError:
+        return False
+    return True
+
+
+def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
+    """(the copy, the damage found in the trace) if the trace has a copy that matches it now."""
+    trace = Path(trace)
+    copy = copy_path(trace)
+    try:
+        key = json.loads(key_path(trace).read_bytes())
+        if key.get("version") != VERSION or not safe_place(trace) or copy.is_symlink():
+            return None
+        data = copy.read_bytes()
+        if key.get("copy") != {"size": len(data), "crc32": deflate.crc32(data)} or key.get("source") != source_key(trace):
+            return None
+        return copy, Damage(trace, **key["damage"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage] | None:
+    """Write a trace's copy and its key, from its members; (the copy, the damage found), or
+    None where copies are not kept. Memory stays about one chunk of events."""
+    trace = Path(trace)
+    if not safe_place(trace):
+        return None
+    try:
+        source = source_key(trace)  # before reading: a trace that grows meanwhile gets a copy that is stale at once
+    except OSError as exc:
+        raise TraceError(f"{trace}: cannot read it ({exc.strerror})") from None
+    # Chunks are cut at seams in time only where the index knows the members' times.
+    chunk_bytes = BUILD_CHUNK_BYTES if source["members"] is not None else None
+    found: list[Damage] = []
+    failure: list[BaseException] = []
+    lines = read_lines(trace)
+
+    def chunks(with_columns, predicate, n_rows, batch_size):
+        try:
+            for parts in run_chunks([trace], Selection(), found, progress, chunk_bytes):
+                yield name_events(parts.file_events(trace), lines)
+        except BaseException as exc:  # Polars would wrap it: keep it to raise as it was
+            failure.append(exc)
+            raise
+
+    fd, temp = tempfile.mkstemp(prefix=".ioo-copy-", suffix=COPY_SUFFIX, dir=trace.parent)  # 0600, new
+    os.close(fd)
+    try:
+        try:
+            register_io_source(chunks, schema=s.EVENT_SCHEMA).sink_parquet(temp)
+        except Exception:
+            if failure:
+                raise failure[0] from None
+            raise
+        data = Path(temp).read_bytes()
+        damage = found[0] if found else Damage(trace)
+        key = {"version": VERSION, "source": source, "copy": {"size": len(data), "crc32": deflate.crc32(data)},
+               "damage": {"members_lost": damage.members_lost, "truncated_tail": damage.truncated_tail,
+                          "notes": damage.notes}}
+        os.replace(temp, copy_path(trace))
+        _write_private(key_path(trace), json.dumps(key).encode())
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return copy_path(trace), damage
+
+
+def scan_copy(copy: Path) -> pl.LazyFrame:
+    """A copy's events, lazily."""
+    return pl.scan_parquet(copy, schema=s.EVENT_SCHEMA)
+
+
+def _write_private(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` through a new 0600 file renamed over it."""
+    fd, temp = tempfile.mkstemp(prefix=".ioo-key-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

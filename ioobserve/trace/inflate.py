@@ -1,0 +1,293 @@
+"""Inflating and parsing a trace's gzip members (ours, or DFTracer's) into raw event columns
+and metadata lines.
+
+Members are inflated and parsed in parallel threads (libdeflate and Polars release the GIL),
+planned from the member index so that members outside the asked time range or pids are
+never inflated. Without a usable index the members are found by walking the file. Damaged
+members are skipped and reported; everything intact loads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import deflate
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.trace import parse
+from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
+from ioobserve.trace.members import Damage, NotATrace, iter_members
+
+WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
+PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
+
+
+class TraceError(Exception):
+    """A trace file is missing or not a readable trace."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to keep: pids, a time range [start_ns, end_ns) and path prefixes (None: all)."""
+
+    pids: frozenset[int] | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    path_prefixes: tuple[str, ...] | None = None
+    fields: tuple[str, ...] | None = None  # the raw event fields to parse (None: all)
+
+    def skips(self, entry: MemberEntry) -> bool:
+        """Whether an indexed member holds no event this selection keeps."""
+        if entry.kind != KIND_EVENTS:
+            return False  # metadata: always read
+        if not entry.events:
+            return True
+        if self.pids is not None and not self.pids.intersection(entry.pids):
+            return True
+        if self.start_ns is not None and entry.ts_max is not None and entry.ts_max < self.start_ns:
+            return True
+        return self.end_ns is not None and entry.ts_min is not None and entry.ts_min >= self.end_ns
+
+    def rows(self, raw: pl.DataFrame) -> pl.DataFrame:
+        """Keep the raw event rows this selection wants (paths are checked after resolving)."""
+        if self.pids is not None:
+            raw = raw.filter(pl.col("pid").is_in(sorted(self.pids)))
+        if self.start_ns is not None or self.end_ns is not None:
+            ts = pl.col("ts") * 1000 + pl.col("tns").fill_null(0)
+            if self.start_ns is not None:
+                raw = raw.filter(ts >= self.start_ns)
+            if self.end_ns is not None:
+                raw = raw.filter(ts < self.end_ns)
+        return raw
+
+    def keep(self, events: pl.LazyFrame) -> pl.LazyFrame:
+        """The named events (columns of ioobserve.schema) this selection wants."""
+        if self.pids is not None:
+            events = events.filter(pl.col(s.PID).is_in(sorted(self.pids)))
+        if self.start_ns is not None:
+            events = events.filter(pl.col(s.TS) >= self.start_ns)
+        if self.end_ns is not None:
+            events = events.filter(pl.col(s.TS) < self.end_ns)
+        if self.path_prefixes is not None:
+            wanted = pl.lit(False)
+            for prefix in self.path_prefixes:
+                wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
+            events = events.filter(wanted.fill_null(False))
+        return events
+
+
+class Yields:
+    """What the members of one or more files yielded, per file (each file names its own ids)."""
+
+    def __init__(self) -> None:
+        self.events: dict[Path, list[pl.DataFrame]] = {}
+        self.lines: dict[Path, list[pl.DataFrame]] = {}
+
+    def add(self, path: Path, events: pl.DataFrame | None, lines: pl.DataFrame | None) -> None:
+        """One member's yield."""
+        if events is not None and events.height:
+            self.events.setdefault(path, []).append(events)
+        if lines is not None and lines.height:
+            self.lines.setdefault(path, []).append(lines)
+
+    def files(self) -> list[Path]:
+        """The files that yielded anything, in the order asked."""
+        return list(dict.fromkeys([*self.events, *self.lines]))
+
+    def file_events(self, path: Path) -> pl.DataFrame:
+        """One file's raw events."""
+        frames = self.events.get(path)
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=parse.RAW_SCHEMA)
+
+    def file_lines(self, path: Path) -> pl.DataFrame:
+        """One file's JSON lines."""
+        frames = self.lines.get(path)
+        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
+
+    def all_lines(self) -> pl.DataFrame:
+        """Every file's JSON lines."""
+        frames = [frame for frames in self.lines.values() for frame in frames]
+        return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
+
+
+def _keep_freed_buffers() -> None:
+    """Ask glibc to keep freed member buffers for reuse instead of handing them back to the
+    kernel: every member inflates into tens of MB that live for a moment, and faulting that
+    memory back in for the next member was a third of a load's time. Process-wide, harmless
+    to repeat, and skipped where the C library is not glibc."""
+    global _buffers_kept
+    if _buffers_kept:
+        return
+    _buffers_kept = True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
+    mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+_KEEP_BYTES = 256 << 20
+_buffers_kept = False
+
+
+def as_paths(paths) -> list[Path]:
+    """One path or many, as a list of Paths."""
+    return [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+
+
+def _open(path: Path) -> tuple[mmap.mmap | bytes, int]:
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read it ({exc.strerror})") from None
+    if size and data[:2] != b"\x1f\x8b":
+        raise TraceError(f"{path}: not a gzip trace (expected .pfw.gz written by ioobserve or DFTracer)")
+    return data, size
+
+
+def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """(raw events, JSON lines) of one member's text."""
+    shape = parse.event_shape(text) if kind in (KIND_EVENTS, None) else None
+    if shape is not None:
+        try:
+            keys = None if selection.fields is None else [*selection.fields, "cat"]
+            return selection.rows(parse.shape_events(text, shape, keys)), None
+        except parse.MalformedMember:
+            pass  # not what its first line promised: read it as JSON
+    lines = parse.json_lines(text)
+    kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
+    events = parse.json_events(lines)
+    events = events if selection.fields is None else events.select("cat", *selection.fields)
+    return selection.rows(events), kept
+
+
+def _member(data, offset: int, size: int, kind: str | None, selection: Selection, damage: Damage):
+    """Inflate and parse one member; what _parse returns, or (None, None) if it is damaged."""
+    try:
+        text = deflate.gzip_decompress(data[offset : offset + size])
+    except deflate.DeflateError:
+        damage.members_lost += 1
+        return None, None
+    return _parse(text, kind, selection)
+
+
+def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, tuple | None, Callable]]:
+    """(compressed bytes, (first, last) event ts if indexed, task) per member of one file worth reading."""
+    data, size = _open(path)
+    entries = read_index(path) if size else []
+    if entries is None:
+        if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
+            damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
+        try:  # find the members (inflating each once); keep only where they are, not their text
+            members = [(offset, length, None, None) for offset, length, _ in iter_members(path, damage)]
+        except NotATrace as exc:
+            raise TraceError(str(exc)) from None
+    else:
+        members = [(e.offset, e.size, e.kind, (e.ts_min, e.ts_max) if e.events else None)
+                   for e in entries if not selection.skips(e)]
+    for offset, length, kind, times in members:
+        yield length, times, partial(_member, data, offset, length, kind, selection, damage)
+
+
+def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
+               chunk_bytes: int | None = None) -> Iterator[Yields]:
+    """What the members of the files yield, in chunks of about `chunk_bytes` compressed bytes
+    in file order (None: one chunk); members of a chunk are parsed in parallel."""
+    jobs = []
+    found: list[Damage] = []
+    for path in paths:
+        file_damage = Damage(path)
+        found.append(file_damage)
+        jobs += [(size, task, file_damage, path, times) for size, times, task in member_tasks(path, selection, file_damage)]
+    total = sum(job[0] for job in jobs)
+    show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
+
+    def run(job):
+        size, task, file_damage, path, _ = job
+        try:
+            return size, path, task()
+        except parse.MalformedMember as exc:
+            file_damage.members_lost += 1
+            file_damage.notes.append(f"a member is not trace lines ({exc})")
+            return size, path, (None, None)
+
+    _keep_freed_buffers()
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
+        for chunk in _chunked(jobs, chunk_bytes or total):
+            parts = Yields()
+            for size, path, (events, lines) in pool.map(run, chunk):
+                parts.add(path, events, lines)
+                bar.advance(size)
+            yield parts
+    if damage is not None:
+        damage.extend(d for d in found if d or d.notes)
+
+
+def _chunked(jobs: list, chunk_bytes: int) -> Iterator[list]:
+    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs),
+    cut only at a seam in time where the index knows the members' times: the members of one
+    flush (a member per layer and shape) overlap in time, and an analysis reading chunks in
+    order must see every event of a thread before a seam before those after it."""
+    chunk, size, last = [], 0, None
+    for job in jobs:
+        times = job[-1]
+        if chunk and size >= chunk_bytes and (times is None or last is None or times[0] >= last):
+            yield chunk
+            chunk, size, last = [], 0, None
+        chunk.append(job)
+        size += job[0]
+        if times is not None:
+            last = times[1] if last is None else max(last, times[1])
+    if chunk or not jobs:
+        yield chunk
+
+
+def run_all(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> Yields:
+    """Every member's yield, as one Yields."""
+    (parts,) = run_chunks(paths, selection, damage, progress)  # one chunk; running it out records the damage
+    return parts
+
+
+class _Progress:
+    """A rich progress bar over compressed bytes, or nothing."""
+
+    def __init__(self, show: bool, total: int):
+        self._bar = None
+        if show:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+            self._bar = Progress("loading trace", BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True)
+            self._task = self._bar.add_task("load", total=total)
+
+    def __enter__(self):
+        if self._bar:
+            self._bar.start()
+        return self
+
+    def advance(self, size: int) -> None:
+        """Another member done."""
+        if self._bar:
+            self._bar.advance(self._task, size)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar:
+            self._bar.stop()
+
+
+def read_lines(path: Path, damage: list[Damage] | None = None) -> pl.DataFrame:
+    """Every JSON line (metadata and our own records; event lines excluded) of one trace."""
+    return run_all([Path(path)], Selection(pids=frozenset()), damage, False).all_lines()
+

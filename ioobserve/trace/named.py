@@ -1,0 +1,76 @@
+"""Naming one trace file's raw events by its own metadata records: files, processes, cgroups,
+users, Python stacks and process contexts become the named columns of ioobserve.schema."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.context.timeline import join_process_context
+from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.trace import parse
+from ioobserve.trace.tables import (
+    PR_CGROUP,
+    PR_UID,
+    cgroup_table,
+    context_table,
+    file_table,
+    process_table,
+    stack_frames,
+    user_table,
+)
+
+
+def name_events(raw: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
+    """One file's raw events (parse.RAW_SCHEMA) with the columns of ioobserve.schema, named by
+    the file's metadata lines and sorted by time."""
+    files, procs = file_table(lines), process_table(lines)
+    flags = pl.col("evflags").fill_null(0)
+    ret = pl.col("ret")
+    # One lazy query, so that no intermediate frame of every event is built; left joins that
+    # keep the rows' order, so that sorted members stay sorted.
+    joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
+    if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
+        joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
+    else:
+        second = files.lazy().select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
+        joined = joined.join(second, on="fhash2", how="left", maintain_order="left")
+    frame = (
+        joined.join(procs.lazy(), left_on="pid", right_on=s.PID, how="left", maintain_order="left")
+        # an event line leaves out the uid and cgroup its process's first PR line gives
+        .with_columns(pl.coalesce("uid", PR_UID).alias("uid"), pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP))
+        .drop("cgroup", PR_UID, PR_CGROUP)
+        .join(cgroup_table(lines).lazy(), on=s.CGROUP, how="left", maintain_order="left")
+        .join(user_table(lines).lazy(), on=s.UID, how="left", maintain_order="left")
+        .join(stack_frames(lines).lazy(), on=["pystack", "pyframe"], how="left", maintain_order="left")
+        .select(
+            (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
+            (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
+            pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID).fill_null(0), pl.col("uid").alias(s.UID),
+            pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
+            pl.col("fd").alias(s.FD), ret.alias(s.RET),
+            errno_of(ret, pl.col("cat")).alias(s.ERRNO),
+            pl.col("count").alias(s.BYTES_REQ), pl.lit(0, pl.UInt64).alias(s.BYTES), pl.col("offset").alias(s.OFFSET),
+            pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
+            pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
+            flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
+            pl.col("pystack").alias(s.PY_STACK), pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
+            pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
+            pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
+        )
+        .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))
+    )
+    columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
+    events = frame.cast(columns).collect()
+    events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
+    return join_process_context(events, context_table(lines), _context_slack(lines)).select(
+        list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+
+
+def _context_slack(lines: pl.DataFrame) -> int:
+    """ns an event may have started after its ts: 999 in a trace written in µs (its start
+    record says so), where context changes keep their ns; 0 in ns and in older traces."""
+    starts = lines.filter((pl.col("name") == "start") & (pl.col("cat") == parse.CAT_META))
+    precision = starts.select(pl.col("args").struct.field("precision")).to_series().drop_nulls()
+    return 999 if precision.len() and precision[0] == "us" else 0
