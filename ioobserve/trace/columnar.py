@@ -31,7 +31,7 @@ from ioobserve.trace.output import OutputError, check_output_dir
 COPY_SUFFIX = ".parquet"
 KEY_SUFFIX = ".parquet.key"
 VERSION = 1  # of the copy's columns and meaning: a copy of another version is rebuilt
-BUILD_CHUNK_BYTES = 32 << 20  # compressed trace bytes named at a time while building
+BUILD_CHUNK_BYTES = 64 << 20  # of trace text named at a time while building: about a million events
 _ENDS = 64 << 10  # bytes at each end of an unindexed trace that its key checks
 
 
@@ -101,15 +101,13 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
         source = source_key(trace)  # before reading: a trace that grows meanwhile gets a copy that is stale at once
     except OSError as exc:
         raise TraceError(f"{trace}: cannot read it ({exc.strerror})") from None
-    # Chunks are cut at seams in time only where the index knows the members' times.
-    chunk_bytes = BUILD_CHUNK_BYTES if source["members"] is not None else None
     found: list[Damage] = []
     failure: list[BaseException] = []
     lines = read_lines(trace)
 
     def chunks(with_columns, predicate, n_rows, batch_size):
         try:
-            for parts in run_chunks([trace], Selection(), found, progress, chunk_bytes):
+            for parts in run_chunks([trace], Selection(), found, progress, BUILD_CHUNK_BYTES):
                 yield name_events(parts.file_events(trace), lines)
         except BaseException as exc:  # Polars would wrap it: keep it to raise as it was
             failure.append(exc)

@@ -184,49 +184,60 @@ def _member(data, offset: int, size: int, kind: str | None, selection: Selection
     return _parse(text, kind, selection)
 
 
-def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[tuple[int, tuple | None, Callable]]:
-    """(compressed bytes, (first, last) event ts if indexed, task) per member of one file worth reading."""
+@dataclass(frozen=True)
+class MemberTask:
+    """One member worth reading: its compressed size, its text's size (the compressed size
+    where unindexed), its first and last event times (where indexed) and the reading itself."""
+
+    size: int
+    raw: int
+    times: tuple[int, int] | None
+    read: Callable
+
+
+def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[MemberTask]:
+    """The tasks reading each member of one file worth reading."""
     data, size = _open(path)
     entries = read_index(path) if size else []
     if entries is None:
         if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
             damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")
         try:  # find the members (inflating each once); keep only where they are, not their text
-            members = [(offset, length, None, None) for offset, length, _ in iter_members(path, damage)]
+            members = [(offset, length, length, None, None) for offset, length, _ in iter_members(path, damage)]
         except NotATrace as exc:
             raise TraceError(str(exc)) from None
     else:
-        members = [(e.offset, e.size, e.kind, (e.ts_min, e.ts_max) if e.events else None)
+        members = [(e.offset, e.size, e.raw, e.kind, (e.ts_min, e.ts_max) if e.events else None)
                    for e in entries if not selection.skips(e)]
-    for offset, length, kind, times in members:
-        yield length, times, partial(_member, data, offset, length, kind, selection, damage)
+    for offset, length, raw, kind, times in members:
+        yield MemberTask(length, raw, times, partial(_member, data, offset, length, kind, selection, damage))
 
 
 def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
                chunk_bytes: int | None = None) -> Iterator[Yields]:
-    """What the members of the files yield, in chunks of about `chunk_bytes` compressed bytes
-    in file order (None: one chunk); members of a chunk are parsed in parallel."""
+    """What the members of the files yield, in chunks of about `chunk_bytes` of text in file
+    order (None: one chunk); members of a chunk are parsed in parallel."""
     jobs = []
     found: list[Damage] = []
     for path in paths:
         file_damage = Damage(path)
         found.append(file_damage)
-        jobs += [(size, task, file_damage, path, times) for size, times, task in member_tasks(path, selection, file_damage)]
-    total = sum(job[0] for job in jobs)
+        jobs += [(task, file_damage, path) for task in member_tasks(path, selection, file_damage)]
+    total = sum(task.size for task, _, _ in jobs)
     show = progress if progress is not None else (total >= PROGRESS_BYTES and sys.stderr.isatty())
 
     def run(job):
-        size, task, file_damage, path, _ = job
+        task, file_damage, path = job
         try:
-            return size, path, task()
+            return task.size, path, task.read()
         except parse.MalformedMember as exc:
             file_damage.members_lost += 1
             file_damage.notes.append(f"a member is not trace lines ({exc})")
-            return size, path, (None, None)
+            return task.size, path, (None, None)
 
     _keep_freed_buffers()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
-        for chunk in _chunked(jobs, chunk_bytes or total):
+        for chunk in _chunked(jobs, chunk_bytes):
             parts = Yields()
             for size, path, (events, lines) in pool.map(run, chunk):
                 parts.add(path, events, lines)
@@ -236,19 +247,20 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
         damage.extend(d for d in found if d or d.notes)
 
 
-def _chunked(jobs: list, chunk_bytes: int) -> Iterator[list]:
-    """Consecutive runs of jobs of about chunk_bytes (at least one job each; none if no jobs),
-    cut only at a seam in time where the index knows the members' times: the members of one
-    flush (a member per layer and shape) overlap in time, and an analysis reading chunks in
-    order must see every event of a thread before a seam before those after it."""
+def _chunked(jobs: list, chunk_bytes: int | None) -> Iterator[list]:
+    """Consecutive runs of jobs of about chunk_bytes of text (at least one job each; none if
+    no jobs; None: all in one), cut only at a seam in time, which needs the members' times
+    from the index: the members of one flush (a member per layer and shape) overlap in time,
+    and whoever reads chunks in order must see every event before a seam before those after it."""
     chunk, size, last = [], 0, None
     for job in jobs:
-        times = job[-1]
-        if chunk and size >= chunk_bytes and (times is None or last is None or times[0] >= last):
+        times = job[0].times
+        if chunk and chunk_bytes is not None and size >= chunk_bytes and times is not None and last is not None \
+                and times[0] >= last:
             yield chunk
             chunk, size, last = [], 0, None
         chunk.append(job)
-        size += job[0]
+        size += job[0].raw
         if times is not None:
             last = times[1] if last is None else max(last, times[1])
     if chunk or not jobs:
