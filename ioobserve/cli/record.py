@@ -70,6 +70,7 @@ def record(
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
     backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
+    compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, recompress it smaller and write its Parquet copy for fast reading, in the background at the lowest priority.")] = True,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -95,6 +96,7 @@ def record(
     from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
+    from ioobserve.trace.finish import finish_later
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
@@ -135,10 +137,17 @@ def record(
     }
     if ly.PYTHON in chosen_layers:
         details["python_stacks"] = {"depth": python_options.depth, "sample": python_options.sample}
+
+    def finish_in_background(path: Path) -> None:
+        finisher = finish_later(path)
+        if finisher is not None:
+            recording.probes.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
+
     try:
         writer = TraceWriter(directory, trace_name(), details,
                              rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
-                             precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True))
+                             precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
+                             on_closed=finish_in_background if compact else None)
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))

@@ -104,6 +104,7 @@ class SyscallProbes:
             *(["-DIOO_AGGREGATE", f"-DAGG_ENTRIES={sizes.aggregate_entries}"] if sizes.aggregate_entries else []),
         ]
         text = "".join(f'#line 1 "{source_dir / name}"\n' + (source_dir / name).read_text() + "\n" for name in SOURCES)
+        self.closed = False
         try:
             self.bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
         except ProbeError as exc:
@@ -160,8 +161,9 @@ class SyscallProbes:
 
     def exclude_helper(self, pid: int) -> None:
         """Never trace this helper process of ours (capture, a trace's disk process); the kernel
-        forgets it when it exits. Any thread, before or after attach()."""
-        self.bpf["own_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+        forgets it when it exits. Any thread, before or after attach(); after close() nothing traces it."""
+        if not self.closed:
+            self.bpf["own_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
     def emit_some(self, on: bool) -> None:
         """With kernel aggregation: events leave the kernel only for the cgroups of emit_cgroup
@@ -345,6 +347,7 @@ class SyscallProbes:
 
     def close(self) -> None:
         """Detach and release the programs and maps."""
+        self.closed = True
         self.detach()
         with contextlib.suppress(Exception):
             self.bpf.cleanup()

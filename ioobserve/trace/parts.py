@@ -26,7 +26,7 @@ class Parts:
     errors, such as the file existing, reach the caller)."""
 
     def __init__(self, directory: Path, first: str, on_trouble: Callable[[str], None] | None,
-                 lost_so_far: Callable[[], int]) -> None:
+                 lost_so_far: Callable[[], int], on_closed: Callable[[Path], None] | None = None) -> None:
         self.directory = Path(directory)
         self.disk = DiskProcess()  # makes every file-system call: a hung disk holds it, not us
         try:
@@ -38,6 +38,7 @@ class Parts:
         self.paths: list[Path] = [self.part.path]  # the recording's files (a part deleted meanwhile is left out)
         self.on_trouble = on_trouble  # told when writing fails and when it works again
         self.lost_so_far = lost_so_far  # the writer's count of every event dropped, for those messages
+        self.on_closed = on_closed  # told of each part closed whole (ioobserve.trace.finish)
         self.trouble: str | None = None  # why the disk takes nothing now (None: it does)
         self.troubles: list[str] = []  # every failure of the recording, in order
         self.appended = 0  # events in members on disk
@@ -107,6 +108,9 @@ class Parts:
             part.close()
         except OSError as exc:  # the last members may not have reached the disk
             self._fail(exc, 0)
+            return
+        if self.on_closed is not None and part.path in self.paths:
+            self.on_closed(part.path)
 
     def close(self) -> None:
         """The last part is finished: let the disk process go."""

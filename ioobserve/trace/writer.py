@@ -96,7 +96,8 @@ class TraceWriter:
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
                  rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
-                 on_trouble: Callable[[str], None] | None = None, precision: str = "us"):
+                 on_trouble: Callable[[str], None] | None = None, precision: str = "us",
+                 on_closed: Callable[[Path], None] | None = None):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         self.directory = Path(directory)
@@ -104,7 +105,7 @@ class TraceWriter:
         self._name = name
         self._dropped_frames = 0  # events dropped unformatted by the format thread
         self._parts = Parts(self.directory, part_name(name, 0), on_trouble,  # errors here reach the caller
-                            lambda: self._dropped_frames + self._parts.dropped)
+                            lambda: self._dropped_frames + self._parts.dropped, on_closed)
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = {**recording, "precision": precision}

@@ -1,0 +1,89 @@
+"""Finishing closed trace files in the background: each is recompressed smaller
+(ioobserve.trace.compact), then gets its columnar copy (ioobserve.trace.columnar), in a
+detached process at the lowest CPU and I/O priority, so that the recorder does not wait for
+it and the jobs it watches do not feel it.
+
+While a file is being finished, `<trace>.finishing` exists (made before the process starts,
+removed when it is done with that file). Nothing needs to wait for it: a reader meanwhile
+reads the trace as it is. A finisher that fails leaves the trace as it was, and the copy is
+built on first read instead.
+
+Run as `python -m ioobserve.trace.finish TRACE...`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+MARK_SUFFIX = ".finishing"
+_IOPRIO_SET = 251  # x86-64; elsewhere the call fails and only the CPU priority is lowered
+_IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE = 1, 3
+
+
+def mark_path(trace: Path) -> Path:
+    """The file that exists while a trace is being finished."""
+    trace = Path(trace)
+    return trace.with_name(trace.name + MARK_SUFFIX)
+
+
+def finish_later(trace: Path) -> int | None:
+    """Start finishing a closed trace in the background; the finisher's pid (None if it could
+    not start: the trace stays as written, which is all a reader needs)."""
+    from ioobserve.trace.output import OutputError, create_private_file
+
+    trace = Path(trace)
+    try:
+        os.close(create_private_file(trace.parent, mark_path(trace).name))
+    except (OSError, OutputError):
+        return None
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ioobserve.trace.finish", str(trace)], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+        )
+    except OSError:
+        mark_path(trace).unlink(missing_ok=True)
+        return None
+    return process.pid
+
+
+def finish(trace: Path) -> None:
+    """Recompress a closed trace, then build its copy; the mark goes in every case."""
+    from ioobserve.trace.columnar import build_copy
+    from ioobserve.trace.compact import compact
+
+    try:
+        compact(trace)
+        build_copy(trace)
+    finally:
+        mark_path(trace).unlink(missing_ok=True)
+
+
+def lowest_priority() -> None:
+    """Nice 19 and the idle I/O class for this process (each where permitted)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+    except OSError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(_IOPRIO_SET, _IOPRIO_WHO_PROCESS, 0, _IOPRIO_CLASS_IDLE << 13)
+
+
+def main(argv: list[str]) -> int:
+    """Finish each trace named; 1 if any failed (nobody reads it: the process is detached)."""
+    lowest_priority()
+    failed = 0
+    for name in argv:
+        try:
+            finish(Path(name))
+        except Exception:  # noqa: BLE001 - the trace stays as written; the copy is built on first read
+            failed = 1
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

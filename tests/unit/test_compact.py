@@ -1,0 +1,96 @@
+"""Finishing a closed trace: recompressed into fewer, larger members that say the same, with
+an index equal to one rebuilt from the file; left alone when it changed meanwhile or has a
+damaged member; finished in the background with its copy, the mark gone when done."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+import pytest
+
+from ioobserve.trace import compact as compact_module
+from ioobserve.trace.columnar import valid_copy
+from ioobserve.trace.compact import compact
+from ioobserve.trace.finish import finish_later, mark_path
+from ioobserve.trace.index import build_index, index_path, read_index
+from ioobserve.trace.reader import load, own_records
+from tests.unit.synthetic_traces import Proc, io, write_trace
+
+PROCS = [Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0)]
+
+
+def _batches(count: int = 40, per: int = 30) -> list[list[dict]]:
+    rows = [io(PROCS[i % 2], 10 + i % 2, i * 10, i * 10 + 4, ("read", "openat", "newfstatat")[i % 3], f"/d/{i % 7}", 3,
+               i * 512, 512, ret=None if i % 3 == 0 else 3 if i % 3 == 1 else 0) for i in range(count * per)]
+    return [rows[i:i + per] for i in range(0, len(rows), per)]
+
+
+@pytest.fixture
+def trace(tmp_path):
+    directory = tmp_path / "traces"
+    directory.mkdir(mode=0o700)
+    return write_trace(directory, PROCS, _batches())
+
+
+def test_compacting_merges_members_and_keeps_every_line(trace, tmp_path):
+    before = (load(trace), read_index(trace), trace.stat().st_size, own_records(trace, "end"))
+    assert compact(trace)
+    entries = read_index(trace)
+    assert len(entries) < len(before[1]) // 10, "fewer, larger members"
+    assert trace.stat().st_size < before[2]
+    assert entries == build_index(trace)[0], "the index says what a rebuilt one says"
+    assert sum(e.events for e in entries) == sum(e.events for e in before[1]) == 1200
+    assert load(trace).equals(before[0])
+    assert own_records(trace, "end") == before[3]
+    for made in (trace, index_path(trace)):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o600
+    assert [p.name for p in trace.parent.iterdir() if p.name.startswith(".ioo-")] == [], "no temp file left"
+
+
+def test_groups_are_cut_only_at_seams_in_time(trace, monkeypatch):
+    monkeypatch.setattr(compact_module, "GROUP_BYTES", 1)  # cut wherever a seam allows
+    assert compact(trace)
+    events = [e for e in read_index(trace) if e.events]
+    assert len(events) > 1
+    for earlier, later in zip(events, events[1:]):
+        assert later.ts_min >= earlier.ts_max or later.offset - earlier.offset == earlier.size
+
+
+def test_a_trace_that_changed_or_is_damaged_is_left_as_it_is(trace, monkeypatch):
+    original = trace.read_bytes()
+    real_write = compact_module._write
+
+    def write_then_touch(path, data, entries):
+        written = real_write(path, data, entries)
+        mtime = trace.stat().st_mtime_ns
+        os.utime(trace, ns=(mtime, mtime + 1))  # as a writer appending meanwhile would
+        return written
+
+    monkeypatch.setattr(compact_module, "_write", write_then_touch)
+    assert not compact(trace)
+    assert trace.read_bytes() == original
+    monkeypatch.undo()
+    damaged = bytearray(original)
+    entry = read_index(trace)[3]
+    damaged[entry.offset + entry.size // 2] ^= 0xFF
+    trace.write_bytes(bytes(damaged))
+    assert not compact(trace)
+    assert trace.read_bytes() == bytes(damaged)
+    assert [p.name for p in trace.parent.iterdir() if p.name.startswith(".ioo-")] == []
+
+
+def test_the_background_finisher_compacts_and_copies_then_removes_its_mark(trace):
+    expected, size = load(trace), trace.stat().st_size
+    for made in trace.parent.glob("*.parquet*"):
+        made.unlink()
+    assert finish_later(trace) is not None
+    assert mark_path(trace).exists()
+    deadline = time.monotonic() + 120
+    while mark_path(trace).exists():  # the state to wait on: the finisher removes it last
+        assert time.monotonic() < deadline, "the finisher did not finish"
+        time.sleep(0.05)
+    assert trace.stat().st_size < size
+    assert valid_copy(trace) is not None
+    assert load(trace).equals(expected)
