@@ -30,9 +30,14 @@
 #define MAX_ERRNO_ 4095
 #define LOST_AUX_BASE IOO_MAX_OPS
 
-/* known_files values */
+/* known_files values: what was decided for a file, and of which generation of its inode
+ * (a new file with a reused inode number is walked and named again) */
 #define KNOWN_ADMITTED 0x1
 #define KNOWN_EMITTED 0x2
+struct known_file {
+	u32 gen;
+	u8 known;  /* KNOWN_* */
+};
 
 struct prefix_key {
 	char path[IOO_PREFIX_LEN];
@@ -143,6 +148,7 @@ struct walk_req {
 	void *vfsmnt;
 	void *dentry;
 	struct file_ident id;
+	u32 gen;  /* the inode's i_generation: an inode number used again (file deleted, another created) is another file */
 	u32 force;  /* emit the path even if the path filter rejects it (base directories) */
 };
 
@@ -205,7 +211,7 @@ BPF_ARRAY(prefix_lens, u32, IOO_MAX_PREFIXES);          /* distinct prefix lengt
 BPF_HASH(prefix_strings, struct prefix_key, u8, 64);     /* prefixes, zero-padded */
 BPF_PERCPU_ARRAY(prefix_key_scratch, struct prefix_key, 1);
 BPF_HASH(excluded_devs, u32, u8, 64);
-BPF_TABLE("lru_hash", struct ioo_file_key, u8, known_files, KNOWN_FILES);
+BPF_TABLE("lru_hash", struct ioo_file_key, struct known_file, known_files, KNOWN_FILES);
 BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
 BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
@@ -351,8 +357,10 @@ static __always_inline int walk_path(struct walk_req *req)
 			count_lost(LOST_AUX_BASE + IOO_AUX_PATH);
 	}
 	/* Only a delivered path is remembered, so a lost one is sent again next time. */
-	if (known & KNOWN_EMITTED || !admitted)
-		known_files.update(&key, &known);
+	if (known & KNOWN_EMITTED || !admitted) {
+		struct known_file value = {.gen = req->gen, .known = known};
+		known_files.update(&key, &value);
+	}
 	return known;
 }
 
@@ -360,13 +368,15 @@ static __always_inline int walk_path(struct walk_req *req)
 static __always_inline u8 file_admitted(void *file, struct file_ident *id, int force)
 {
 	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
-	u8 *known = known_files.lookup(&key);
-	if (known && (*known & KNOWN_EMITTED || (!force && !(*known & KNOWN_ADMITTED))))
-		return *known;
+	u32 gen = read_u32(read_ptr(file, OFF_FILE_F_INODE), OFF_INODE_I_GENERATION);
+	struct known_file *seen = known_files.lookup(&key);
+	if (seen && seen->gen == gen && (seen->known & KNOWN_EMITTED || (!force && !(seen->known & KNOWN_ADMITTED))))
+		return seen->known;
 	struct walk_req req = {
 		.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT),
 		.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY),
 		.id = *id,
+		.gen = gen,
 		.force = force,
 	};
 	return walk_path(&req);
@@ -661,8 +671,9 @@ static __always_inline void path_base(struct inflight *st, s16 dirfd_arg, struct
 	rec->base_ino = req.id.ino;
 	rec->base_dev = req.id.dev;
 	struct ioo_file_key key = {.ino = req.id.ino, .dev = req.id.dev};
-	u8 *known = known_files.lookup(&key);
-	if (!known || !(*known & KNOWN_EMITTED))
+	req.gen = read_u32(read_ptr(req.dentry, OFF_DENTRY_D_INODE), OFF_INODE_I_GENERATION);
+	struct known_file *seen = known_files.lookup(&key);
+	if (!seen || seen->gen != req.gen || !(seen->known & KNOWN_EMITTED))
 		walk_path(&req);
 }
 
@@ -931,7 +942,13 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if ((flags & IOO_S_RET_FD) && ret >= 0) {
 		s64 unused_pos;
 		void *file = fd_file(ret);
-		if (!file || !file_traced(file, &st.file, &unused_pos))
+		if (!file)
+			return 0;
+		/* A new open file: a verdict cached for a closed one at the same address (and an
+		 * inode at the same address since) is not this file's. */
+		u64 addr = (u64)file;
+		file_cache.delete(&addr);
+		if (!file_traced(file, &st.file, &unused_pos))
 			return 0;
 		st.have |= HAVE_FILE;
 		decided = 1;
@@ -1322,8 +1339,8 @@ static __always_inline int cache_file_selected(struct ioo_config *cfg, u32 dev, 
 	if (!cfg->filter_path)
 		return 1;
 	struct ioo_file_key key = {.ino = ino, .dev = dev};
-	u8 *known = known_files.lookup(&key);
-	return known && (*known & KNOWN_ADMITTED);
+	struct known_file *seen = known_files.lookup(&key);
+	return seen && (seen->known & KNOWN_ADMITTED);
 }
 
 int on_filemap_add(void *ctx)

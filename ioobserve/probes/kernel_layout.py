@@ -34,6 +34,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "INODE_I_INO": ("inode", "i_ino"),
     "INODE_I_SB": ("inode", "i_sb"),
     "INODE_I_MODE": ("inode", "i_mode"),
+    "INODE_I_GENERATION": ("inode", "i_generation"),
     "SUPER_BLOCK_S_DEV": ("super_block", "s_dev"),
     "DENTRY_D_PARENT": ("dentry", "d_parent"),
     "DENTRY_D_NAME_NAME": ("dentry", "d_name.name"),

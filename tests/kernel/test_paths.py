@@ -1,5 +1,6 @@
 """dev, inode and path in events equal os.fstat/realpath: openat with a dirfd, a symlinked
-directory, an fd inherited over fork, dup2, and a file opened before recording began."""
+directory, an fd inherited over fork, dup2, a file opened before recording began, and a new
+file with a deleted file's inode number."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def test_identity_and_paths(root_required, tmp_path):
     assert code == 0, err
     frame = load(recorder.traces())
     cases = json_line(out, "cases")["cases"]
-    assert {c["case"] for c in cases} == {"early", "dirfd", "symlink", "inherited", "dup2"}
+    assert {c["case"] for c in cases} == {"early", "dirfd", "symlink", "inherited", "dup2", "reused inode"}, \
+        "the file system gave no new file a deleted one's inode number"
     for case in cases:
         reads = frame.filter((pl.col(s.PID) == case["pid"]) & (pl.col(s.FD) == case["fd"]) & (pl.col(s.OP) == "read"))
         assert reads.height == 1, case

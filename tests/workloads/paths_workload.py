@@ -1,5 +1,6 @@
 """Path and identity cases: openat with a dirfd, through a symlinked directory, an fd
-inherited over fork, dup2, and a file opened before recording began.
+inherited over fork, dup2, a file opened before recording began, and a new file given the
+inode number of one read and deleted just before (ext4 hands it out again at once).
 
 Opens the "early" file, prints READY, waits for a line on stdin, then does the rest and
 prints one JSON line: {"cases": [{case, pid, fd, path, dev, ino}, ...]} where path is the
@@ -58,5 +59,25 @@ duped = os.open(os.path.join(data, "duped.bin"), os.O_RDONLY)
 os.dup2(duped, 100)
 os.read(100, 100)
 note("dup2", 100, os.path.join(data, "duped.bin"))
+
+gone = os.path.join(data, "gone.bin")
+with open(gone, "wb") as handle:
+    handle.write(os.urandom(8192))
+fd = os.open(gone, os.O_RDONLY)
+os.read(fd, 100)
+gone_ino = os.fstat(fd).st_ino
+os.close(fd)
+os.unlink(gone)
+for attempt in range(100):  # the file system decides which inode a new file gets
+    new = os.path.join(data, f"new-{attempt}.bin")
+    fd = os.open(new, os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, os.urandom(8192))
+    if os.fstat(fd).st_ino == gone_ino:
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.dup2(fd, 101)  # a descriptor number of its own: the deleted file was read through fd's
+        os.read(101, 100)
+        note("reused inode", 101, new)
+        break
+    os.close(fd)
 
 print(json.dumps({"cases": cases}), flush=True)
