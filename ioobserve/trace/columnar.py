@@ -93,7 +93,8 @@ def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
 
 def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage] | None:
     """Write a trace's copy and its key, from its members; (the copy, the damage found), or
-    None where copies are not kept. Memory stays about one chunk of events."""
+    None where copies are not kept or cannot be written (a full disk). Memory stays about one
+    chunk of events."""
     trace = Path(trace)
     if not safe_place(trace):
         return None
@@ -113,7 +114,10 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
             failure.append(exc)
             raise
 
-    fd, temp = tempfile.mkstemp(prefix=".ioo-copy-", suffix=COPY_SUFFIX, dir=trace.parent)  # 0600, new
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".ioo-copy-", suffix=COPY_SUFFIX, dir=trace.parent)  # 0600, new
+    except OSError:
+        return None
     os.close(fd)
     try:
         try:
@@ -121,7 +125,8 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
         except Exception:
             if failure:
                 raise failure[0] from None
-            raise
+            Path(temp).unlink(missing_ok=True)
+            return None  # the copy could not be written: the trace is read from its members
         data = Path(temp).read_bytes()
         damage = found[0] if found else Damage(trace)
         key = {"version": VERSION, "source": source, "copy": {"size": len(data), "crc32": deflate.crc32(data)},
@@ -129,6 +134,9 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
                           "notes": damage.notes}}
         os.replace(temp, copy_path(trace))
         _write_private(key_path(trace), json.dumps(key).encode())
+    except OSError:
+        Path(temp).unlink(missing_ok=True)
+        return None
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise

@@ -19,6 +19,14 @@ READY_TIMEOUT = 90
 STOP = ("--stop-timeout", "300")
 
 
+def wait_finished(directory: Path) -> None:
+    """Until the background finishers of the traces in `directory` are done (ioobserve.trace.finish)."""
+    from ioobserve.trace.finish import MARK_SUFFIX
+    from tests.waiting import wait_until
+
+    wait_until(lambda: not list(Path(directory).glob(f"*{MARK_SUFFIX}")), f"the traces in {directory} finished")
+
+
 def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """`ioobserve record -o out_dir [options] -- command`, run to completion."""
     return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options, "--", *command],

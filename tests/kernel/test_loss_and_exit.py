@@ -10,11 +10,12 @@ import polars as pl
 import pytest
 
 from ioobserve import schema as s
+from ioobserve.trace.columnar import valid_copy
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
-from tests.kernel.recorder import Recorder, json_line, record_command
+from tests.kernel.recorder import Recorder, json_line, record_command, wait_finished
 from tests.waiting import wait_until
 
 FLOOD = str(ROOT / "tests" / "workloads" / "flood.py")
@@ -79,6 +80,9 @@ def test_sigterm_flushes_and_detaches_everything(root_required, tmp_path):
     assert writes.height == WRITES, "every call before the SIGTERM is in the trace"
     assert end["args"]["num_events"] == end["args"]["recording_events"] == frame.height  # the end record counts them all
     assert read_index(trace) == build_index(trace)[0]  # index written along
+    wait_finished(recorder.out_dir)  # then recompressed, and copied for reading, in the background
+    assert read_index(trace) == build_index(trace)[0]
+    assert valid_copy(trace) is not None and load([trace]).equals(frame)
 
 
 @pytest.mark.kernel
