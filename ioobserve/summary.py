@@ -6,14 +6,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.context.processes import Process
+from ioobserve.operations import KIND, READ, WRITE, op_kind
 
 MAX_DISAGREEING = 20
 MAX_TAG_VALUES = 8  # per tag key, for the summary line
-_READS = sorted(ev.READ_OPS)
-_WRITES = sorted(ev.WRITE_OPS)
 
 
 @dataclass
@@ -76,8 +74,8 @@ class SummarySink:
         out.calls += counted.height
         for op, n in counted.group_by(s.OP).len().iter_rows():
             out.ops[op] = out.ops.get(op, 0) + n
-        is_read = pl.col(s.OP).is_in(_READS) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) == 0))
-        is_write = pl.col(s.OP).is_in(_WRITES) | (pl.col(s.OP).is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0))
+        frame = frame.with_columns(op_kind().alias(KIND))
+        is_read, is_write = pl.col(KIND) == READ, pl.col(KIND) == WRITE
         totals = [
             pl.col(s.COUNTED).sum().alias("calls"),
             pl.col(s.BYTES).filter(is_read).sum().alias("read"),

@@ -9,7 +9,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, merge
-from ioobserve.analysis.ops import KIND, OPEN_NAMES, READ, STAT_NAMES
+from ioobserve.operations import KIND, OPEN_NAMES, READ, STAT_NAMES
 
 OPENS, OPENS_AFTER_STAT = "opens", "opens_after_stat"
 

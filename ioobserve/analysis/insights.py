@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.ops import KIND, METADATA, READ, WRITE
+from ioobserve.operations import KIND, METADATA, READ, WRITE
 from ioobserve.analysis.patterns import RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.results import (
     BYTES_READ,

@@ -10,7 +10,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, length, merge_now, uncovered
-from ioobserve.analysis.ops import KIND, METADATA, READ, SYNC, WRITE, io_layer
+from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer
 from ioobserve.analysis.partial import (
     BYTES,
     COUNT,

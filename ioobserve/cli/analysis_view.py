@@ -8,7 +8,7 @@ from rich.table import Table
 
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
-from ioobserve.analysis.ops import KIND
+from ioobserve.operations import KIND
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.cli.summary_view import short_path
 from ioobserve.units import format_bytes, format_rate

@@ -22,25 +22,14 @@ from ioobserve.context.timeline import ContextTimeline, join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
 from ioobserve.python.stacks import PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
 
-def _layer_of(code: int) -> str:
-    """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
-    runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
-            (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5), (ev.FIRST_VFS_OP, s.LAYER_VFS),
-            (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO), (ev.FIRST_CACHE_OP, s.LAYER_CACHE),
-            (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))
-    for first, layer in runs:
-        if code >= first:
-            return layer
-    return s.LAYER_SYSCALL
-
-
-_LAYERS = pl.Series("layers", [_layer_of(code) for code in range(ev.MAX_OPS)])
+_LAYERS = pl.Series("layers", [layer_of(code) for code in range(ev.MAX_OPS)])
 _NAME_KEYS = ["tid", "ts_ns"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.ops import KIND, METADATA, READ, WRITE, op_kind
+from ioobserve.operations import KIND, METADATA, READ, WRITE, op_kind
 
 STREAM_ROWS = 500  # the most recent events kept for the event stream
 HISTORY = 120  # samples kept for sparklines

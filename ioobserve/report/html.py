@@ -10,7 +10,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
-from ioobserve.analysis.ops import DATA_KINDS, KIND, METADATA
+from ioobserve.operations import DATA_KINDS, KIND, METADATA
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import BIN
 from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, timeline

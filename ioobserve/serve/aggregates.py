@@ -13,13 +13,14 @@ import numpy as np
 import polars as pl
 
 from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.operations import DATA_KINDS, READ, WRITE, op_kind
 
 LABELS = ("node", "job", "user", "layer", "op", "mountpoint")
 SUMS = ("calls", "errors", "read_bytes", "write_bytes", "req_bytes", "time_ns")
 # Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
 LATENCY_SLOTS = range(10, 36)
 SIZE_SLOTS = range(31)
-SIZED_OPS = frozenset(ev.READ_OPS | ev.WRITE_OPS | ev.COPY_OPS)
 OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
 
 
@@ -56,6 +57,11 @@ def hist_frame(entries: np.ndarray) -> pl.DataFrame:
     return pl.concat(parts)
 
 
+def _kind() -> pl.Expr:
+    """The KIND of each row's op (ioobserve.operations): the kernel aggregates the syscall layer."""
+    return op_kind(pl.col("op").cast(pl.String), pl.lit(s.LAYER_SYSCALL), pl.col("out") > 0)
+
+
 def _counted_once() -> pl.Expr:
     """A two-file call's second record (out 2) repeats the call its first one counted."""
     return pl.col("out") != 2
@@ -63,9 +69,8 @@ def _counted_once() -> pl.Expr:
 
 def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
     """Per key: calls, errors, bytes read and written (by the op's kind and side), bytes asked for, time."""
-    op, out = pl.col("op"), pl.col("out")
-    reads = op.is_in(sorted(ev.READ_OPS)) | (op.is_in(sorted(ev.COPY_OPS)) & (out == 0))
-    writes = op.is_in(sorted(ev.WRITE_OPS)) | (op.is_in(sorted(ev.COPY_OPS)) & (out > 0))
+    kind = _kind()
+    reads, writes = kind == READ, kind == WRITE
     once = _counted_once()
     zero = pl.lit(0, pl.UInt64)
     return calls.select(
@@ -74,7 +79,7 @@ def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
         pl.when(once).then(pl.col("errors")).otherwise(zero).alias("errors"),
         pl.when(reads).then(pl.col("ret_sum")).otherwise(zero).alias("read_bytes"),
         pl.when(writes).then(pl.col("ret_sum")).otherwise(zero).alias("write_bytes"),
-        pl.when(once & op.is_in(sorted(SIZED_OPS))).then(pl.col("req_sum")).otherwise(zero).alias("req_bytes"),
+        pl.when(once & kind.is_in(DATA_KINDS)).then(pl.col("req_sum")).otherwise(zero).alias("req_bytes"),
         pl.when(once).then(pl.col("time_ns")).otherwise(zero).alias("time_ns"),
     )
 
@@ -112,7 +117,7 @@ def cumulative_buckets(hist: pl.DataFrame, kind: int, slots: range) -> pl.DataFr
     """Per label set: the count at or below each bound 2^slot (LATENCY_SLOTS or SIZE_SLOTS), and all."""
     rows = hist.filter((pl.col("kind") == kind) & _counted_once())
     if kind == ev.AGG_SIZE:
-        rows = rows.filter(pl.col("op").is_in(sorted(SIZED_OPS)))
+        rows = rows.filter(_kind().is_in(DATA_KINDS))
     per_slot = rows.group_by(*LABELS, "slot").agg(pl.col("count").sum())
     bounds = pl.DataFrame({"bound": list(slots)}, schema={"bound": pl.UInt32})
     per_bound = per_slot.join(bounds, how="cross").filter(pl.col("slot") <= pl.col("bound"))

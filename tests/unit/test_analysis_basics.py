@@ -9,7 +9,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import BUSY_NS, bandwidth, busy_intervals, busy_time
-from ioobserve.analysis.ops import KIND, op_kind
+from ioobserve.operations import KIND, op_kind
 from ioobserve.analysis.sizes import access_sizes
 
 

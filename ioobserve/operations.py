@@ -1,5 +1,7 @@
-"""What kind of I/O an operation is (read, write, sync, metadata), for every layer's names,
-and which layer a trace's totals come from."""
+"""The one table of operations: what kind of I/O each operation a trace may name is (data
+read, data write, sync, metadata, other), in every layer of ours and in DFTracer's names, and
+which layer each of our op codes belongs to. The summary, `top`, `serve` and the analysis
+all classify through it (a leaf module: events and schema only)."""
 
 from __future__ import annotations
 
@@ -37,20 +39,40 @@ STAT_NAMES = frozenset({"stat", "lstat", "fstat", "newfstatat", "statx", "access
 # them, so that the same I/O seen at several layers is counted once.
 IO_LAYERS = (s.LAYER_SYSCALL, s.LAYER_POSIX, s.LAYER_STDIO, s.LAYER_MPIIO, s.LAYER_HDF5)
 
+KIND_OF: dict[str, str] = {
+    **dict.fromkeys(OTHER_NAMES, OTHER), **dict.fromkeys(SYNC_NAMES, SYNC), **dict.fromkeys(READ_NAMES | ev.COPY_OPS, READ),
+    **dict.fromkeys(WRITE_NAMES, WRITE),
+}
+"""Kind by operation name, in any layer but PYTHON's (whose calls are all OTHER); a name not
+in it is METADATA. A copy (sendfile, copy_file_range, splice) is READ on its input side and
+WRITE on its output side."""
 
-def op_kind() -> pl.Expr:
-    """KIND of each event: read, write, sync, metadata or other. The output side of a copy
-    (sendfile, copy_file_range, splice) is a write, its input side a read."""
-    op = pl.col(s.OP)
-    copy_out = op.is_in(sorted(ev.COPY_OPS)) & ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0)
+
+def op_kind(op: pl.Expr | None = None, layer: pl.Expr | None = None, copy_out: pl.Expr | None = None) -> pl.Expr:
+    """KIND of each event as an Enum of KINDS: by default from the OP, LAYER and FLAGS columns
+    of ioobserve.schema (copy_out: whether the row is a copy's output side)."""
+    op = pl.col(s.OP) if op is None else op
+    layer = pl.col(s.LAYER) if layer is None else layer
+    copy_out = (pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0 if copy_out is None else copy_out
+    by_name = op.replace_strict(KIND_OF, default=METADATA, return_dtype=pl.String)
     return (
-        pl.when(copy_out | op.is_in(sorted(WRITE_NAMES))).then(pl.lit(WRITE))
-        .when(op.is_in(sorted(READ_NAMES | ev.COPY_OPS))).then(pl.lit(READ))
-        .when(op.is_in(sorted(SYNC_NAMES))).then(pl.lit(SYNC))
-        .when(op.is_in(sorted(OTHER_NAMES)) | (pl.col(s.LAYER) == s.LAYER_PYTHON)).then(pl.lit(OTHER))
-        .otherwise(pl.lit(METADATA))
+        pl.when(layer == s.LAYER_PYTHON).then(pl.lit(OTHER))
+        .when(op.is_in(sorted(ev.COPY_OPS)) & copy_out).then(pl.lit(WRITE))
+        .otherwise(by_name)
         .cast(pl.Enum(KINDS))
     )
+
+
+def layer_of(code: int) -> str:
+    """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
+    runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
+            (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5),
+            (ev.FIRST_VFS_OP, s.LAYER_VFS), (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),
+            (ev.FIRST_CACHE_OP, s.LAYER_CACHE), (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))
+    for first, layer in runs:
+        if code >= first:
+            return layer
+    return s.LAYER_SYSCALL
 
 
 def io_layer(layers: Iterable[str]) -> str | None:
