@@ -6,12 +6,14 @@ The `.pfw.gz` is the record of truth; the copy is a cache anyone may delete. Its
 checksum of the index; size and a checksum of both ends for a trace without an index), the
 copy's own size and checksum, and the damage found while building it. A copy whose key does
 not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
-read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere a
-trace is read from its members every time.
+read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere, and
+while a recorder is still writing the trace (it holds a lock on it), a trace is read from its
+members every time. A crashed recording's lock went with it: its trace gets a copy.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -75,6 +77,24 @@ def safe_place(trace: Path) -> bool:
     return True
 
 
+def being_written(trace: Path) -> bool:
+    """Whether a recorder is still writing the trace (its disk process holds a lock on it): a
+    copy would be stale at its next flush, so none is built."""
+    try:
+        fd = os.open(trace, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False  # no locks here: nothing says so
+    finally:
+        os.close(fd)  # and with it our lock
+    return False
+
+
 def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
     """(the copy, the damage found in the trace) if the trace has a copy that matches it now."""
     trace = Path(trace)
@@ -93,10 +113,10 @@ def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
 
 def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage] | None:
     """Write a trace's copy and its key, from its members; (the copy, the damage found), or
-    None where copies are not kept or cannot be written (a full disk). Memory stays about one
-    chunk of events."""
+    None where copies are not kept, of a trace still being written, or where the copy cannot
+    be written (a full disk). Memory stays about one chunk of events."""
     trace = Path(trace)
-    if not safe_place(trace):
+    if not safe_place(trace) or being_written(trace):
         return None
     try:
         source = source_key(trace)  # before reading: a trace that grows meanwhile gets a copy that is stale at once

@@ -17,6 +17,7 @@ from ioobserve.trace.columnar import copy_path, key_path, valid_copy
 from ioobserve.trace.index import index_path
 from ioobserve.trace.reader import load, scan
 from tests.unit.synthetic_traces import T0, US, Proc, io, write_trace
+from tests.waiting import wait_until
 
 PROCS = [Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0), Proc(12, ppid=10, job=None)]
 
@@ -136,3 +137,21 @@ def test_several_traces_scan_in_time_order(trace, tmp_path):
     both = scan([trace, other]).collect()
     assert both.height == 400 and both.get_column(s.TS).is_sorted()
     assert both.sort(s.TS, s.PID, s.PATH).equals(pl.concat([load(trace), load(other)]).sort(s.TS, s.PID, s.PATH))
+
+
+def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
+    from ioobserve.context.processes import Process
+    from ioobserve.trace.writer import TraceWriter
+    from tests.unit.synthetic_traces import frame
+
+    directory = tmp_path / "live"
+    directory.mkdir(mode=0o700)
+    writer = TraceWriter(directory, "live.pfw.gz", {"command": ["x"]}, mounts=[])
+    writer.processes([Process(pid=p.pid, ppid=p.ppid, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))
+                      for p in PROCS])
+    writer.events(frame(_batches(count=1)[0]))
+    wait_until(lambda: writer.events_written == 50, "the batch flushed (at most a second)")
+    assert load(writer.path).height == 50
+    assert not copy_path(writer.path).exists(), "a copy would be stale at the next flush"
+    writer.close()
+    assert load(writer.path).height == 50 and valid_copy(writer.path) is not None
