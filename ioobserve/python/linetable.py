@@ -5,6 +5,7 @@ for 3.11+. Offsets are in bytes of bytecode."""
 from __future__ import annotations
 
 import bisect
+from functools import lru_cache
 
 NO_LINE = -1
 _NO_LINE_310 = -128
@@ -79,8 +80,10 @@ class LineTable:
         self._ranges = ranges
 
     @classmethod
+    @lru_cache(maxsize=16384)
     def parse(cls, table: bytes, firstlineno: int, version: tuple[int, int]) -> LineTable:
-        """The line table of a code object of CPython `version`."""
+        """The line table of a code object of CPython `version`: parsed once for every process
+        that runs the same code (each DataLoader worker imports the same modules)."""
         return cls(ranges_310(table, firstlineno) if version < (3, 11) else ranges_311(table, firstlineno))
 
     def line(self, offset: int) -> int:
