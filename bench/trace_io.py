@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ioobserve  # noqa: E402
 from ioobserve import schema as s  # noqa: E402
-from ioobserve.context.processes import Process  # noqa: E402
+from ioobserve.model import Process  # noqa: E402
 from ioobserve.trace.writer import TraceWriter  # noqa: E402 (after the sys.path line)
 
 BATCH = 65536

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.context.processes import Process
+from ioobserve.model import Process
 from ioobserve.operations import KIND, READ, WRITE, op_kind
 
 MAX_DISAGREEING = 20

@@ -23,7 +23,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
-from ioobserve.operations import DATA_KINDS, IO_LAYERS, KIND, KINDS, METADATA, OTHER, op_kind
+from ioobserve.operations import DATA_KINDS, IO_LAYERS, KIND, METADATA, OTHER, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin

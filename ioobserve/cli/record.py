@@ -97,6 +97,7 @@ def record(
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
     from ioobserve.trace.finish import finish_later
+    from ioobserve.context.mounts import read_mounts
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
@@ -146,7 +147,7 @@ def record(
     try:
         writer = TraceWriter(directory, trace_name(), details,
                              rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
-                             precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
+                             mounts=read_mounts(), precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
                              on_closed=finish_in_background if compact else None)
     except OutputError as exc:
         recording.probes.close()

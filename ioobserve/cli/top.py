@@ -118,6 +118,7 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
     from ioobserve.live.source import LiveSource
     from ioobserve.probes.capabilities import privileges_check
     from ioobserve.probes.loader import ProbeError
+    from ioobserve.context.mounts import read_mounts
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
@@ -141,7 +142,7 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "top"],
                    "recorder_pid": os.getpid(), "layers": sorted(chosen)}
         try:
-            writer = TraceWriter(directory, trace_name(), details)
+            writer = TraceWriter(directory, trace_name(), details, mounts=read_mounts())
         except OutputError as exc:
             recording.probes.close()
             fail(str(exc))

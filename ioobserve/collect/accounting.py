@@ -22,11 +22,9 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.model import ACCOUNTING_SCHEMA, COUNTERS, TRACED
 from ioobserve.probes.btf import Btf, BtfError
 
-COUNTERS = ("read_syscalls", "write_syscalls", "read_char", "write_char", "read_bytes", "write_bytes",
-            "blkio_count", "blkio_delay_total")
-"""The u64 fields of struct taskstats kept per process."""
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
 _POLL_S = 0.2
 _DATAGRAM = 1 << 16
@@ -193,13 +191,9 @@ class ExitAccounting:
 ROUNDING = 1024
 CALL_SLACK = 32
 BYTE_SLACK = 64 << 10
-TRACED = ("traced_reads", "traced_writes", "traced_read_bytes", "traced_write_bytes")
 # Which traced total each kernel counter is checked against.
 CHECKED = {"read_syscalls": ("traced_reads", CALL_SLACK), "write_syscalls": ("traced_writes", CALL_SLACK),
            "read_char": ("traced_read_bytes", BYTE_SLACK), "write_char": ("traced_write_bytes", BYTE_SLACK)}
-ROW_SCHEMA: dict[str, pl.DataType] = {
-    "pid": pl.UInt32, **dict.fromkeys(COUNTERS, pl.UInt64), **dict.fromkeys(TRACED, pl.UInt64), "agrees": pl.Boolean,
-}
 _READS, _WRITES, _COPIES = sorted(ev.READ_OPS), sorted(ev.WRITE_OPS), sorted(ev.COPY_OPS)
 TAKE, WAIT, DROP = "take", "wait", "drop"  # what to do with a received process's accounting
 
@@ -238,7 +232,7 @@ class AccountingCheck:
             self._exited[pid] = (received, values)
 
     def ready(self, verdict) -> pl.DataFrame:
-        """ROW_SCHEMA rows of the received processes `verdict(pid, received)` says to TAKE (traced
+        """ACCOUNTING_SCHEMA rows of the received processes `verdict(pid, received)` says to TAKE (traced
         from their start, and their exit already drained); those it says to DROP are forgotten,
         the rest (WAIT) kept for a later call."""
         rows = []
@@ -253,7 +247,7 @@ class AccountingCheck:
                 agrees = all(counters[theirs] <= traced[mine] + slack and traced[mine] < counters[theirs] + ROUNDING
                              for theirs, (mine, slack) in CHECKED.items())
                 rows.append({"pid": pid, **counters, **traced, "agrees": agrees})
-        return pl.DataFrame(rows, schema=ROW_SCHEMA)
+        return pl.DataFrame(rows, schema=ACCOUNTING_SCHEMA)
 
     def forget(self, pids) -> None:
         """Processes long gone whose accounting never came (or was not wanted)."""

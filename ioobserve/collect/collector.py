@@ -26,12 +26,14 @@ from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, Exit
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
-from ioobserve.context.processes import Process, ProcessTable
+from ioobserve.context.processes import ProcessTable
+from ioobserve.model import Process
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
-from ioobserve.python.stacks import PythonStacks, Stack
+from ioobserve.python.stacks import PythonStacks
+from ioobserve.model import Stack
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
@@ -76,7 +78,7 @@ class Sink(Protocol):
 
     def accounting(self, rows: pl.DataFrame) -> None:
         """Exited processes' traced calls and bytes beside the kernel's accounting
-        (ioobserve.collect.accounting.ROW_SCHEMA)."""
+        (ioobserve.model.ACCOUNTING_SCHEMA)."""
 
     def abandon(self) -> None:
         """The stop deadline passed (any thread): stop writing, drop and count what is queued,

@@ -18,7 +18,8 @@ from ioobserve.context.cgroups import CgroupTable, context_frame
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
-from ioobserve.context.timeline import ContextTimeline, join_process_context
+from ioobserve.context.timeline import ContextTimeline
+from ioobserve.model import join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of

@@ -11,62 +11,16 @@ I/O is already tagged. Ids are never reused, so what was learned stays true.
 from __future__ import annotations
 
 import os
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.model import CgroupContext, parse_cgroup_path
 from ioobserve.probes.capabilities import cgroup2_mount
 
 RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
-
-# Slurm, cgroup v1 layout: /slurm[_node]/uid_U/job_J/step_S/task_T (as mirrored in v2 by tests).
-_SLURM_V1 = re.compile(r"/slurm(?:_[^/]+)?/uid_(?P<uid>\d+)/job_(?P<job>\d+)(?:/step_(?P<step>[^/]+))?(?:/task_(?P<task>\d+))?")
-# Slurm, cgroup v2 layout: .../[node_]slurmstepd.scope/job_J/step_S/user/task_T
-_SLURM_V2 = re.compile(
-    r"/(?:[^/]*_)?slurmstepd\.scope/job_(?P<job>\d+)(?:/step_(?P<step>[^/]+))?(?:/user)?(?:/task_(?P<task>\d+))?"
-)
-# Kubernetes pods: cgroupfs driver (/kubepods/burstable/pod<uid>) and systemd driver
-# (kubepods-burstable-pod<uid with _ for ->.slice).
-_POD = re.compile(r"/(?:kubepods[^/]*-)?pod(?P<uid>[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?(?=/|$)")
-# Container ids: a 64-hex component, bare (cgroupfs drivers) or as a runtime's scope.
-_CONTAINER = re.compile(r"^(?:(?:docker|cri-containerd|crio|libpod|containerd)-)?(?P<id>[0-9a-f]{64})(?:\.scope)?$")
-_UNIT_SUFFIXES = (".service", ".scope")
-
-
-@dataclass(frozen=True)
-class CgroupContext:
-    """What a cgroup's path says about the work inside it (None: the path does not say)."""
-
-    path: str  # relative to the v2 mount, starting with "/"
-    job: str | None = None
-    step: str | None = None
-    task: int | None = None
-    unit: str | None = None
-    container: str | None = None
-    pod: str | None = None
-
-
-def parse_cgroup_path(path: str) -> CgroupContext:
-    """The context named by one cgroup path (relative to the v2 mount)."""
-    job = step = task = pod = container = unit = None
-    slurm = _SLURM_V1.search(path) or _SLURM_V2.search(path)
-    if slurm:
-        job, step = slurm["job"], slurm["step"]
-        task = int(slurm["task"]) if slurm["task"] is not None else None
-    found = _POD.search(path)
-    if found:
-        pod = found["uid"].replace("_", "-")
-    for component in reversed(path.split("/")):
-        if container is None and (match := _CONTAINER.match(component)):
-            container = match["id"]
-        if unit is None and component.endswith(_UNIT_SUFFIXES):
-            unit = component
-    return CgroupContext(path=path or "/", job=job, step=step, task=task, unit=unit, container=container, pod=pod)
-
 
 class CgroupTable:
     """cgroup id -> CgroupContext for the v2 hierarchy, learned by walking its mount."""

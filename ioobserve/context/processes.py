@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ioobserve import events as ev
 from ioobserve.decode import ProcRecord
+from ioobserve.model import Process
 
 PROC = Path("/proc")
-
-
-@dataclass
-class Process:
-    """What is known of one process (a tgid)."""
-
-    pid: int
-    ppid: int = 0
-    comm: str = ""
-    exe: str = ""
-    cmdline: tuple[str, ...] = ()
-    start_ns: int | None = None  # monotonic ns of fork; None if born before recording
-    exit_ns: int | None = None
-    exit_code: int | None = None
-    uid: int = 0
-    cgroup_id: int = 0
-    seeded: bool = False  # read from /proc, not seen being born
-    children: list[int] = field(default_factory=list)
 
 
 def read_proc(pid: int, proc: Path = PROC) -> Process | None:

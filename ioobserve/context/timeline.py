@@ -28,13 +28,10 @@ from ioobserve import schema as s
 from ioobserve.context.launch import SPAWN_CHILD, Launch, child_kind, launch_from_environ, read_environ
 from ioobserve.context.tags import apply_tags
 from ioobserve.decode import EnvRecord, ProcRecord
+from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA
 
 _LAUNCH_FIELDS = ("job", "step", "rank", "local_rank", "world_size")
 MAX_CHANGES = 1024  # per process: older changes are folded into one beyond this
-ENV_JOB, ENV_STEP = "env_job", "env_step"  # rows' job and step, from the environment
-ROW_SCHEMA: dict[str, pl.DataType] = {
-    s.PID: pl.UInt32, "since": pl.UInt64, ENV_JOB: pl.String, ENV_STEP: pl.String, **s.PROCESS_CONTEXT_SCHEMA,
-}
 _ROW_FIELDS = {ENV_JOB: "job", ENV_STEP: "step", s.RANK: "rank", s.LOCAL_RANK: "local_rank",
                s.WORLD_SIZE: "world_size", s.WORKER: "worker"}
 
@@ -66,23 +63,6 @@ class _Change:
         base = EMPTY if self.snapshot else ctx
         tags = apply_tags(base.tags, self.tags) if self.tags else base.tags
         return replace(base, **self.fields, tags=tags if tags is not None else base.tags)
-
-
-def join_process_context(events: pl.DataFrame, rows: pl.DataFrame, slack_ns: int = 0) -> pl.DataFrame:
-    """Each event with the context row (ROW_SCHEMA) of its pid in force at its time, sorted by
-    time; job and step fall back to the environment's where the cgroup names none. slack_ns:
-    how much later than its ts an event may really have started (999 for a trace in µs, whose
-    context changes are in ns: an event gets the context in force at the end of its µs)."""
-    if rows.is_empty():
-        return events.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items())
-    joined = events.with_columns((pl.col(s.TS) + slack_ns).alias("_at")).sort("_at").join_asof(
-        rows.sort("since"), left_on="_at", right_on="since", by=s.PID, strategy="backward", check_sortedness=False
-    ).drop("_at")
-    tags = pl.col(s.TAGS)
-    return joined.with_columns(
-        pl.coalesce(s.JOB, ENV_JOB).alias(s.JOB), pl.coalesce(s.STEP, ENV_STEP).alias(s.STEP),
-        pl.when(tags.list.len() > 0).then(tags).alias(s.TAGS),  # no tags: null, as for a process without context
-    ).drop("since", ENV_JOB, ENV_STEP)
 
 
 class _History:

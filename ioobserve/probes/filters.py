@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ioobserve.context.mounts import MOUNTINFO, PSEUDO_FS, read_mounts
+from ioobserve.context.mounts import MOUNTINFO, read_mounts
+
+from ioobserve.model import PSEUDO_FS
 
 
 def excluded_devices(mountinfo: str = MOUNTINFO) -> set[int]:

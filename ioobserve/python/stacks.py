@@ -18,33 +18,16 @@ ours (counted in unknown_chains).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import NamedTuple
 
 import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.decode import PyChainRecord, PyCodeRecord
+from ioobserve.model import KEPT_CHAINS, Frame, Stack
 from ioobserve.python.linetable import NO_LINE, LineTable
 from ioobserve.python.spans import LEVELS_SCHEMA
 
 UNKNOWN = "<unknown>"  # a code object whose record was lost
-KERNEL_CHAINS_SEEN = 65536  # py_chains_seen's size: chains the kernel does not send again
-KEPT_CHAINS = 2 * KERNEL_CHAINS_SEEN  # resolved chains (and distinct stacks) kept, by last use
-
-
-class Frame(NamedTuple):
-    """One Python frame: the function's qualified name, its file and the line being run."""
-
-    function: str
-    file: str
-    line: int
-
-
-class Stack(NamedTuple):
-    """Frames innermost first; truncated when the walk stopped before the outermost."""
-
-    frames: tuple[Frame, ...]
-    truncated: bool
 
 
 class _Code:

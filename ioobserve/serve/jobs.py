@@ -22,6 +22,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.context.cgroups import CgroupTable
+from ioobserve.context.mounts import read_mounts
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
 from ioobserve.trace.output import OutputError, check_output_dir, trace_name
@@ -124,6 +125,7 @@ class JobRecorder:
                        "recorder_pid": os.getpid(), "job": job}
             writer = self.writers[job] = TraceWriter(
                 directory, trace_name(), details, rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
+                mounts=read_mounts(),
                 on_trouble=lambda message: self.log(f"ioobserve serve: job {job}: {message}", flush=True))
             self.probes.exclude_helper(writer.disk_pid)  # its own writes are not the node's I/O
             if self._processes:

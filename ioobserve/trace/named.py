@@ -7,7 +7,7 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.timeline import join_process_context
+from ioobserve.model import join_process_context
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.trace import parse
 from ioobserve.trace.tables import (

@@ -16,6 +16,7 @@ import polars as pl
 from polars.io.plugins import register_io_source
 
 from ioobserve import schema as s
+from ioobserve.model import ACCOUNTING_SCHEMA
 from ioobserve.trace import parse
 from ioobserve.trace.columnar import build_copy, scan_copy, valid_copy
 from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all
@@ -88,10 +89,8 @@ def records(paths, name: str) -> pl.DataFrame:
 def accounting(paths) -> pl.DataFrame:
     """Per exited process (TS records): traced read/write calls and bytes beside the kernel's
     taskstats counters, and whether they agree (ioobserve.collect.accounting)."""
-    from ioobserve.collect.accounting import ROW_SCHEMA
-
     ts = records(paths, "TS")
-    return ts.select("pid", *(pl.col("args").struct.field(key) for key in list(ROW_SCHEMA)[1:])).cast(ROW_SCHEMA)
+    return ts.select("pid", *(pl.col("args").struct.field(key) for key in list(ACCOUNTING_SCHEMA)[1:])).cast(ACCOUNTING_SCHEMA)
 
 
 def own_records(path: Path, name: str) -> list[dict]:

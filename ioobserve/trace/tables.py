@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.context.timeline import ENV_JOB, ENV_STEP, ROW_SCHEMA
+from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA
 from ioobserve.trace import parse
 
 MOUNTPOINT, FSTYPE = "mountpoint", "fstype"

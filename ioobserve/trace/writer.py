@@ -28,12 +28,9 @@ import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as f
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.context.cgroups import parse_cgroup_path
-from ioobserve.context.mounts import PSEUDO_FS, Mount, read_mounts
-from ioobserve.context.processes import Process
-from ioobserve.python.stacks import KEPT_CHAINS, Stack
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
+from ioobserve.model import KEPT_CHAINS, PSEUDO_FS, Mount, Process, Stack, parse_cgroup_path
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
@@ -92,7 +89,8 @@ def gzip_member(data: bytes, level: int = GZIP_LEVEL) -> bytes:
 class TraceWriter:
     """Writes one recording to <dir>/<host>-<time>-<pid>.pfw.gz, rotating to -1, -2, ... parts
     by size (compressed bytes) or age when asked. Each part stands alone: its own start and
-    end records, and FH/PR records for every file and process it mentions."""
+    end records, and FH/PR records for every file and process it mentions. `mounts`: the
+    node's (ioobserve.context.mounts.read_mounts), for its MT records."""
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
                  rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
@@ -109,7 +107,7 @@ class TraceWriter:
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = {**recording, "precision": precision}
-        self._mounts = [m for m in (read_mounts() if mounts is None else mounts) if m.fstype not in PSEUDO_FS]
+        self._mounts = [m for m in mounts or [] if m.fstype not in PSEUDO_FS]
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
         self._part_number = 0

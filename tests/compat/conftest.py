@@ -14,9 +14,9 @@ import pytest
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.processes import Process
+from ioobserve.model import Process
 from ioobserve.python.spans import LEVELS_SCHEMA, PY_SAME, SpanBuilder
-from ioobserve.python.stacks import Frame, Stack
+from ioobserve.model import Frame, Stack
 from ioobserve.trace.writer import TraceWriter
 
 PEERS = Path(__file__).resolve().parents[2] / ".venv-peers"

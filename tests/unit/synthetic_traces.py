@@ -10,9 +10,9 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.mounts import Mount
-from ioobserve.context.processes import Process
-from ioobserve.python.stacks import Stack
+from ioobserve.model import Mount
+from ioobserve.model import Process
+from ioobserve.model import Stack
 from ioobserve.trace import writer as writer_module
 from ioobserve.trace.writer import TraceWriter
 

@@ -8,7 +8,8 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.accounting import COUNTERS, DROP, TAKE, WAIT, AccountingCheck, TaskstatsLayout
+from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, TaskstatsLayout
+from ioobserve.model import COUNTERS
 
 LAYOUT = TaskstatsLayout({name: 64 + 8 * i for i, name in enumerate(COUNTERS)}, pid=8, tgid=12, size=160)
 

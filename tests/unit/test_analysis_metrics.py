@@ -119,7 +119,7 @@ def test_python_layer_overlap_from_the_calls_stacked_io_ran_in(tmp_path):
     hold them and do not count): t100: [0,30) (two reads), [40,50), [60,70); t101: [0,5),
     [45,80). Busy [0,30) [40,80) = 70; compute (gaps between a thread's calls) [30,40)
     [50,60) [5,45) = [5,45) [50,60); uncovered: [0,5) [45,50) [60,80) = 30."""
-    from ioobserve.python.stacks import Frame, Stack
+    from ioobserve.model import Frame, Stack
 
     stacks = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<module>", "/w/train.py", 7)), False)}
 

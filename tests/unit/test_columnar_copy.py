@@ -140,7 +140,7 @@ def test_several_traces_scan_in_time_order(trace, tmp_path):
 
 
 def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
-    from ioobserve.context.processes import Process
+    from ioobserve.model import Process
     from ioobserve.trace.writer import TraceWriter
     from tests.unit.synthetic_traces import frame
 

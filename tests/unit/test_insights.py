@@ -6,7 +6,7 @@ from __future__ import annotations
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
 from ioobserve.analysis.run import analyze_partial
-from ioobserve.context.mounts import Mount
+from ioobserve.model import Mount
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MiB = 1 << 20

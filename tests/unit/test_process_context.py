@@ -8,7 +8,8 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.context.launch import HELPER, PROGRAM, SPAWN_CHILD, Launch, child_kind, launch_from_environ
 from ioobserve.context.tags import MAX_TAGS, apply_tags, parse_tags, tag_text
-from ioobserve.context.timeline import ContextTimeline, join_process_context
+from ioobserve.context.timeline import ContextTimeline
+from ioobserve.model import join_process_context
 
 SPAWN = ("python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
          "--multiprocessing-fork")

@@ -7,7 +7,7 @@ import json
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.context.processes import Process
+from ioobserve.model import Process
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.members import intact_text
 from ioobserve.trace import writer as writer_module

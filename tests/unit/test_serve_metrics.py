@@ -63,7 +63,7 @@ class _Cgroups:
         self.forgotten |= set(ids)
 
     def lookup(self, ids):
-        from ioobserve.context.cgroups import CgroupContext
+        from ioobserve.model import CgroupContext
 
         return {i: CgroupContext(path=f"/x/{i}", job="77" if i == JOB_CG else None) for i in ids}
 

@@ -11,8 +11,8 @@ import pytest
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.context.processes import Process
-from ioobserve.python.stacks import Frame, Stack
+from ioobserve.model import Process
+from ioobserve.model import Frame, Stack
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
 
