@@ -4,8 +4,9 @@ by time, so that reading is fast and lazy (projection and predicates reach the P
 The `.pfw.gz` is the record of truth; the copy is a cache anyone may delete. Its key,
 `<trace>.parquet.key`, says which state of the trace it was built from (size, members and a
 checksum of the index; size and a checksum of both ends for a trace without an index), the
-copy's own size and checksum, and the damage found while building it. A copy whose key does
-not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
+copy's own size and checksum (read again in full when the copy is not the file written then:
+another inode, or modified since), and the damage found while building it. A copy whose key
+does not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
 read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere, and
 while a recorder is still writing the trace (it holds a lock on it), a trace is read from its
 members every time. A crashed recording's lock went with it: its trace gets a copy.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -101,10 +103,15 @@ def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
     copy = copy_path(trace)
     try:
         key = json.loads(key_path(trace).read_bytes())
-        if key.get("version") != VERSION or not safe_place(trace) or copy.is_symlink():
+        if key.get("version") != VERSION or not safe_place(trace) or key.get("source") != source_key(trace):
             return None
-        data = copy.read_bytes()
-        if key.get("copy") != {"size": len(data), "crc32": deflate.crc32(data)} or key.get("source") != source_key(trace):
+        built, now = key["copy"], os.lstat(copy)
+        if not stat.S_ISREG(now.st_mode) or now.st_size != built["size"]:
+            return None
+        # Its checksum was taken as it was written: the whole copy is read again only when
+        # it is not the file written then (another inode, or modified since).
+        if (now.st_ino, now.st_mtime_ns) != (built["ino"], built["mtime_ns"]) and \
+                deflate.crc32(copy.read_bytes()) != built["crc32"]:
             return None
         return copy, Damage(trace, **key["damage"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -149,10 +156,12 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
             return None  # the copy could not be written: the trace is read from its members
         data = Path(temp).read_bytes()
         damage = found[0] if found else Damage(trace)
-        key = {"version": VERSION, "source": source, "copy": {"size": len(data), "crc32": deflate.crc32(data)},
+        os.replace(temp, copy_path(trace))
+        written = os.stat(copy_path(trace))
+        key = {"version": VERSION, "source": source,
+               "copy": {"size": len(data), "crc32": deflate.crc32(data), "ino": written.st_ino, "mtime_ns": written.st_mtime_ns},
                "damage": {"members_lost": damage.members_lost, "truncated_tail": damage.truncated_tail,
                           "notes": damage.notes}}
-        os.replace(temp, copy_path(trace))
         _write_private(key_path(trace), json.dumps(key).encode())
     except OSError:
         Path(temp).unlink(missing_ok=True)
