@@ -28,8 +28,10 @@ def name_events(raw: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
     files, procs = file_table(lines), process_table(lines)
     flags = pl.col("evflags").fill_null(0)
     ret = pl.col("ret")
-    # One lazy query, so that no intermediate frame of every event is built; left joins that
-    # keep the rows' order, so that sorted members stay sorted.
+    # Sorted while the rows are narrow (the members of a flush, one per shape, interleave in
+    # time); then one lazy query, so that no intermediate frame of every event is built, with
+    # left joins that keep the rows' order.
+    raw = raw.sort("ts", "tns", maintain_order=True)
     joined = raw.lazy().join(files.lazy(), on="fhash", how="left", maintain_order="left")
     if raw.get_column("fhash2").null_count() == raw.height:  # most batches rename nothing: skip a costly join
         joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
