@@ -5,6 +5,7 @@ for 3.11+. Offsets are in bytes of bytecode."""
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from functools import lru_cache
 
 NO_LINE = -1
@@ -13,9 +14,8 @@ _INFO_NONE, _INFO_NO_COLUMNS, _INFO_LONG = 15, 13, 14
 _INFO_ONE_LINE0 = 10
 
 
-def ranges_310(table: bytes, firstlineno: int) -> list[tuple[int, int, int]]:
+def ranges_310(table: bytes, firstlineno: int) -> Iterator[tuple[int, int, int]]:
     """(start, end, line) ranges of a 3.10 table: (bytecode delta, signed line delta) pairs."""
-    out = []
     start = end = 0
     line = firstlineno
     for at in range(0, len(table) - 1, 2):
@@ -27,8 +27,7 @@ def ranges_310(table: bytes, firstlineno: int) -> list[tuple[int, int, int]]:
             line += delta
             current = line
         if end > start:
-            out.append((start, end, current))
-    return out
+            yield start, end, current
 
 
 def _varint(table: bytes, at: int) -> tuple[int, int]:
@@ -52,9 +51,8 @@ def _line_delta(table: bytes, at: int) -> int:
     return 0
 
 
-def ranges_311(table: bytes, firstlineno: int) -> list[tuple[int, int, int]]:
+def ranges_311(table: bytes, firstlineno: int) -> Iterator[tuple[int, int, int]]:
     """(start, end, line) ranges of a 3.11+ location table."""
-    out = []
     end = 0
     line = firstlineno
     at = 0
@@ -63,31 +61,41 @@ def ranges_311(table: bytes, firstlineno: int) -> list[tuple[int, int, int]]:
             first = table[at]
             line += _line_delta(table, at)
             start, end = end, end + ((first & 7) + 1) * 2
-            out.append((start, end, NO_LINE if (first >> 3) & 15 == _INFO_NONE else line))
+            yield start, end, NO_LINE if (first >> 3) & 15 == _INFO_NONE else line
             at += 1
             while at < len(table) and not table[at] & 128:
                 at += 1
     except IndexError:  # a table cut short: the ranges read so far stand
-        pass
-    return out
+        return
 
 
 class LineTable:
-    """Byte offset -> line for one code object."""
+    """Byte offset -> line for one code object, its table read only as far as asked: a
+    module's body is long, and the imports a stack passes through sit at its top."""
 
-    def __init__(self, ranges: list[tuple[int, int, int]]):
-        self._starts = [start for start, _, _ in ranges]
-        self._ranges = ranges
+    def __init__(self, ranges: Iterator[tuple[int, int, int]]):
+        self._pending = ranges
+        self._starts: list[int] = []
+        self._ranges: list[tuple[int, int, int]] = []
+        self._end = 0  # ranges read cover [0, _end)
 
     @classmethod
     @lru_cache(maxsize=16384)
     def parse(cls, table: bytes, firstlineno: int, version: tuple[int, int]) -> LineTable:
-        """The line table of a code object of CPython `version`: parsed once for every process
-        that runs the same code (each DataLoader worker imports the same modules)."""
+        """The line table of a code object of CPython `version`: one for every process that
+        runs the same code (each DataLoader worker imports the same modules)."""
         return cls(ranges_310(table, firstlineno) if version < (3, 11) else ranges_311(table, firstlineno))
 
     def line(self, offset: int) -> int:
         """The line of the instruction at `offset` bytes (NO_LINE if the table does not say)."""
+        while offset >= self._end and self._pending is not None:
+            found = next(self._pending, None)
+            if found is None:
+                self._pending = None
+                break
+            self._starts.append(found[0])
+            self._ranges.append(found)
+            self._end = found[1]
         index = bisect.bisect_right(self._starts, offset) - 1
         if index < 0:
             return NO_LINE
