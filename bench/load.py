@@ -5,8 +5,8 @@
    peak RSS, per event loaded).
 3. ioobserve.load with the copy: the faster of 2 fresh processes.
 4. TraceViewer(...).collect(): the faster of 2, each with a fresh index directory.
-5. ioobserve.scan asking for the busiest pid and three columns: time, rows, and the bytes
-   its read() calls took (/proc/self/io rchar) against the copy's size.
+5. ioobserve.scan asking for one pid (the busiest, then the least busy) and three columns:
+   time, rows, and the bytes its read() calls took (/proc/self/io rchar) against the copy's size.
 
 Usage (root not needed; record the trace first, e.g. two C pread loops under `record`):
   python bench/load.py --trace REAL.pfw.gz --dftracer-venv .venv-peers
@@ -31,8 +31,9 @@ _SCAN = f"""
 import json, sys; sys.path.insert(0, {ROOT!r})
 import polars as pl, ioobserve
 from ioobserve.trace.columnar import copy_path
-trace = sys.argv[1]
-pid = ioobserve.scan(trace).group_by("pid").len().sort("len").tail(1).collect().item(0, "pid")
+trace, which = sys.argv[1], sys.argv[2]
+counts = ioobserve.scan(trace).group_by("pid").len().sort("len").collect()
+pid = counts.item(-1 if which == "busiest" else 0, "pid")
 def rchar():
     return int(next(line.split()[1] for line in open("/proc/self/io") if line.startswith("rchar")))
 before = rchar()
@@ -66,10 +67,11 @@ def main() -> None:
             state = "" if r["rc"] == 0 else f"  FAILED: {r['err'][-300:]}"
             print(f"{name:42} {r['seconds']:6.2f} s  {events / r['seconds'] / 1e6:6.2f} M events/s  "
                   f"peak {r['rss_mb']:6.0f} MB = {r['rss_mb'] * 2**20 / events:5.0f} B/event{versus}{state}")
-        scan = _timed_once([sys.executable, "-c", _SCAN, str(trace)])
-        found = json.loads(scan["out"].strip().splitlines()[-1])
-        print(f"scan, one pid ({found['rows']:,} rows) and 3 columns: {scan['seconds']:.2f} s, read "
-              f"{found['read']:,} B of the copy's {found['copy']:,} B ({found['read'] / found['copy']:.1%})")
+        for which in ("busiest", "least busy"):
+            scan = _timed_once([sys.executable, "-c", _SCAN, str(trace), which])
+            found = json.loads(scan["out"].strip().splitlines()[-1])
+            print(f"scan, the {which} pid ({found['rows']:,} rows) and 3 columns: {scan['seconds']:.2f} s, read "
+                  f"{found['read']:,} B of the copy's {found['copy']:,} B ({found['read'] / found['copy']:.1%})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
