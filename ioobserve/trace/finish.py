@@ -1,7 +1,7 @@
 """Finishing closed trace files in the background: each is recompressed smaller
 (ioobserve.trace.compact), then gets its columnar copy (ioobserve.trace.columnar), in a
-detached process at the lowest CPU and I/O priority, so that the recorder does not wait for
-it and the jobs it watches do not feel it.
+detached process at low CPU priority (as niced as the recorder's own work) and the idle I/O
+class, so that the recorder does not wait for it and the jobs it watches do not feel it.
 
 While a file is being finished, `<trace>.finishing` exists (made before the process starts,
 removed when it is done with that file). Nothing needs to wait for it: a reader meanwhile
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 MARK_SUFFIX = ".finishing"
+FINISHER_NICE = 10  # the recorder's own (ioobserve.collect.priority): at 19 it gets next to no CPU while a job holds every core
 _IOPRIO_SET = 251  # x86-64; elsewhere the call fails and only the CPU priority is lowered
 _IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE = 1, 3
 
@@ -63,10 +64,10 @@ def finish(trace: Path) -> None:
         mark_path(trace).unlink(missing_ok=True)
 
 
-def lowest_priority() -> None:
-    """Nice 19 and the idle I/O class for this process (each where permitted)."""
+def low_priority() -> None:
+    """At least FINISHER_NICE (the recorder's, which it inherits) and the idle I/O class, each where permitted."""
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), FINISHER_NICE))
     except OSError:
         pass
     libc = ctypes.CDLL(None, use_errno=True)
@@ -75,7 +76,7 @@ def lowest_priority() -> None:
 
 def main(argv: list[str]) -> int:
     """Finish each trace named; 1 if any failed (nobody reads it: the process is detached)."""
-    lowest_priority()
+    low_priority()
     failed = 0
     for name in argv:
         try:

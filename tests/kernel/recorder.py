@@ -24,7 +24,9 @@ def wait_finished(directory: Path) -> None:
     from ioobserve.trace.finish import MARK_SUFFIX
     from tests.waiting import wait_until
 
-    wait_until(lambda: not list(Path(directory).glob(f"*{MARK_SUFFIX}")), f"the traces in {directory} finished")
+    # The finisher runs niced: on a loaded machine it takes its time.
+    wait_until(lambda: not list(Path(directory).glob(f"*{MARK_SUFFIX}")), f"the traces in {directory} finished",
+               timeout=600)
 
 
 def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -87,7 +87,7 @@ def test_the_background_finisher_compacts_and_copies_then_removes_its_mark(trace
         made.unlink()
     assert finish_later(trace) is not None
     assert mark_path(trace).exists()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600  # it runs niced: on a loaded machine it takes its time
     while mark_path(trace).exists():  # the state to wait on: the finisher removes it last
         assert time.monotonic() < deadline, "the finisher did not finish"
         time.sleep(0.05)
