@@ -28,6 +28,7 @@ from ioobserve.python.linetable import NO_LINE, LineTable
 from ioobserve.python.spans import LEVELS_SCHEMA
 
 UNKNOWN = "<unknown>"  # a code object whose record was lost
+MAX_FRAMES_KEPT = 1 << 20  # distinct frames remembered (processes gone are forgotten sooner)
 
 
 class _Code:
@@ -58,6 +59,9 @@ class PythonStacks:
     def __init__(self, kept: int = KEPT_CHAINS):
         self._kept = kept
         self._codes: dict[tuple[int, int], _Code] = {}
+        # (pid, code, instruction) -> its Frame: the stacks of a process share most frames (an
+        # import's outer frames, a training loop's), and a frame's line costs a table lookup.
+        self._frames: dict[tuple[int, int, int], Frame] = {}
         self._chains: OrderedDict[int, PyChainRecord] = OrderedDict()  # records not resolved yet, oldest first
         # chain -> (stack id, innermost frame), and stack -> id: least recently used first
         self._resolved: OrderedDict[int, tuple[int, Frame]] = OrderedDict()
@@ -80,6 +84,7 @@ class PythonStacks:
         gone = set(pids)
         if gone:
             self._codes = {key: code for key, code in self._codes.items() if key[0] not in gone}
+            self._frames = {key: frame for key, frame in self._frames.items() if key[0] not in gone}
             self._chains = OrderedDict((key, chain) for key, chain in self._chains.items() if chain.pid not in gone)
 
     def frame(self, chains: pl.Series) -> pl.DataFrame:
@@ -127,13 +132,18 @@ class PythonStacks:
         record = self._chains.pop(chain, None)
         if record is None:
             return None
-        frames = []
+        pid, known, frames = record.pid, self._frames, []
+        if len(known) > MAX_FRAMES_KEPT:
+            known.clear()
         for code_addr, instr in zip(record.frames["code"].tolist(), record.frames["instr"].tolist()):
-            code = self._codes.get((record.pid, code_addr))
-            if code is None:
-                frames.append(Frame(UNKNOWN, "", NO_LINE))
-                continue
-            frames.append(Frame(code.function, code.file, code.line(instr)))
+            frame = known.get((pid, code_addr, instr))
+            if frame is None:
+                code = self._codes.get((pid, code_addr))
+                if code is None:  # its record was lost, or comes later: not kept
+                    frame = Frame(UNKNOWN, "", NO_LINE)
+                else:
+                    frame = known[(pid, code_addr, instr)] = Frame(code.function, code.file, code.line(instr))
+            frames.append(frame)
         stack = Stack(tuple(frames), record.truncated)
         stack_id = self._ids.get(stack)
         if stack_id is None:
