@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 import pytest
 
@@ -17,6 +16,7 @@ from ioobserve.trace.finish import finish_later, mark_path
 from ioobserve.trace.index import build_index, index_path, read_index
 from ioobserve.trace.reader import load, own_records
 from tests.unit.synthetic_traces import Proc, io, write_trace
+from tests.waiting import wait_until
 
 PROCS = [Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0)]
 
@@ -87,10 +87,8 @@ def test_the_background_finisher_compacts_and_copies_then_removes_its_mark(trace
         made.unlink()
     assert finish_later(trace) is not None
     assert mark_path(trace).exists()
-    deadline = time.monotonic() + 600  # it runs niced: on a loaded machine it takes its time
-    while mark_path(trace).exists():  # the state to wait on: the finisher removes it last
-        assert time.monotonic() < deadline, "the finisher did not finish"
-        time.sleep(0.05)
+    # The finisher removes its mark last; it runs niced, so a loaded machine makes it slow.
+    wait_until(lambda: not mark_path(trace).exists(), "the finisher done with the trace", timeout=600)
     assert trace.stat().st_size < size
     assert valid_copy(trace) is not None
     assert load(trace).equals(expected)
