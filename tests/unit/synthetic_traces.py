@@ -72,6 +72,13 @@ def frame(rows: list[dict]) -> pl.DataFrame:
     return filled.select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
 
+def private_dir(parent: Path, name: str = "traces") -> Path:
+    """A new directory only we may write in: where traces keep their Parquet copies."""
+    directory = parent / name
+    directory.mkdir(mode=0o700)
+    return directory
+
+
 def write_trace(directory: Path, procs: list[Proc], batches: list[list[dict]], name: str = "t.pfw.gz",
                 mounts: list[Mount] | None = None, stacks: dict[int, Stack] | None = None) -> Path:
     """A trace of the processes and events, on `mounts` (default: none), with the Python stacks

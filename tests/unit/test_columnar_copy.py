@@ -16,7 +16,7 @@ from ioobserve.trace import columnar
 from ioobserve.trace.columnar import copy_path, key_path, valid_copy
 from ioobserve.trace.index import index_path
 from ioobserve.trace.reader import load, scan
-from tests.unit.synthetic_traces import T0, US, Proc, io, write_trace
+from tests.unit.synthetic_traces import T0, US, Proc, io, private_dir, write_trace
 from tests.waiting import wait_until
 
 PROCS = [Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0), Proc(12, ppid=10, job=None)]
@@ -33,9 +33,7 @@ def _batches(start: int = 0, count: int = 6, per: int = 50) -> list[list[dict]]:
 
 @pytest.fixture
 def trace(tmp_path):
-    directory = tmp_path / "traces"
-    directory.mkdir(mode=0o700)
-    return write_trace(directory, PROCS, _batches())
+    return write_trace(private_dir(tmp_path), PROCS, _batches())
 
 
 def _from_members(trace, tmp_path) -> pl.DataFrame:
@@ -144,8 +142,7 @@ def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
     from ioobserve.trace.writer import TraceWriter
     from tests.unit.synthetic_traces import frame
 
-    directory = tmp_path / "live"
-    directory.mkdir(mode=0o700)
+    directory = private_dir(tmp_path, "live")
     writer = TraceWriter(directory, "live.pfw.gz", {"command": ["x"]}, mounts=[])
     writer.processes([Process(pid=p.pid, ppid=p.ppid, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))
                       for p in PROCS])

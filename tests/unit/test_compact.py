@@ -15,7 +15,7 @@ from ioobserve.trace.compact import compact
 from ioobserve.trace.finish import finish_later, mark_path
 from ioobserve.trace.index import build_index, index_path, read_index
 from ioobserve.trace.reader import load, own_records
-from tests.unit.synthetic_traces import Proc, io, write_trace
+from tests.unit.synthetic_traces import Proc, io, private_dir, write_trace
 from tests.waiting import wait_until
 
 PROCS = [Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0)]
@@ -29,9 +29,7 @@ def _batches(count: int = 40, per: int = 30) -> list[list[dict]]:
 
 @pytest.fixture
 def trace(tmp_path):
-    directory = tmp_path / "traces"
-    directory.mkdir(mode=0o700)
-    return write_trace(directory, PROCS, _batches())
+    return write_trace(private_dir(tmp_path), PROCS, _batches())
 
 
 def test_compacting_merges_members_and_keeps_every_line(trace, tmp_path):
