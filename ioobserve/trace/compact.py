@@ -97,7 +97,7 @@ def _groups(entries: list[MemberEntry]):
 
 def _merged(group: list[MemberEntry], data) -> list[_Member]:
     """A group's members inflated and merged: its metadata first, then one member per line
-    shape (raises deflate.DeflateError for a damaged member)."""
+    shape (raises deflate.DeflateError or ValueError for a damaged member)."""
     meta = _Member(KIND_META)
     by_shape: dict[parse.Shape, _Member] = {}
     for entry in group:
@@ -134,7 +134,7 @@ def _write(trace: Path, data, entries: list[MemberEntry]) -> tuple[str, str] | N
             handle.write(b"".join(lines))
             handle.flush()
             os.fsync(handle.fileno())
-    except (OSError, deflate.DeflateError):
+    except (OSError, deflate.DeflateError, ValueError):
         Path(temp_trace).unlink(missing_ok=True)
         return None
     return temp_trace, temp_index

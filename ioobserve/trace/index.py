@@ -82,23 +82,33 @@ def index_line(entry: MemberEntry) -> bytes:
     return json.dumps(asdict(entry), separators=(",", ":")).encode() + b"\n"
 
 
-def read_index(trace: Path) -> list[MemberEntry] | None:
-    """The trace's index, or None if it is missing, unreadable or stale."""
+def read_index(trace: Path, size: int | None = None) -> list[MemberEntry] | None:
+    """The trace's index, or None if it is missing, unreadable or stale. `size`: the bytes of
+    the trace a reader holds (mapped earlier): a writer may have appended members since, and
+    their entries are left out."""
     trace = Path(trace)
     try:
-        return parse_index(index_path(trace).read_bytes(), trace.stat().st_size)
+        raw = index_path(trace).read_bytes()
+        if size is None:
+            return parse_index(raw, trace.stat().st_size)
     except OSError:
         return None
+    entries = parse_index(raw, None)
+    if entries is None:
+        return None
+    held = [e for e in entries if e.offset + e.size <= size]
+    return held if (held[-1].offset + held[-1].size if held else 0) == size else None
 
 
-def parse_index(raw: bytes, trace_size: int) -> list[MemberEntry] | None:
-    """An index's entries, or None if they are unreadable or do not end at `trace_size`."""
+def parse_index(raw: bytes, trace_size: int | None) -> list[MemberEntry] | None:
+    """An index's entries, or None if they are unreadable or do not end at `trace_size`
+    (None: wherever they end)."""
     try:
         entries = [MemberEntry(**json.loads(line)) for line in raw.splitlines() if line.strip()]
     except (ValueError, TypeError):
         return None
     end = entries[-1].offset + entries[-1].size if entries else 0
-    return entries if end == trace_size else None
+    return entries if trace_size is None or end == trace_size else None
 
 
 def member_entry(offset: int, size: int, text: bytes) -> MemberEntry:

@@ -178,7 +178,7 @@ def _member(data, offset: int, size: int, kind: str | None, selection: Selection
     """Inflate and parse one member; what _parse returns, or (None, None) if it is damaged."""
     try:
         text = deflate.gzip_decompress(data[offset : offset + size])
-    except deflate.DeflateError:
+    except (deflate.DeflateError, ValueError):  # libdeflate raises ValueError for a bad header
         damage.members_lost += 1
         return None, None
     return _parse(text, kind, selection)
@@ -198,7 +198,7 @@ class MemberTask:
 def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[MemberTask]:
     """The tasks reading each member of one file worth reading."""
     data, size = _open(path)
-    entries = read_index(path) if size else []
+    entries = read_index(path, size) if size else []  # as far as our mapping of the file reaches
     if entries is None:
         if index_path(path).exists():  # no index at all is normal: DFTracer's traces have none
             damage.notes.append(f"its index is stale, so the whole file was read (run 'ioobserve index {path}')")

@@ -66,3 +66,12 @@ def test_selection_skips_members_by_pid_and_time(tmp_path):
     assert ioobserve.load(trace, start_ns=1_700_000_000_000_002_000).height == 4
     assert ioobserve.load(trace, end_ns=1_700_000_000_000_002_000).height == 1
     assert ioobserve.load(trace, path_prefix="/data/b").height == 1  # the rename's target
+
+
+def test_a_reader_holding_less_of_a_growing_trace_uses_the_entries_it_holds(tmp_path):
+    trace = _trace(tmp_path)
+    entries = read_index(trace)
+    held = entries[-2].offset + entries[-2].size  # the trace as mapped before its last member came
+    assert read_index(trace, held) == entries[:-1]
+    assert read_index(trace, held - 1) is None  # not at a member's end: stale
+    assert read_index(trace, trace.stat().st_size) == entries
