@@ -1,7 +1,8 @@
 """What the capture side and the trace side share, and nothing else: a process, what a
 cgroup's path says, a mount, a Python stack, process-context rows with the as-of join that
-gives each event its context, and an exited process's accounting row. A leaf beside ioobserve.schema: the trace package reads
-and writes these without importing any capture code."""
+gives each event its context, the tables that name a batch's ids, and an exited process's
+accounting row. A leaf beside ioobserve.schema: the trace package reads and writes these
+without importing any capture code."""
 
 from __future__ import annotations
 
@@ -138,6 +139,24 @@ def join_process_context(events: pl.DataFrame, rows: pl.DataFrame, slack_ns: int
         pl.coalesce(s.JOB, ENV_JOB).alias(s.JOB), pl.coalesce(s.STEP, ENV_STEP).alias(s.STEP),
         pl.when(tags.list.len() > 0).then(tags).alias(s.TAGS),  # no tags: null, as for a process without context
     ).drop("since", ENV_JOB, ENV_STEP)
+
+
+FILE_ROW_SCHEMA: dict[str, pl.DataType] = {s.FILE: pl.UInt32, s.PATH: pl.String, s.DEV: pl.UInt64, s.INO: pl.UInt64}
+"""A file id and what it names (an FH record); PATH2's ids name a path with dev and ino 0."""
+
+
+@dataclass
+class BatchTables:
+    """What names the ids of one batch (schema.ID_SCHEMA), handed beside it: the files it names
+    (FILE_ROW_SCHEMA), the context of its cgroups (those known yet), its uids' names, the
+    context rows (ROW_SCHEMA, epoch ns) of its processes in force during it, and the Python
+    stacks it is the first to use (earlier batches' stacks are not repeated)."""
+
+    files: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FILE_ROW_SCHEMA))
+    cgroups: dict[int, CgroupContext] = field(default_factory=dict)
+    users: dict[int, str] = field(default_factory=dict)
+    contexts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ROW_SCHEMA))
+    stacks: dict[int, Stack] = field(default_factory=dict)
 
 
 COUNTERS = ("read_syscalls", "write_syscalls", "read_char", "write_char", "read_bytes", "write_bytes",

@@ -15,7 +15,9 @@ LAYER = "layer"
 OP = "op"
 PATH = "path"
 PATH2 = "path2"  # rename's target
-FILE_ID = "file_id"  # the trace's hash of PATH (its FH records name it): event chunks carry it instead of PATH
+FILE_ID = "file_id"  # a key of (PATH, DEV, INO), the same in every trace: analysis chunks carry it instead of PATH
+FILE = "file"  # the recording's id of (PATH, DEV, INO): the collector's batches carry it, the writer's FH records name it
+FILE2 = "file2"  # the recording's id of PATH2
 FD = "fd"
 RET = "ret"
 ERRNO = "errno"
@@ -75,6 +77,21 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
     PY_MODULE: pl.String, **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
 }
+
+ID_SCHEMA: dict[str, pl.DataType] = {
+    TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, UID: pl.UInt32, LAYER: pl.String, OP: pl.String,
+    FILE: pl.UInt32, FILE2: pl.UInt32, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, OFFSET: pl.Int64,
+    CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16,
+    PY_MODULE: pl.String,
+}
+"""An event as ids: what a trace's event line holds. The ids are named by tables
+(ioobserve.model.BatchTables while recording, a trace's metadata records after): FILE and
+FILE2 name PATH, DEV, INO and PATH2; CGROUP the CGROUP_CONTEXT_SCHEMA columns; UID the USER;
+PY_STACK with PY_FRAME the PY_FUNCTION, PY_FILE and PY_LINE; PID at TS the PROCESS_CONTEXT_SCHEMA
+columns (and PPID, COMM, from the process's record)."""
+
+BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE: pl.UInt32, FILE2: pl.UInt32}
+"""A batch the collector hands its sinks: the named event and its file ids."""
 
 # Layers (the trace's `cat`), top to bottom; parent_ts links an event to one a layer above.
 LAYER_PYTHON = "PYTHON"

@@ -57,11 +57,8 @@ class SummarySink:
     def processes(self, changed: list[Process]) -> None:
         """Processes matter only once they do I/O."""
 
-    def stacks(self, new) -> None:
-        """Python stacks are the trace's; the summary counts events."""
-
-    def events(self, frame: pl.DataFrame) -> None:
-        """Add a batch's counts and bytes."""
+    def events(self, frame: pl.DataFrame, tables=None) -> None:
+        """Add a batch's counts and bytes (by name: the tables are the trace's)."""
         out = self.summary
         out.records += frame.height
         for layer, n in frame.group_by(s.LAYER).len().iter_rows():

@@ -32,8 +32,8 @@ from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_fr
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
+from ioobserve.model import BatchTables
 from ioobserve.python.stacks import PythonStacks
-from ioobserve.model import Stack
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
@@ -61,11 +61,8 @@ class Sink(Protocol):
     def processes(self, changed: list[Process]) -> None:
         """Processes born, exec'd or first seen."""
 
-    def stacks(self, new: dict[int, Stack]) -> None:
-        """Python stacks first used by the events that follow (id -> frames)."""
-
-    def events(self, frame: pl.DataFrame) -> None:
-        """One enriched batch of events."""
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """One enriched batch of events (schema.BATCH_SCHEMA) and the tables naming its ids."""
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Records lost since the last call, by op or record kind (epoch ns)."""
@@ -224,7 +221,7 @@ class Collector:
                 if time.monotonic() >= next_loss:
                     self._report_lost()
                     gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
-                    self._hand_over(self.enricher.end_spans(gone))  # their calls have ended
+                    self._hand_over(*self.enricher.end_spans(gone))  # their calls have ended
                     self._announced.difference_update(gone)
                     self.timeline.forget(gone)
                     self.stacks.forget(gone)
@@ -238,15 +235,15 @@ class Collector:
                 self.error = exc
         if self.error is None and not self._abandoned:
             try:
-                self._hand_over(self.enricher.end_spans())  # the calls still open when the recording ends
+                self._hand_over(*self.enricher.end_spans())  # the calls still open when the recording ends
             except BaseException as exc:
                 self.error = exc
 
-    def _hand_over(self, frame: pl.DataFrame) -> None:
+    def _hand_over(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """Events made here rather than drained (ended Python spans), to every sink."""
-        if frame.height:
+        if frame.height or tables.stacks:
             for sink in self.sinks:
-                sink.events(frame)
+                sink.events(frame, tables)
 
     def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
         changed = self.processes.apply(records.procs)
@@ -263,14 +260,11 @@ class Collector:
                 sink.processes(changed)
         if batch.size:
             self.records += len(batch)
-            frame = self.enricher.frame(batch)
+            frame, tables = self.enricher.frame(batch)
             if self._outside_prefixes is not None:
                 frame = frame.filter(~self._outside_prefixes)
-            if new_stacks := self.stacks.take_new():
-                for sink in self.sinks:
-                    sink.stacks(new_stacks)
             for sink in self.sinks:
-                sink.events(frame)
+                sink.events(frame, tables)
             if self._accounting is not None:
                 self._accounting_check.add_events(frame)
             self._follow_renames(frame)

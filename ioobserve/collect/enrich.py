@@ -14,15 +14,16 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.collect.file_ids import FileIds
 from ioobserve.context.cgroups import CgroupTable, context_frame
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
 from ioobserve.context.timeline import ContextTimeline
-from ioobserve.model import join_process_context
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.model import BatchTables, join_process_context
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
 from ioobserve.python.stacks import PythonStacks
@@ -64,6 +65,7 @@ class Enricher:
         self.timeline = timeline if timeline is not None else ContextTimeline()
         self.stacks = stacks if stacks is not None else PythonStacks()
         self.spans = SpanBuilder()
+        self.file_ids = FileIds()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, records: list[NameRecord]) -> None:
@@ -71,8 +73,8 @@ class Enricher:
         if records:
             self._names = pl.concat([self._names, self.files.names_frame(records)])
 
-    def frame(self, batch: np.ndarray) -> pl.DataFrame:
-        """The enriched frame of one event batch (columns per ioobserve.schema)."""
+    def frame(self, batch: np.ndarray) -> tuple[pl.DataFrame, BatchTables]:
+        """The enriched frame of one event batch (schema.BATCH_SCHEMA) and the tables naming its ids."""
         raw = pl.DataFrame({name: batch[name] for name in batch.dtype.names if name != "comm"})
         # Decode each distinct comm once, not once per event.
         comms, which = np.unique(batch["comm"], return_inverse=True)
@@ -132,13 +134,13 @@ class Enricher:
         events, spans = self.spans.add(events, self.stacks.levels(events.get_column(s.PY_STACK)))
         return self._with_spans(events, spans, int(batch["ts_ns"].min()))
 
-    def end_spans(self, pids: list[int] | None = None) -> pl.DataFrame:
+    def end_spans(self, pids: list[int] | None = None) -> tuple[pl.DataFrame, BatchTables]:
         """The open Python spans of these processes (all if None), ended: they are gone, or
-        the recording is; enriched like the events."""
+        the recording is; enriched like the events, with their tables."""
         spans = self.spans.close(pids)
         return self._with_spans(spans.clear(), spans, None)
 
-    def _with_spans(self, events: pl.DataFrame, spans: pl.DataFrame, first_ns: int | None) -> pl.DataFrame:
+    def _with_spans(self, events: pl.DataFrame, spans: pl.DataFrame, first_ns: int | None) -> tuple[pl.DataFrame, BatchTables]:
         """Events and spans, with their context (a span's from its start, maybe in an earlier batch)."""
         if spans.height:
             start = int(spans.get_column(s.TS).min()) - self.clock_offset_ns
@@ -180,18 +182,22 @@ class Enricher:
         first = own_io.group_by("pid").agg(pl.col("ts_ns").min())
         self.timeline.confirm_workers(dict(first.iter_rows()))
 
-    def _with_context(self, events: pl.DataFrame, first_ns: int) -> pl.DataFrame:
+    def _with_context(self, events: pl.DataFrame, first_ns: int) -> tuple[pl.DataFrame, BatchTables]:
         """Add the job context of each event's cgroup and the name of its uid (a join with a
-        row per distinct cgroup and uid of the batch), and its process's context at its time
-        (an as-of join, only for processes that have one)."""
-        cgroups = context_frame(self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list()))
+        row per distinct cgroup and uid of the batch), its process's context at its time
+        (an as-of join, only for processes that have one) and its file ids; and the tables
+        that name the batch's ids, as they were joined."""
+        contexts = self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list())
         users = self.users.frame(events.get_column(s.UID).unique().to_list())
-        events = events.join(cgroups, on=s.CGROUP, how="left", maintain_order="left").join(
+        events = events.join(context_frame(contexts), on=s.CGROUP, how="left", maintain_order="left").join(
             users, on=s.UID, how="left", maintain_order="left"
         )
         pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.timeline]
         rows = self.timeline.rows(pids, first_ns, self.clock_offset_ns)
-        return join_process_context(events, rows).select(list(s.EVENT_SCHEMA))
+        events, files = self.file_ids.assign(join_process_context(events, rows))
+        tables = BatchTables(files=files, cgroups=contexts, users=dict(users.iter_rows()), contexts=rows,
+                             stacks=self.stacks.take_new())
+        return events.select(list(s.BATCH_SCHEMA)), tables
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
         names = self._names

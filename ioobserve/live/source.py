@@ -56,11 +56,8 @@ class AggregatingSink:
     def processes(self, changed) -> None:
         """Names come with the events."""
 
-    def stacks(self, new) -> None:
-        """Python stacks are not shown live."""
-
-    def events(self, frame: pl.DataFrame) -> None:
-        """A batch, folded in."""
+    def events(self, frame: pl.DataFrame, tables=None) -> None:
+        """A batch, folded in (by name: Python stacks are not shown live)."""
         self.aggregator.add(frame)
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:

@@ -24,6 +24,7 @@ from ioobserve import schema as s
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.mounts import read_mounts
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
+from ioobserve.model import BatchTables
 from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
 from ioobserve.trace.output import OutputError, check_output_dir, trace_name
 from ioobserve.trace.writer import TraceWriter
@@ -142,11 +143,8 @@ class JobRecorder:
             for writer in self.writers.values():
                 writer.processes(changed)
 
-    def stacks(self, new) -> None:
-        """Python stacks are off in serve."""
-
-    def events(self, frame: pl.DataFrame) -> None:
-        """Each recorded job's share of the batch into its trace."""
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """Each recorded job's share of the batch into its trace, with the batch's tables."""
         jobs = frame.get_column(s.JOB).drop_nulls().unique().to_list()
         with self._lock:  # wanted() under the lock: a job stopped meanwhile gets no new trace
             for job in filter(self.wanted, jobs):
@@ -155,7 +153,7 @@ class JobRecorder:
                     self.unopened[job] = self.unopened.get(job, 0) + mine.height
                     continue
                 try:
-                    self._writer(job).events(mine)
+                    self._writer(job).events(mine, tables)
                 except OutputError as exc:  # the directory went bad (a symlink, others may write): not fixed by waiting
                     self.log(f"ioobserve serve: job {job}: {exc}; its recording stops", flush=True)
                     self._asked.discard(job)

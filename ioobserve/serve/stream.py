@@ -189,8 +189,8 @@ class EventStream:
 
     # The collector's sink calls (its thread).
 
-    def events(self, frame: pl.DataFrame) -> None:
-        """A batch to every streaming client (nothing is formatted when nobody listens)."""
+    def events(self, frame: pl.DataFrame, tables=None) -> None:
+        """A batch to every streaming client, by name (nothing is formatted when nobody listens)."""
         if not self._clients or not frame.height:
             return
         self._seq += 1
@@ -204,9 +204,6 @@ class EventStream:
 
     def processes(self, changed) -> None:
         """Names come with the events."""
-
-    def stacks(self, new) -> None:
-        """Python stacks are off in serve."""
 
     def forget(self, pids: list[int]) -> None:
         """Nothing kept per process."""

@@ -30,7 +30,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
-from ioobserve.model import KEPT_CHAINS, PSEUDO_FS, Mount, Process, Stack, parse_cgroup_path
+from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
@@ -44,7 +44,7 @@ DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
 HURRY_QUEUE = QUEUED_EVENTS  # this many waiting (the worker is about to wait): compress fast rather than small
 SUFFIX = ".pfw.gz"
-_SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
+_CGROUP_FIELDS = list(s.CGROUP_CONTEXT_SCHEMA)[1:]  # what a CG line says beside the path
 _STOP = object()
 
 
@@ -61,11 +61,11 @@ class _ProcessLine(bytes):
         return made
 
 
-class _Stacks:
-    """New Python stacks, in queue order with the events using them."""
+class _Batch:
+    """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order."""
 
-    def __init__(self, stacks: dict[int, Stack]):
-        self.stacks = stacks
+    def __init__(self, frame: pl.DataFrame, tables: BatchTables):
+        self.frame, self.tables = frame, tables
 
 
 class _End:
@@ -112,14 +112,14 @@ class TraceWriter:
         self._rotate_seconds = rotate_seconds
         self._part_number = 0
         self._rotate_asked = False
-        # Per part, the format thread's own: files (path, dev, ino) -> id, cgroups and uids
-        # described, and the uid and cgroup of each process's first PR line.
-        self._fhashes: dict[tuple, str] = {}
+        # Per part, the format thread's own: the file ids, cgroups and uids described, and the
+        # uid and cgroup of each process's first PR line.
+        self._files_described: set[int] = set()
         self._file_prefix = file_id_prefix()
         self._part_processes: dict[int, tuple[int, int]] = {}
         self._cgroups_described: set[int] = set()
         self._uids_described: set[int] = set()
-        self._contexts_described: dict[int, int] = {}  # pid -> hash of the context its last PC line gave
+        self._contexts_described: dict[int, tuple] = {}  # pid -> the context its last PC line gave
         # The Python stacks used last, least recently first: as many as the collector keeps
         # chains, and touched at each use as it touches them, so any stack id the collector can
         # still give an event is here (python/stacks.py).
@@ -241,92 +241,58 @@ class TraceWriter:
         for pid in pids:
             self._proc_lines.pop(pid, None)
 
-    def _hash_files(self, frame: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
-        """Add fhash/fhash2 columns (the file's id in the part: the part's prefix and a count);
-        an FH line (path, dev, ino) goes to `pending` for each file new to the part."""
-        # Rows find their file through a 64-bit row hash of (path, dev, ino): much cheaper than
-        # joining on strings, and only this batch's few distinct files go through Python.
-        first = pl.struct(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).hash(_SEED)
-        second = pl.struct(pl.col(s.PATH2), pl.lit(0, pl.UInt64).alias(s.DEV), pl.lit(0, pl.UInt64).alias(s.INO)).hash(_SEED)
-        keyed = frame.with_columns(first.alias("_k1"), second.alias("_k2"))
-        files = pl.concat([
-            keyed.select(pl.col("_k1").alias("k"), pl.col(s.PATH).alias("p"), pl.col(s.DEV).alias("d"), pl.col(s.INO).alias("i")),
-            keyed.select(pl.col("_k2").alias("k"), pl.col(s.PATH2).alias("p"), pl.lit(0, pl.UInt64).alias("d"), pl.lit(0, pl.UInt64).alias("i")),
-        ]).drop_nulls("p").unique("k")
-        keys, hashes = [], []
-        for key, path, dev, ino in files.iter_rows():
-            fhash = self._fhashes.get((path, dev, ino))
-            if fhash is None:
-                self._fhashes[(path, dev, ino)] = fhash = f"{self._file_prefix}{len(self._fhashes) + 1:x}"
-                args = {"hhash": self._hhash, "name": path, "value": fhash, "dev": dev, "ino": ino}
-                pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
-            keys.append(key)
-            hashes.append(fhash)
-        lookup = pl.Series(keys, dtype=pl.UInt64), pl.Series(hashes, dtype=pl.String)
-        return keyed.select(
-            pl.exclude("_k1", "_k2"),
-            pl.col("_k1").replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash"),
-            pl.col("_k2").replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash2"),
-        )
-
-    def _describe_context(self, frame: pl.DataFrame, pending: _Pending) -> None:
-        """A CG line for each cgroup (its path and job context) and a US line for each uid
-        (its name) new to the part, so a reader elsewhere can tag the events."""
-        fresh = frame.select(s.CGROUP, s.CGROUP_PATH).filter(~pl.col(s.CGROUP).is_in(list(self._cgroups_described)))
-        for cgroup, path in fresh.unique(s.CGROUP).iter_rows():
-            if path is None:
-                continue  # not known yet: described when a later batch knows it
+    def _describe(self, frame: pl.DataFrame, tables: BatchTables, pending: _Pending) -> pl.DataFrame:
+        """The metadata lines the batch's ids need and the part lacks (PS, FH, CG, US, PC),
+        straight from the batch's tables, and the frame with the part's file ids."""
+        self._describe_stacks(frame, pending)
+        frame = self._describe_files(frame, tables.files, pending)
+        for cgroup in frame.get_column(s.CGROUP).unique().to_list():
+            context = tables.cgroups.get(cgroup)
+            if cgroup in self._cgroups_described or context is None:
+                continue  # described, or not known yet: described when a later batch knows it
             self._cgroups_described.add(cgroup)
-            # From the path itself: the frame's job and step may be the environment's.
-            context = parse_cgroup_path(path)
-            args = {"hhash": self._hhash, "cgroup": cgroup, "name": path}
-            args |= {key: getattr(context, key) for key in list(s.CGROUP_CONTEXT_SCHEMA)[1:] if getattr(context, key) is not None}
+            args = {"hhash": self._hhash, "cgroup": cgroup, "name": context.path}
+            args |= {key: getattr(context, key) for key in _CGROUP_FIELDS if getattr(context, key) is not None}
             pending.add_meta(metadata_line("CG", self._pid, self._pid, args))
-        for uid, user in frame.select(s.UID, s.USER).unique(s.UID).iter_rows():
+        for uid in frame.get_column(s.UID).unique().to_list():
+            user = tables.users.get(uid)
             if uid not in self._uids_described and user is not None:
                 self._uids_described.add(uid)
                 pending.add_meta(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
+        self._describe_contexts(tables.contexts, pending)
+        return frame
 
-    def _describe_processes(self, frame: pl.DataFrame, pending: _Pending) -> None:
-        """A PC line wherever a process's context (rank, worker, tags, and job and step where
-        the environment gave them) changes, from the time of its first event in the new
-        context: a reader joins each event to the latest PC line of its pid before it."""
-        candidates = pl.any_horizontal(pl.col(c).is_not_null() for c in (*s.PROCESS_CONTEXT_SCHEMA, s.JOB, s.STEP))
-        frame = frame.filter(candidates | pl.col(s.PID).is_in(list(self._contexts_described)))
-        if frame.is_empty():
-            return  # the common case on a node without launchers, jobs or tags
-        cgroups = frame.select(s.CGROUP_PATH).unique().drop_nulls()
-        from_cgroup = pl.DataFrame(
-            {s.CGROUP_PATH: cgroups.get_column(s.CGROUP_PATH),
-             "_cg_job": [parse_cgroup_path(p).job for p in cgroups.get_column(s.CGROUP_PATH)],
-             "_cg_step": [parse_cgroup_path(p).step for p in cgroups.get_column(s.CGROUP_PATH)]},
-            schema={s.CGROUP_PATH: pl.String, "_cg_job": pl.String, "_cg_step": pl.String},
+    def _describe_files(self, frame: pl.DataFrame, files: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
+        """An FH line per file the batch names and the part has not described; the frame
+        with fhash/fhash2 columns (the part's prefix and the recording's file id, in hex)."""
+        used = pl.concat([frame.get_column(s.FILE), frame.get_column(s.FILE2)]).drop_nulls().unique()
+        named = files.filter(pl.col(s.FILE).is_in(used.implode())).unique(s.FILE)
+        for file_id, path, dev, ino in named.filter(~pl.col(s.FILE).is_in(list(self._files_described))).iter_rows():
+            self._files_described.add(file_id)
+            args = {"hhash": self._hhash, "name": path, "value": f"{self._file_prefix}{file_id:x}", "dev": dev, "ino": ino}
+            pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
+        ids = named.get_column(s.FILE)
+        lookup = ids, pl.Series([f"{self._file_prefix}{file_id:x}" for file_id in ids], dtype=pl.String)
+        return frame.with_columns(
+            pl.col(s.FILE).replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash"),
+            pl.col(s.FILE2).replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash2"),
         )
-        context = [*s.PROCESS_CONTEXT_SCHEMA, "_env_job", "_env_step"]
-        rows = (
-            frame.select(s.PID, s.TS, s.JOB, s.STEP, s.CGROUP_PATH, *s.PROCESS_CONTEXT_SCHEMA)
-            .join(from_cgroup, on=s.CGROUP_PATH, how="left")
-            .with_columns(
-                pl.when(pl.col("_cg_job").is_null()).then(pl.col(s.JOB)).alias("_env_job"),
-                pl.when(pl.col("_cg_step").is_null()).then(pl.col(s.STEP)).alias("_env_step"),
-            )
-            .sort(s.PID, s.TS)
-            .with_columns(pl.struct(context).hash(_SEED).alias("_h"))
-        )
-        starts = rows.filter((pl.col("_h") != pl.col("_h").shift(1).over(s.PID)).fill_null(True))
-        empty = pl.DataFrame([pl.Series(c, [None], dtype=rows.schema[c]) for c in context]).select(pl.struct(context).hash(_SEED)).item()
-        for row in starts.iter_rows(named=True):
-            pid = row[s.PID]
-            if row["_h"] == self._contexts_described.get(pid, empty):
+
+    def _describe_contexts(self, rows: pl.DataFrame, pending: _Pending) -> None:
+        """A PC line per change of a process's context (rank, worker, tags, and job and step
+        as its environment gave them) the part has not described: a reader joins each event
+        to the latest PC line of its pid before it."""
+        for row in rows.sort("since").iter_rows(named=True):
+            pid = row.pop(s.PID)
+            since = row.pop("since")
+            row[s.TAGS] = row[s.TAGS] or None  # no tags: as for a process without context
+            context = tuple((key, str(value)) for key, value in row.items() if value is not None)
+            if context == self._contexts_described.get(pid, ()):
                 continue
-            self._contexts_described[pid] = row["_h"]
-            args = {"hhash": self._hhash, "since": row[s.TS], "job": row["_env_job"], "step": row["_env_step"]}
-            args |= {key: row[key] for key in (s.RANK, s.LOCAL_RANK, s.WORLD_SIZE, s.WORKER, s.TAGS)}
+            self._contexts_described[pid] = context
+            args = {"hhash": self._hhash, "since": since, "job": row[ENV_JOB], "step": row[ENV_STEP]}
+            args |= {key: row[key] for key in s.PROCESS_CONTEXT_SCHEMA}
             pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
-
-    def stacks(self, new: dict[int, Stack]) -> None:
-        """Python stacks the next events use (a PS line each, in every part that uses it)."""
-        self._put(_Stacks(new))
 
     def _describe_stacks(self, frame: pl.DataFrame, pending: _Pending) -> None:
         """A PS line per Python stack the batch uses and the part has not described."""
@@ -370,19 +336,20 @@ class TraceWriter:
         self._file_prefix = file_id_prefix()
         self._stacks_described.clear()
         self._contexts_described.clear()
-        self._fhashes.clear()
+        self._files_described.clear()
         self._cgroups_described.clear()
         self._uids_described.clear()
 
-    def events(self, frame: pl.DataFrame) -> None:
-        """Queue a batch for formatting (PR lines the part lacks go first; the format thread adds FH lines)."""
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """Queue a batch for formatting: its ids (schema.ID_SCHEMA; names are not read) and the
+        tables naming them. PR lines the part lacks go first; the format thread adds the rest."""
         if self._rotation_due():
             self._rotate()
         for pid in set(frame.get_column(s.PID).unique().to_list()) - self._part_pids:
             if pid in self._proc_lines:  # a process described in an earlier part
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
-        self._put(frame, frame.height)
+        self._put(_Batch(frame.select(list(s.ID_SCHEMA)), tables), frame.height)
         self._part_events += frame.height
         self.events_handed += frame.height
 
@@ -453,16 +420,13 @@ class TraceWriter:
                     if isinstance(item, _ProcessLine):
                         self._part_processes.setdefault(item.pid, (item.uid, item.cgroup))
                     pending.add_meta(item)
-                elif isinstance(item, _Stacks):
-                    self._keep_stacks(item.stacks)
-                elif item is not None and (self.trouble is not None or self._abandoned.is_set()):
-                    self._dropped_frames += item.height
-                elif item is not None:
-                    self._describe_stacks(item, pending)
-                    self._describe_context(item, pending)
-                    self._describe_processes(item, pending)
-                    hashed = self._without_process_ids(self._hash_files(item, pending))
-                    pending.add_events(event_lines(hashed, self._precision))
+                elif isinstance(item, _Batch):
+                    self._keep_stacks(item.tables.stacks)  # kept while the disk takes nothing too: later batches use them
+                    if self.trouble is not None or self._abandoned.is_set():
+                        self._dropped_frames += item.frame.height
+                    elif item.frame.height:
+                        described = self._describe(item.frame, item.tables, pending)
+                        pending.add_events(event_lines(self._without_process_ids(described), self._precision))
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)

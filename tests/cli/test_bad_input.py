@@ -104,10 +104,11 @@ def test_usage_errors_are_one_line():
 def test_index_rebuilds_and_reports_damage(tmp_path):
     from ioobserve.trace.index import build_index, index_path, read_index
     from ioobserve.trace.writer import TraceWriter
+    from tests.batches import Batches
     from tests.unit.test_trace_roundtrip import _frame
 
     writer = TraceWriter(tmp_path, "t.pfw.gz", {})
-    writer.events(_frame())
+    writer.events(*Batches()(_frame()))
     writer.close()
     index_path(writer.path).unlink()
     done = run("index", str(writer.path))

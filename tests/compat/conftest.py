@@ -18,6 +18,7 @@ from ioobserve.model import Process
 from ioobserve.python.spans import LEVELS_SCHEMA, PY_SAME, SpanBuilder
 from ioobserve.model import Frame, Stack
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 
 PEERS = Path(__file__).resolve().parents[2] / ".venv-peers"
 
@@ -90,12 +91,11 @@ def trace(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("ours")
     writer = TraceWriter(directory, "t.pfw.gz", {"command": ["w"]})
     writer.processes([Process(pid=p, ppid=1, comm="w", exe="/bin/w", cmdline=("w",)) for p in (100, 101, 102)])
-    writer.stacks(PY_STACKS)
-    spans = SpanBuilder()
-    writer.events(_as_recorded(_frame(3000), spans))
+    spans, batches = SpanBuilder(), Batches()
+    writer.events(*batches(_as_recorded(_frame(3000), spans), PY_STACKS))
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
-    writer.events(_as_recorded(_frame(500), spans))
-    writer.events(_with_context_columns(spans.close()))
+    writer.events(*batches(_as_recorded(_frame(500), spans)))
+    writer.events(*batches(_with_context_columns(spans.close())))
     writer.close()
     return writer.path
 

@@ -18,6 +18,7 @@ from ioobserve.trace import writer as writer_module
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 from tests.kernel.faulty_mounts import faulty_fs, fill, small_tmpfs
 from tests.unit.synthetic_traces import Proc, frame, io
 from tests.waiting import wait_until
@@ -36,7 +37,7 @@ class Feeder:
     """Batches of events that compress poorly (random offsets and sizes), counted as handed."""
 
     def __init__(self, writer: TraceWriter) -> None:
-        self.writer, self.handed, self.random = writer, 0, random.Random(7)
+        self.writer, self.handed, self.random, self.batches = writer, 0, random.Random(7), Batches()
         writer.processes([Process(pid=PROC.pid, ppid=1, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))])
 
     def batch(self) -> None:
@@ -44,7 +45,7 @@ class Feeder:
         start = self.handed * 10
         rows = [io(PROC, PROC.pid, start + i * 10, start + i * 10 + 3, "read", f"/data/f{self.random.randrange(64)}",
                    3, self.random.randrange(1 << 40), self.random.randrange(1, 1 << 20)) for i in range(ROWS)]
-        self.writer.events(frame(rows))
+        self.writer.events(*self.batches(frame(rows)))
         self.handed += ROWS
 
     def until(self, condition, what: str) -> None:

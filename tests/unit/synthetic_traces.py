@@ -15,6 +15,7 @@ from ioobserve.model import Process
 from ioobserve.model import Stack
 from ioobserve.trace import writer as writer_module
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 
 T0 = 1_800_000_000_000_000_000  # ns since the epoch
 US = 1000
@@ -87,11 +88,11 @@ def write_trace(directory: Path, procs: list[Proc], batches: list[list[dict]], n
     writer_module.FLUSH_BYTES = 1  # a member per batch, as a long recording has many
     try:
         writer = TraceWriter(directory, name, {"command": ["synthetic"]}, mounts=mounts or [])
-        writer.stacks(stacks or {})
         writer.processes([Process(pid=p.pid, ppid=p.ppid, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))
                           for p in procs])
-        for rows in batches:
-            writer.events(frame(rows))
+        named = Batches()
+        for number, rows in enumerate(batches):
+            writer.events(*named(frame(rows), stacks if number == 0 else None))
         writer.close()
     finally:
         writer_module.FLUSH_BYTES = flush_bytes

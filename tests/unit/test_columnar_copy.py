@@ -16,6 +16,7 @@ from ioobserve.trace import columnar
 from ioobserve.trace.columnar import copy_path, key_path, valid_copy
 from ioobserve.trace.index import index_path
 from ioobserve.trace.reader import load, scan
+from tests.batches import Batches
 from tests.unit.synthetic_traces import T0, US, Proc, io, private_dir, write_trace
 from tests.waiting import wait_until
 
@@ -146,7 +147,7 @@ def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
     writer = TraceWriter(directory, "live.pfw.gz", {"command": ["x"]}, mounts=[])
     writer.processes([Process(pid=p.pid, ppid=p.ppid, comm="python3", exe="/usr/bin/python3", cmdline=("python3",))
                       for p in PROCS])
-    writer.events(frame(_batches(count=1)[0]))
+    writer.events(*Batches()(frame(_batches(count=1)[0])))
     wait_until(lambda: writer.events_written == 50, "the batch flushed (at most a second)")
     assert load(writer.path).height == 50
     assert not copy_path(writer.path).exists(), "a copy would be stale at the next flush"

@@ -7,12 +7,13 @@ import stat
 
 from ioobserve.trace.index import build_index, index_path, read_index, write_index
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 from tests.unit.test_trace_roundtrip import _frame
 
 
 def _trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
-    writer.events(_frame())
+    writer.events(*Batches()(_frame()))
     writer.close()
     return writer.path
 

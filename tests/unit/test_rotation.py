@@ -13,15 +13,16 @@ from ioobserve.trace.members import intact_text
 from ioobserve.trace import writer as writer_module
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
 
 def test_each_part_is_self_contained(tmp_path):
     writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []}, rotate_seconds=0, precision="ns")
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
-    writer.stacks(PY_STACKS)
+    batches = Batches()
     for _ in range(3):
-        writer.events(_frame())  # rotate_seconds=0: every batch after the first starts a part
+        writer.events(*batches(_frame(), PY_STACKS))  # rotate_seconds=0: every batch after the first starts a part
     writer.close()
     names = [p.name for p in writer.paths]
     assert names == ["h-20260101T000000-1.pfw.gz", "h-20260101T000000-1-1.pfw.gz",
@@ -60,17 +61,14 @@ def test_the_writer_keeps_the_stacks_used_last_and_says_if_one_was_missing(tmp_p
     stack = PY_STACKS[1]
     writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []})
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
-    writer.stacks({1: stack, 2: stack})
-    writer.events(_using(1))
-    writer.events(_using(2))
-    writer.stacks({3: stack})  # 1 was used least recently: forgotten
-    writer.events(_using(3))
+    batches = Batches()
+    writer.events(*batches(_using(1), {1: stack, 2: stack}))
+    writer.events(*batches(_using(2)))
+    writer.events(*batches(_using(3), {3: stack}))  # 1 was used least recently: forgotten
     writer.rotate_soon()
-    writer.events(_using(2))
-    writer.stacks({1: stack})  # brought back (python/stacks.py announces a stack again when it resolves a chain)
-    writer.events(_using(1))
-    writer.stacks({4: stack, 5: stack})  # 2 and 3 forgotten
-    writer.events(_using(3))  # a bug's signature: counted, not silently left out
+    writer.events(*batches(_using(2)))
+    writer.events(*batches(_using(1), {1: stack}))  # brought back (python/stacks.py announces a stack again when it resolves a chain)
+    writer.events(*batches(_using(3), {4: stack, 5: stack}))  # 2 and 3 forgotten: a bug's signature, counted, not silently left out
     writer.close()
     first, second = writer.paths
     assert _described(first) == {1, 2, 3} and _described(second) == {2, 1}

@@ -15,6 +15,7 @@ from ioobserve.model import Process
 from ioobserve.model import Frame, Stack
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
 
 
 def _frame() -> pl.DataFrame:
@@ -75,8 +76,7 @@ PY_STACKS = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<m
 def trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
     writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
-    writer.stacks(PY_STACKS)
-    writer.events(_frame())
+    writer.events(*Batches()(_frame(), PY_STACKS))
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.close()
     return writer.path
@@ -100,7 +100,7 @@ def test_a_module_name_with_odd_characters_keeps_the_line_valid(tmp_path):
     """A module name is whatever str the program imported: characters a name cannot hold
     are written as "?", so the line needs no escape."""
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
-    writer.events(_frame().with_columns(pl.lit('odd"mod\\ule x', pl.String).alias(s.PY_MODULE)))
+    writer.events(*Batches()(_frame().with_columns(pl.lit('odd"mod\\ule x', pl.String).alias(s.PY_MODULE))))
     writer.close()
     assert load(writer.path).get_column(s.PY_MODULE).unique().to_list() == ["odd?mod?ule?x"]
 
@@ -184,8 +184,7 @@ def _writer_trace(tmp_path, frame: pl.DataFrame, precision: str):
     (tmp_path / precision).mkdir(mode=0o700)
     writer = TraceWriter(tmp_path / precision, "t.pfw.gz", {"command": []}, precision=precision)
     writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
-    writer.stacks(PY_STACKS)
-    writer.events(frame)
+    writer.events(*Batches()(frame, PY_STACKS))
     writer.close()
     return writer.path
 

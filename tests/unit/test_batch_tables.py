@@ -1,0 +1,52 @@
+"""The writer writes a batch from its id columns and the tables naming them (DESIGN: ids
+through the pipeline): the names a batch also carries for the live views are not read."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.collect import file_ids
+from ioobserve.collect.file_ids import FileIds
+from ioobserve.model import BatchTables, Process
+from ioobserve.trace.reader import load, records
+from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches
+from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
+
+
+def test_the_writer_names_ids_from_the_tables_not_from_the_batch_names(tmp_path):
+    frame, tables = Batches()(_frame(), PY_STACKS)
+    # Names a sink shows, made wrong: a writer reading them would write these.
+    wrong = frame.with_columns(
+        pl.lit("/wrong").alias(s.PATH), pl.lit("/wrong").alias(s.PATH2), pl.lit("/wrong.slice").alias(s.CGROUP_PATH),
+        pl.lit("nobody").alias(s.USER), pl.lit("666").alias(s.JOB), pl.lit(99, pl.Int32).alias(s.RANK),
+        pl.lit("wrong").alias(s.PY_FUNCTION))
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
+    writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x",)) for pid in (10, 12, 13)])
+    writer.events(wrong, tables)
+    writer.close()
+    loaded = load(writer.path)
+    assert loaded.drop(s.PPID, s.COMM).equals(_frame().drop(s.PPID, s.COMM))
+    assert "/wrong" not in records(writer.path, "FH").get_column("args").struct.field("name").to_list()
+
+
+def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, tmp_path):
+    monkeypatch.setattr(file_ids, "MAX_FILES_KEPT", 2)
+    ids = FileIds()
+    first, files = ids.assign(_frame())  # /data/a and /data/b (rename's target)
+    assert sorted(files.get_column(s.PATH).to_list()) == ["/data/a", "/data/b"]
+    again, files_again = ids.assign(_frame())  # full: started over, new ids for the same files
+    assert set(files_again.get_column(s.FILE)).isdisjoint(files.get_column(s.FILE))
+    # Two ids for one file in one trace read back as that file.
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
+    batches = Batches()
+    _, tables = batches(_frame(), PY_STACKS)
+    writer.events(first, BatchTables(files=files, cgroups=tables.cgroups, users=tables.users, contexts=tables.contexts,
+                                     stacks=PY_STACKS))
+    writer.events(again, BatchTables(files=files_again, cgroups=tables.cgroups, users=tables.users, contexts=tables.contexts))
+    writer.close()
+    assert records(writer.path, "FH").height == 4
+    loaded = load(writer.path).filter(pl.col(s.PATH).is_not_null())
+    assert loaded.get_column(s.PATH).to_list() == ["/data/a", "/data/a", "/data/a", "/data/a"]
+    assert loaded.filter(pl.col(s.PATH2).is_not_null()).get_column(s.PATH2).to_list() == ["/data/b", "/data/b"]
