@@ -153,6 +153,7 @@ struct ioo_config {
 			       * or an ancestor is in `emit_cgroups`; every call is still aggregated */
 	__u32 emit_gen;       /* bumped at each change of `emit_cgroups`: older cached verdicts are stale */
 	__u32 emit_count;     /* entries in `emit_cgroups`: none, no walk */
+	__u32 stopped;        /* the recording is ending: no process is selected any more */
 };
 
 /* Bits of ioo_config.layers. */

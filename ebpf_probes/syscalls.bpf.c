@@ -257,10 +257,11 @@ static __always_inline int cgroup_selected(void)
 
 /* The process filters: pid tree, cgroup, comm; ioobserve and its helper processes are never
  * traced. Helpers are our children, never in a traced pid tree, so only a recording without
- * one looks them up. */
+ * one looks them up. Once the recording stops, nothing is selected: the programs detach
+ * while the rings are drained. */
 static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
 {
-	if (tgid == cfg->self_tgid || tgid == 0)
+	if (tgid == cfg->self_tgid || tgid == 0 || cfg->stopped)
 		return 0;
 	if (cfg->filter_pid) {
 		if (!traced_tgids.lookup(&tgid))

@@ -94,6 +94,7 @@ class ExitAccounting:
         self._lock = threading.Lock()
         self._totals: dict[int, dict[str, int]] = {}
         self._stop = threading.Event()
+        self._wake_read = self._wake_write = -1  # a pipe by which stop() wakes the receiving thread at once
         self._ready = threading.Event()
         self._error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="ioobserve-taskstats", daemon=True)
@@ -102,10 +103,13 @@ class ExitAccounting:
 
     def start(self) -> None:
         """Register for every CPU's exiting tasks; raises AccountingError if the kernel refuses."""
+        self._wake_read, self._wake_write = os.pipe()
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
             self._thread.join()
+            os.close(self._wake_write)
+            self._wake_write = -1
             raise AccountingError(f"taskstats unavailable: {self._error}")
 
     def _run(self) -> None:
@@ -122,6 +126,7 @@ class ExitAccounting:
             sock.register_mask(self._cpus)
         except Exception as exc:  # pyroute2 raises NetlinkError, OSError or its own errors
             self._error = exc
+            os.close(self._wake_read)
             self._ready.set()
             return
         self._ready.set()
@@ -129,7 +134,7 @@ class ExitAccounting:
         _enlarge_receive_buffer(fd)
         try:
             while True:  # until asked to stop and nothing is left to read
-                if select.select([fd], [], [], _POLL_S)[0]:
+                if fd in select.select([fd, self._wake_read], [], [], _POLL_S)[0]:
                     try:
                         data = os.read(fd, _DATAGRAM)
                     except OSError as exc:
@@ -151,6 +156,7 @@ class ExitAccounting:
             with contextlib.suppress(Exception):  # the kernel drops the registration with the socket anyway
                 sock.deregister_mask(self._cpus)
             sock.close()
+            os.close(self._wake_read)
 
     def _add(self, message) -> None:
         """Fold one netlink message (a thread's exit: its pid and stats) into the totals."""
@@ -179,8 +185,13 @@ class ExitAccounting:
         return taken
 
     def stop(self) -> None:
-        """Deregister and close (waits for the receiving thread)."""
+        """Deregister and close (waits for the receiving thread, which reads what the socket
+        holds first: the exits of the recorded command came before its parent heard of them)."""
         self._stop.set()
+        if self._wake_write >= 0:
+            os.write(self._wake_write, b"x")
+            os.close(self._wake_write)
+            self._wake_write = -1
         if self._thread.ident is not None:
             self._thread.join()
 

@@ -110,7 +110,8 @@ class CaptureProcess:
             yield decode(payload[:events_size], payload[events_size:])
 
     def stop(self) -> None:
-        """Ask the child to drain what is left and end the stream (call after detaching)."""
+        """Ask the child to drain what is left and end the stream (call once nothing new comes:
+        the probes stopped selecting, or are detached)."""
         if self._stop_write >= 0:
             os.write(self._stop_write, b"x")
             os.close(self._stop_write)

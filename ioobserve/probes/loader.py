@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,6 +106,8 @@ class SyscallProbes:
         ]
         text = "".join(f'#line 1 "{source_dir / name}"\n' + (source_dir / name).read_text() + "\n" for name in SOURCES)
         self.closed = False
+        self.stopping = False  # stop_selecting() was called: no new probes
+        self._attaching = threading.Lock()  # library and interpreter probes, attached by the collector's reader
         try:
             self.bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
         except ProbeError as exc:
@@ -311,20 +314,39 @@ class SyscallProbes:
 
     def library_mapped(self, pid: int, path: str) -> None:
         """A selected process mapped `path` executable: probe it if a library layer wants it,
-        read its interpreter if it is libpython."""
-        for layer, probes in self.libraries.items():
-            if probes.consider(pid, path):
-                self._describe_library_layer(layer)
-        if self.python is not None and self.python.consider(pid, path):
-            self.attached_layers[ly.PYTHON] = self.python.describe()
+        read its interpreter if it is libpython (nothing once the recording stops)."""
+        if self.stopping:
+            return  # without the lock: detach() may hold it a while
+        with self._attaching:
+            if self.stopping:
+                return
+            for layer, probes in self.libraries.items():
+                if probes.consider(pid, path):
+                    self._describe_library_layer(layer)
+            if self.python is not None and self.python.consider(pid, path):
+                self.attached_layers[ly.PYTHON] = self.python.describe()
 
     def program_started(self, pid: int) -> None:
         """A selected process exec'd: read its interpreter if the program is a python binary."""
-        if self.python is not None and self.python.consider(pid):
-            self.attached_layers[ly.PYTHON] = self.python.describe()
+        if self.stopping:
+            return
+        with self._attaching:
+            if not self.stopping and self.python is not None and self.python.consider(pid):
+                self.attached_layers[ly.PYTHON] = self.python.describe()
+
+    def stop_selecting(self) -> None:
+        """Select no process from now on (one write of the config: every program returns
+        before its work), so the rings hold all there will be and detach() may run while they
+        are drained; no probe is attached after this."""
+        with self._attaching:
+            self.stopping = True
+        self._config["stopped"] = 1
+        self._write_config()
 
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""
+        with self._attaching:
+            self.stopping = True
         if self.python is not None:
             self.python.detach()
         for probes in self.libraries.values():
