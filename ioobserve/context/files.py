@@ -60,14 +60,24 @@ class FileTable:
 
     def join_name(self, rec: NameRecord) -> str:
         """The absolute path a path argument names."""
-        if rec.name.startswith("/") or not rec.name:
-            return os.path.normpath(rec.name) if rec.name else ""
+        name = rec.name
+        if name.startswith("/") or not name:
+            if _plain(name):  # most are: normpath would cost as much again as the rest of a name's way
+                return name
+            return os.path.normpath(name) if name else ""
         base = self.by_id.get((rec.base_dev, rec.base_ino), UNKNOWN_BASE)
         return os.path.normpath(os.path.join(base, rec.name))
 
     def names_frame(self, records: list[NameRecord]) -> pl.DataFrame:
         """tid, ts_ns, index, path for a batch of name records."""
-        rows = [(r.tid, r.ts_ns, r.index, r.name if r.index == ev.NAME_LABEL else self.join_name(r)) for r in records]
         return pl.DataFrame(
-            rows, schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String}, orient="row"
+            {"tid": [r.tid for r in records], "ts_ns": [r.ts_ns for r in records], "index": [r.index for r in records],
+             "path": [r.name if r.index == ev.NAME_LABEL else self.join_name(r) for r in records]},
+            schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String},
         )
+
+
+def _plain(name: str) -> bool:
+    """An absolute path normpath would leave as it is: no empty, "." or ".." component, no
+    trailing slash (a component starting with a dot is sent to normpath too)."""
+    return "//" not in name and "/." not in name and (len(name) == 1 or not name.endswith("/"))

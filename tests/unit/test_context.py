@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from ioobserve import events as ev
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
@@ -24,6 +26,14 @@ def test_relative_names_join_their_base_directory():
     assert table.join_name(NameRecord(1, 1, 0, 1, 5, "../x/./f")) == "/work/x/f"
     assert table.join_name(NameRecord(1, 1, 0, 0, 0, "/abs//p")) == "/abs/p"
     assert table.join_name(NameRecord(1, 1, 0, 9, 9, "rel")) == "?/rel"  # base never seen
+
+
+def test_absolute_names_come_out_as_normpath_makes_them():
+    """normpath is skipped where it would change nothing: it must never be skipped elsewhere."""
+    table = FileTable()
+    for name in ("/", "/a/b", "/a//b", "//a", "///a", "/a/./b", "/a/../b", "/a/b/", "/a/.hidden", "/a/b/.", "/a/..",
+                 "/..", "/a/b..", "/a/...", "/.", "/a/b/c.txt", "/tmp/x y", "/\udcff/é"):
+        assert table.join_name(NameRecord(1, 1, 0, 0, 0, name)) == os.path.normpath(name), name
 
 
 def test_lineage_from_fork_exec_exit():

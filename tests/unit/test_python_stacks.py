@@ -10,6 +10,8 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.decode import PyChainRecord, PyCodeRecord
+from ioobserve.model import KEPT_CHAINS
+from ioobserve.python import stacks as python_stacks
 from ioobserve.python.stacks import PythonStacks
 
 PID, CODE = 7, 0x1000
@@ -71,3 +73,43 @@ def test_a_stack_cut_at_the_depth_walked_has_no_levels():
     stacks.add([cut], CODES)
     (stack_id,) = _stack_ids(stacks, 7).values()
     assert stacks.levels(pl.Series([stack_id], dtype=pl.UInt32)).is_empty()
+
+
+def _deep_chain(chain: int, codes: list[int], pid: int = PID) -> PyChainRecord:
+    """Frames innermost first: f<code> for each code."""
+    frames = np.zeros(len(codes), dtype=ev.PY_FRAME)
+    frames["code"] = [CODE + code for code in codes]
+    frames["instance"] = chain  # another call each time: not part of the stack
+    return PyChainRecord(pid, chain, False, frames)
+
+
+def test_a_batch_of_chains_is_resolved_frame_by_frame_whatever_the_process():
+    stacks = PythonStacks()
+    other = [code._replace(pid=PID + 1, code=code.code + 0x100) for code in CODES]  # another process's code addresses
+    stacks.add([_deep_chain(1, [0, 1, 2]), _deep_chain(2, [1, 2]), _deep_chain(3, [0, 1, 2]),
+                PyChainRecord(PID + 1, 4, False, _deep_chain(4, [0x100, 0x101, 0x102]).frames)], CODES + other)
+    ids = _stack_ids(stacks, 1, 2, 3, 4)
+    assert ids[1] == ids[3] == ids[4] != ids[2]  # the same frames, whichever call or process made them
+    new = stacks.take_new()
+    assert [f.function for f in new[ids[1]].frames] == ["f0", "f1", "f2"]
+    assert [f.function for f in new[ids[2]].frames] == ["f1", "f2"]
+
+
+def test_a_frame_whose_code_record_comes_later_is_named_once_it_has():
+    stacks = PythonStacks()
+    stacks.add([_deep_chain(1, [0, 5])], CODES[:1])
+    (first,) = _stack_ids(stacks, 1).values()
+    assert [f.function for f in stacks.take_new()[first].frames] == ["f0", "<unknown>"]
+    stacks.add([_deep_chain(2, [0, 5])], CODES[5:6])
+    (second,) = _stack_ids(stacks, 2).values()
+    assert second != first and [f.function for f in stacks.take_new()[second].frames] == ["f0", "f5"]
+
+
+def test_stacks_stay_right_when_the_frame_numbering_starts_over(monkeypatch):
+    monkeypatch.setattr(python_stacks, "MAX_FRAMES_KEPT", 2)
+    stacks = PythonStacks()
+    stacks.add([_deep_chain(chain, [chain % 8, (chain + 1) % 8]) for chain in range(1, 30)], CODES)
+    for chain in range(1, 30):  # one at a time: each batch may start the numbering over
+        (stack_id,) = _stack_ids(stacks, chain).values()
+        assert [f.function for f in stacks._stacks[stack_id].frames] == [f"f{chain % 8}", f"f{(chain + 1) % 8}"]  # noqa: SLF001
+    assert len(stacks._stacks) <= 2 * KEPT_CHAINS  # noqa: SLF001
