@@ -58,6 +58,12 @@ def workload(work: Path, args) -> list[str]:
             "--workers", str(args.workers), "--epochs", str(args.epochs), "--threads", "2", "--outputs", "--report", "json"]
 
 
+def _exit_lag(stdout: str, returned: float) -> float | None:
+    """Seconds from the job's last line (its "ended_at") to `returned`."""
+    ended = [json.loads(line)["ended_at"] for line in stdout.splitlines() if '"ended_at"' in line]
+    return returned - ended[0] if ended else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dftracer-venv", type=Path, required=True)
@@ -87,14 +93,20 @@ def main() -> None:
         dft_bytes = sum(f.stat().st_size for f in dft_files)
         dft_events = sum(events_in(f) for f in dft_files)
 
+        # The job alone: how long its process takes to exit after its last line (torch's own
+        # teardown), which record's tail below includes.
+        plain_work = base / "plain-work"
+        plain_work.mkdir()
+        plain = subprocess.run(workload(plain_work, args), check=True, capture_output=True, text=True)
+        plain_exit_lag = _exit_lag(plain.stdout, time.time())
+
         io_work, io_out = base / "io-work", base / "io-out"
         io_work.mkdir()
         io_out.mkdir(mode=0o700)
         scope = [] if args.job == "torch" else ["--path-prefix", str(io_work)]
         done = subprocess.run([str(IOOBSERVE), "record", "-o", str(io_out), *scope, "--", *workload(io_work, args)],
                               check=True, capture_output=True, text=True)
-        returned = time.time()
-        ended = [json.loads(line)["ended_at"] for line in done.stdout.splitlines() if '"ended_at"' in line]
+        tail = _exit_lag(done.stdout, time.time())
         traces = sorted(io_out.glob("*.pfw.gz"))
         written_bytes = sum(f.stat().st_size for f in traces)  # as the recorder wrote them (its finisher starts now)
         deadline = time.monotonic() + 600
@@ -114,9 +126,10 @@ def main() -> None:
               f" ({written_bytes / io_events / dft_per:.2f}x); the Parquet copy: {copy_bytes / io_events:5.2f} B/event")
         result = {"job": args.job, "dftracer_b_per_event": dft_per, "ioobserve_b_per_event": io_per,
                   "written_b_per_event": written_bytes / io_events, "copy_b_per_event": copy_bytes / io_events}
-        if ended:
-            result["record_tail_s"] = round(returned - ended[0], 2)
-            print(f"record returned {result['record_tail_s']:.2f} s after the job ended")
+        if tail is not None and plain_exit_lag is not None:
+            result["record_tail_s"], result["plain_exit_lag_s"] = round(tail, 2), round(plain_exit_lag, 2)
+            print(f"record returned {tail:.2f} s after the job's last line; the job alone exits "
+                  f"{plain_exit_lag:.2f} s after it: {tail - plain_exit_lag:.2f} s after the command's own end")
         print(json.dumps(result))
     finally:
         shutil.rmtree(base, ignore_errors=True)

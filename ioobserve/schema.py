@@ -93,6 +93,14 @@ columns (and PPID, COMM, from the process's record)."""
 BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE: pl.UInt32, FILE2: pl.UInt32}
 """A batch the collector hands its sinks: the named event and its file ids."""
 
+CHUNK_SCHEMA: dict[str, pl.DataType] = {
+    TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,
+    FILE_ID: pl.Categorical, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
+    FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16,
+}
+"""An event chunk of the analyses (ioobserve.trace.chunks): ids where EVENT_SCHEMA has names,
+FILE_ID (the same in every trace) for PATH, DEV and INO; the trace's tables name the rest."""
+
 # Layers (the trace's `cat`), top to bottom; parent_ts links an event to one a layer above.
 LAYER_PYTHON = "PYTHON"
 LAYER_HDF5 = "HDF5"

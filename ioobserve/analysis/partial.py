@@ -91,7 +91,7 @@ def _owners(events: pl.LazyFrame, tables: TraceTables, processes: pl.DataFrame) 
 
 
 def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFrame) -> Partial:
-    """The partial of one chunk of events (ioobserve.trace.chunks.ID_SCHEMA) of a trace."""
+    """The partial of one chunk of events (schema.CHUNK_SCHEMA) of a trace."""
     host = processes.get_column(s.HOST).first() if processes.height else tables.host
     # Eager, once: every frame below reads them; in time order, so that merges need not sort.
     events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))

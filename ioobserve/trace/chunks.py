@@ -28,13 +28,6 @@ from ioobserve.trace.tables import (
 
 CHUNK_ROWS = 1 << 20
 _FILE_KEY_SEED = 0xF11E
-ID_SCHEMA: dict[str, pl.DataType] = {
-    s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.LAYER: pl.Categorical,
-    s.OP: pl.Categorical, s.FILE_ID: pl.Categorical, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64,
-    s.BYTES: pl.UInt64, s.OFFSET: pl.Int64, s.FLAGS: pl.UInt16, s.COUNTED: pl.Boolean, s.CGROUP: pl.UInt64,
-    s.PY_STACK: pl.UInt32, s.PY_FRAME: pl.UInt16,
-}
-"""The columns of an event chunk."""
 
 
 @dataclass
@@ -71,7 +64,7 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
 def event_chunks(path: Path, selection: Selection | None = None, damage: list[Damage] | None = None,
                  chunk_rows: int = CHUNK_ROWS, progress: bool | None = False,
                  tables: TraceTables | None = None) -> Iterator[pl.DataFrame]:
-    """The trace's events (ID_SCHEMA) in chunks of time order, read through its copy (as load
+    """The trace's events (schema.CHUNK_SCHEMA) in chunks of time order, read through its copy (as load
     reads); pids and the time range of `selection` apply (path prefixes do not: filter FILE_ID
     through the tables, which are read here unless given)."""
     selection = selection or Selection()
@@ -94,4 +87,4 @@ def _file_id(path: pl.Expr, dev: pl.Expr, ino: pl.Expr) -> pl.Expr:
 
 def _with_ids(named: pl.DataFrame) -> pl.DataFrame:
     return named.with_columns(_file_id(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID)).select(
-        list(ID_SCHEMA)).cast(ID_SCHEMA)
+        list(s.CHUNK_SCHEMA)).cast(s.CHUNK_SCHEMA)
