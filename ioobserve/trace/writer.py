@@ -259,7 +259,9 @@ class TraceWriter:
             if uid not in self._uids_described and user is not None:
                 self._uids_described.add(uid)
                 pending.add_meta(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
-        self._describe_contexts(tables.contexts, pending)
+        # Only the batch's own processes: a job's trace in `serve` says nothing of other jobs'.
+        self._describe_contexts(tables.contexts.filter(pl.col(s.PID).is_in(frame.get_column(s.PID).unique().implode())),
+                                pending)
         return frame
 
     def _describe_files(self, frame: pl.DataFrame, files: pl.DataFrame, pending: _Pending) -> pl.DataFrame:

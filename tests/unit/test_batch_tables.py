@@ -31,6 +31,18 @@ def test_the_writer_names_ids_from_the_tables_not_from_the_batch_names(tmp_path)
     assert "/wrong" not in records(writer.path, "FH").get_column("args").struct.field("name").to_list()
 
 
+def test_a_part_of_a_batch_is_described_by_its_own_share_of_the_tables(tmp_path):
+    """serve writes each job's share of a batch with the whole batch's tables: a job's trace
+    names only its own files, cgroups, users and processes' contexts."""
+    frame, tables = Batches()(_frame(), PY_STACKS)
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
+    writer.events(frame.filter(pl.col(s.PID) == 12), tables)  # pid 12: no file, no context
+    writer.close()
+    assert records(writer.path, "FH").is_empty() and records(writer.path, "PC").is_empty()
+    # what was left out: the other processes' ranks
+    assert tables.contexts.filter(pl.col(s.RANK).is_not_null()).get_column(s.PID).unique().sort().to_list() == [10, 13]
+
+
 def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, tmp_path):
     monkeypatch.setattr(file_ids, "MAX_FILES_KEPT", 2)
     ids = FileIds()
