@@ -269,7 +269,9 @@ class TraceWriter:
         with fhash/fhash2 columns (the part's prefix and the recording's file id, in hex)."""
         used = pl.concat([frame.get_column(s.FILE), frame.get_column(s.FILE2)]).drop_nulls().unique()
         named = files.filter(pl.col(s.FILE).is_in(used.implode())).unique(s.FILE)
-        for file_id, path, dev, ino in named.filter(~pl.col(s.FILE).is_in(list(self._files_described))).iter_rows():
+        for file_id, path, dev, ino in named.iter_rows():  # the batch's few files, not the part's many
+            if file_id in self._files_described:
+                continue
             self._files_described.add(file_id)
             args = {"hhash": self._hhash, "name": path, "value": f"{self._file_prefix}{file_id:x}", "dev": dev, "ino": ino}
             pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
