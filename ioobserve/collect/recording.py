@@ -157,6 +157,7 @@ class Recording:
                 on_start()
             if child:
                 child.release()
+            self.probes.scan_running()
             deadline = started + duration if duration is not None else None
             while not self._stop.is_set():
                 if child and (status := child.poll()) is not None:

@@ -6,12 +6,12 @@ Each probe picks its mechanism from these checks: fentry, then kprobe, then trac
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
 from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.headers import HeadersMissing, find_headers
@@ -19,8 +19,6 @@ from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.syscall_table import NUMBERS, machine_arch
 
 TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
-BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
-BPF_MAP_CREATE = 0
 BPF_MAP_TYPE_RINGBUF = 27
 CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
 
@@ -68,14 +66,11 @@ def tracefs_dir(mount: bool = True) -> Path | None:
 
 def ringbuf_supported(arch: str | None = None) -> bool:
     """Create and close a BPF ring buffer map (kernel 5.8+)."""
-    number = BPF_SYSCALL.get(arch or machine_arch())
-    if number is None:
+    if (arch or machine_arch()) not in BPF_SYSCALL:
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = (ctypes.c_uint32 * 32)()
-    attr[0], attr[3] = BPF_MAP_TYPE_RINGBUF, 4096
-    fd = libc.syscall(number, BPF_MAP_CREATE, ctypes.byref(attr), ctypes.sizeof(attr))
-    if fd < 0:
+    try:
+        fd = map_create(BPF_MAP_TYPE_RINGBUF, 0, 0, 4096, 0, b"ioo_probe")
+    except OSError:
         return False
     os.close(fd)
     return True

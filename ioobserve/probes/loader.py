@@ -6,11 +6,13 @@ import contextlib
 import ctypes
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
@@ -19,10 +21,13 @@ from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
-from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
-from ioobserve.probes.python_probes import PythonOptions, PythonProbes
+from ioobserve.probes.libraries import (HDF5_FILE, LIBC_FILE, MPI_FILE, MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM,
+                                        LibraryProbes, mapped_files)
+from ioobserve.probes.object_cache import cache_key, extract, lookup, store
+from ioobserve.probes.python_probes import CHAINED, WALK_PROGRAM, PythonOptions, PythonProbes
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
+from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 # Compiled as one unit, in this order: bcc rewrites map calls only in its main file.
@@ -58,6 +63,7 @@ LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPII
 SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO: ("mpi", "mpich")}
 # Stack pointer at a function's return minus at its entry: x86 pops the return address.
 RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}
+PRELOAD_THREADS = 4  # programs verified at once (the kernel verifies each on its caller's CPU)
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,28 @@ class ProbeSizes:
     aux_pages: int = 1024
     known_files: int = 65536
     aggregate_entries: int = 0  # > 0: kernel aggregation (`serve`) with tables this size; 0: none compiled in
+
+
+def _probe_object(text: str, cflags: list[str], headers: Headers) -> tuple[object, bool]:
+    """The probes as a bcc BPF object, and whether it came from the cache: an entry matching
+    this source, these flags and this kernel is loaded as it is; otherwise bcc compiles (and
+    the result is kept for the next recording)."""
+    key = cache_key(text, cflags, headers, __version__)
+    compiled = lookup(key)
+    if compiled is not None:
+        from ioobserve.probes.cached_bpf import CachedBPF  # deferred: it imports bcc
+
+        try:
+            return CachedBPF(compiled), True
+        except OSError:  # the kernel refused the maps it made before: compile afresh
+            pass
+    try:
+        bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
+    except ProbeError as exc:
+        raise ProbeError(f"compiling {' and '.join(SOURCES)} failed: {exc}") from exc
+    with contextlib.suppress(OSError, ValueError):  # a read-only cache only costs the next start
+        store(extract(bpf, key))
+    return bpf, False
 
 
 def probes_source_dir() -> Path:
@@ -108,13 +136,45 @@ class SyscallProbes:
         self.closed = False
         self.stopping = False  # stop_selecting() was called: no new probes
         self._attaching = threading.Lock()  # library and interpreter probes, attached by the collector's reader
-        try:
-            self.bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
-        except ProbeError as exc:
-            raise ProbeError(f"compiling {' and '.join(SOURCES)} failed: {exc}") from exc
+        self.bpf, self.from_cache = _probe_object(text, cflags, headers)
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
         self.python = PythonProbes(self.bpf, python) if ly.PYTHON in layers else None
+        self._preloading = self._preload() if self.from_cache else []
+
+    def _programs_wanted(self) -> list[tuple[str, int, int]]:
+        """(program, type, expected attach type) of what attach() loads for these layers, the
+        ones the verifier takes longest over first."""
+        from bcc import BPF  # deferred: only probes import bcc
+
+        raw = BPF.RAW_TRACEPOINT
+        wanted = [("on_sys_exit", raw, 0), ("on_sys_enter", raw, 0)]
+        if self.libraries or self.python is not None:
+            wanted += [(name, BPF.KPROBE, BPF_TRACE_UPROBE_MULTI) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
+        wanted += [(program, raw, 0) for _, program in ATTACHMENTS if program not in ("on_sys_exit", "on_sys_enter")]
+        if self.python is not None:
+            wanted += [(program, raw, 0) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
+        if ly.BLOCK in self.layers:
+            wanted += [(program, raw, 0) for candidates in BLOCK_ATTACHMENTS for _, program in candidates]
+        if ly.CACHE in self.layers:
+            wanted += [(program, BPF.TRACEPOINT, 0) for spec, pairs in CACHE_ATTACHMENTS
+                       if self._cache_fields[spec.macro] is not None for _, program in pairs]
+        return wanted
+
+    def _preload(self) -> list[Future]:
+        """Verify the programs attach() will need on background threads, from now on: the
+        verifier is most of a cached start (~0.8 s here, one core), and the calls wait in the
+        kernel with the GIL released. A program that fails here fails again, with its
+        reason, when attach() loads it."""
+        def load(name: str, kind: int, attach_type: int) -> None:
+            with contextlib.suppress(Exception):  # bcc raises bare Exceptions
+                self.bpf.load_func(name.encode(), kind, attach_type=attach_type or -1)
+
+        pool = ThreadPoolExecutor(max_workers=min(PRELOAD_THREADS, os.cpu_count() or 1),
+                                  thread_name_prefix="ioobserve-verify")
+        futures = [pool.submit(load, *program) for program in self._programs_wanted()]
+        pool.shutdown(wait=False)  # the queued loads still run
+        return futures
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
@@ -209,7 +269,10 @@ class SyscallProbes:
 
     def attach(self) -> None:
         """Attach every program; lineage first so no process is born unseen. Optional layers
-        the kernel cannot give are left out (see attached_layers)."""
+        the kernel cannot give are left out (see attached_layers). Processes already running
+        for their copies of a library layer's library by scan_running(), once the command
+        is on its way."""
+        wait(self._preloading)
         try:
             for tracepoint, program in ATTACHMENTS:
                 self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
@@ -292,14 +355,28 @@ class SyscallProbes:
 
         probes = self.libraries[layer]
         probes.load_programs()
-        system = [found.decode() for name in SYSTEM_LIBRARIES[layer] if (found := BPF.find_library(name.encode()))]
-        for path in system + mapped_files(probes.pattern):
+        for path in [found.decode() for name in SYSTEM_LIBRARIES[layer] if (found := BPF.find_library(name.encode()))]:
             probes.attach_file(path)
+        if layer == ly.LIBC and not probes.functions:  # no system libc: a running process's copy, then
+            for path in mapped_files(probes.pattern):
+                probes.attach_file(path)
         if layer == ly.LIBC and not probes.functions:  # every process has a libc: something is wrong
             self.detach()
             why = "; ".join(f"{path}: {reason}" for path, reason in probes.failures.items()) or "no libc found"
             raise ProbeError(f"the libc layer could not probe any libc ({why})")
         self._describe_library_layer(layer)
+
+    def scan_running(self) -> None:
+        """Probe the copies of a library layer's library that running processes map besides
+        the system's (containers' own libc): after attach(), once a command is released, as
+        reading every process's mappings takes a while on a busy node."""
+        for layer, probes in self.libraries.items():
+            for path in mapped_files(probes.pattern):
+                with self._attaching:
+                    if self.stopping:
+                        return
+                    probes.attach_file(path)
+                    self._describe_library_layer(layer)
 
     def _describe_library_layer(self, layer: str) -> None:
         """How a library layer is probed so far (HDF5 and MPI-IO grow as processes map them)."""

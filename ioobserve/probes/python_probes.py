@@ -36,6 +36,16 @@ class PythonOptions:
     sample: int = 1  # walk one traced call in `sample` per thread
 
 
+def _children(pid: int) -> list[int]:
+    """The processes `pid`'s threads have forked that are still running."""
+    found = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as listing:
+                found += [int(child) for child in listing.read().split()]
+    return found
+
+
 class PythonProbes:
     """The stack walk of one recording and the processes it knows run CPython."""
 
@@ -67,6 +77,8 @@ class PythonProbes:
         if fd < 0:
             raise OSError(ctypes.get_errno(), f"attaching {WALK_PROGRAM} to sys_enter failed")
         self._link_fd = fd
+        # Every running process, before any command starts: once an interpreter file is
+        # read, the kernel places each new process of it from its exec (~0.1 s here).
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
                 self.consider(int(entry.name))
@@ -93,6 +105,10 @@ class PythonProbes:
         self.processes += 1
         self.versions.add(interpreter.version)
         self.calls.consider(pid, interpreter.path)  # after the walk is on: the first time, it takes a while
+        # Children forked before this entry existed did not inherit it in the kernel.
+        for child in _children(pid):
+            if ctypes.c_uint32(child) not in table:
+                self.consider(child)
         return True
 
     def _layout_index(self, interpreter: Interpreter) -> int | None:

@@ -29,10 +29,11 @@ def wait_finished(directory: Path) -> None:
                timeout=600)
 
 
-def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`ioobserve record -o out_dir [options] -- command`, run to completion."""
     return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options, "--", *command],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 class Recorder:

@@ -1,0 +1,60 @@
+"""Probes loaded from the compiled-probe cache record exactly what freshly compiled ones do,
+and the cache is what a second recording starts from."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ioobserve.trace.reader import load, own_records
+from tests.kernel.recorder import json_line, record_command
+from tests.kernel.test_ground_truth import LOADER, _expected_counts, _trace_counts
+
+ARGS = ["--files", "6", "--size", str(64 * 1024), "--workers", "2", "--start", "fork"]
+
+
+def _record_loader(tmp_path, name: str, env: dict[str, str]) -> None:
+    """Record the loader; every process's calls and bytes are the ones it counted itself."""
+    out, work = tmp_path / f"trace-{name}", tmp_path / f"work-{name}"
+    work.mkdir()
+    result = record_command(out, [sys.executable, LOADER, "--dir", str(work), *ARGS], env=env)
+    assert result.returncode == 0, result.stderr
+    expected = json_line(result.stdout, "EXPECTED")["EXPECTED"]
+    traces = sorted(out.glob("*.pfw.gz"))
+    frame = load(traces)
+    assert len(expected) == 3
+    for pid, entry in expected.items():
+        assert _trace_counts(frame, int(pid)) == _expected_counts(entry), f"pid {pid} ({name})"
+    (end,) = own_records(traces[0], "end")
+    assert end["args"]["lost_total"] == 0
+
+
+def test_the_second_recording_loads_the_first_ones_compile(root_required, tmp_path):
+    cache = tmp_path / "cache"
+    env = os.environ | {"IOOBSERVE_CACHE_DIR": str(cache)}
+    _record_loader(tmp_path, "compiled", env)
+    (entry,) = (cache / "probes").glob("*.json")
+    assert entry.stat().st_mode & 0o777 == 0o600
+    written = entry.stat()
+    _record_loader(tmp_path, "cached", env)
+    assert list((cache / "probes").glob("*.json")) == [entry]
+    again = entry.stat()  # a compile would have stored a new file in its place
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_probes_from_the_cache_are_the_ones_loaded(root_required, tmp_path, monkeypatch):
+    from ioobserve.collect.recording import load_probes
+    from ioobserve.probes import object_cache
+
+    monkeypatch.setattr(object_cache, "CACHE_DIR", tmp_path)
+    first = load_probes()
+    try:
+        assert not first.from_cache
+    finally:
+        first.close()
+    second = load_probes()
+    try:
+        assert second.from_cache
+        assert set(second.bpf.compiled.programs) >= {"on_sys_enter", "on_sys_exit", "py_walk"}
+    finally:
+        second.close()
