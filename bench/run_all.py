@@ -7,7 +7,7 @@ Each script's output comes under a heading, then one line per script (ok, failed
 and its seconds); the exit status is 1 if any failed. The DFTracer columns need .venv-peers
 (ci/peers.sh): without it those scripts run without them, and trace_size.py, a comparison
 with DFTracer only, is skipped. analysis.py and trace_io.py repeat the events of a trace
-recorded here first (the bundled loader, as `make demo` runs it). Needs root.
+recorded here first (the bundled loader, as `make demo` runs it), which load.py loads. Needs root.
 
   sudo .venv/bin/python bench/run_all.py [--quick]
 """
@@ -43,6 +43,7 @@ class Benchmark:
     peers: bool = False  # takes --dftracer-venv for the DFTracer columns
     peers_only: bool = False  # nothing to measure without DFTracer
     source: bool = False  # takes --source, a recorded trace
+    trace: bool = False  # takes --trace, a recorded trace
     needs: str | None = None  # a program it runs
 
 
@@ -50,12 +51,15 @@ BENCHMARKS = [
     Benchmark("overhead.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "100000", "--skip-strace"], peers=True),
     Benchmark("throughput.py", [], ["--calls", "200000", "--procs", "1"]),
     Benchmark("trace_size.py", [], ["--files", "200", "--epochs", "1"], peers=True, peers_only=True),
+    Benchmark("real_job.py", [], ["--rounds", "1", "--epochs", "1", "--samples", "16"], peers=True,
+              needs="/var/tmp/torchvenv/bin/python"),  # real_job.py's default --torch-python
     Benchmark("python_stacks.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "30000"]),
     Benchmark("layers.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "100000"], peers=True),
     Benchmark("analysis.py", [], ["--events", "200000"], source=True),
     Benchmark("top.py", [], ["--rates", "10000", "--seconds", "3"], needs="tmux"),
     Benchmark("serve.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1", "--calls", "100000"]),
     Benchmark("trace_io.py", [], ["--events", "200000"], peers=True, source=True),
+    Benchmark("load.py", [], [], peers=True, trace=True),
     Benchmark("soak.py", [], ["--minutes", "1", "--rate", "50000", "--rotate-s", "20"]),
 ]
 
@@ -86,10 +90,10 @@ def command(bench: Benchmark, quick: bool, source: Path | None) -> list[str] | s
     argv = [str(PYTHON), str(BENCH / bench.script), *(bench.quick if quick else bench.full)]
     if bench.peers and have_peers:
         argv += ["--dftracer-venv", str(PEERS)]
-    if bench.source:
+    if bench.source or bench.trace:
         if source is None:
-            return "no recorded trace to repeat (recording the loader failed, see above)"
-        argv += ["--source", str(source)]
+            return "no recorded trace to read (recording the loader failed, see above)"
+        argv += ["--source" if bench.source else "--trace", str(source)]
     return argv
 
 
