@@ -71,6 +71,7 @@ def record(
     backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, recompress it smaller and write its Parquet copy for fast reading, in the background at the lowest priority.")] = True,
+    probe_stats: Annotated[bool, typer.Option("--probe-stats", help="Have the kernel count the probes' own run time while recording (its BPF stats, a few tens of ns per probe run), for the summary's cost line.")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -124,7 +125,7 @@ def record(
 
     try:
         recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options,
-                              stop_timeout=stop_timeout,
+                              stop_timeout=stop_timeout, probe_stats=probe_stats,
                               **({"backlog_bytes": int(backlog_mb * (1 << 20))} if backlog_mb is not None else {}))
     except ProbeError as exc:
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)

@@ -42,6 +42,7 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     lost = sum(dropped.values())
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) if lost else ""
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
+    totals.add_row("cost", _cost(summary))
     if unwritten:
         totals.add_row("not written", f"{unwritten:,} events captured but not in the trace (see the warning below)")
     totals.add_row("processes", f"{len(summary.pids):,}")
@@ -93,6 +94,22 @@ def incomplete_line(writer, result) -> str | None:
     where = f" ({kept[0]}{' and later parts' if len(kept) > 1 else ''})" if kept else ""
     return (f"the trace misses {unwritten:,} events ({'; '.join(why) or 'not written'}); it kept "
             f"{writer.events_written:,} events in {len(kept)} file{'s' if len(kept) != 1 else ''}{where}")
+
+
+def _cost(summary: Summary) -> str:
+    """What the recording cost: the probes' kernel time per event, if the kernel counted it,
+    and how far behind the calls the events reached the trace writer."""
+    counters = summary.counters
+    run_ns, runs = counters.get("probe_run_ns", 0), counters.get("probe_runs", 0)
+    if runs and summary.records:
+        probes = (f"probes {run_ns / summary.records / 1000:.2f} µs of kernel time per event "
+                  f"({runs:,} probe runs, {run_ns / 1e9:.2f} s)")
+    else:
+        probes = "probes' kernel time not counted (--probe-stats, or sysctl kernel.bpf_stats_enabled=1)"
+    if "writer_lag_max_us" not in counters:
+        return probes
+    return (f"{probes}; events reached the writer at most {counters['writer_lag_max_us'] / 1e6:.2f} s after their "
+            f"call ended (median {counters['writer_lag_median_us'] / 1e6:.2f} s)")
 
 
 def _accounting_rows(totals: Table, summary: Summary, result) -> None:

@@ -143,6 +143,7 @@ class Collector:
         self._abandoned = False
         self._dropped_by_reader = self._dropped_by_worker = 0
         self._held: object = _NOTHING  # an item _take looked at but left for the next call
+        self._lags_ns: list[int] = []  # per batch handed to the sinks: now minus its oldest call's end
         self._reader = threading.Thread(target=self._read_loop, name="ioobserve-reader", daemon=True)
         self._worker = threading.Thread(target=self._work_loop, name="ioobserve-worker", daemon=True)
 
@@ -277,6 +278,8 @@ class Collector:
                 frame = frame.filter(~self._outside_prefixes)
             for sink in self.sinks:
                 sink.events(frame, tables)
+            # How far behind the calls this batch was handed on: from its oldest call's end.
+            self._lags_ns.append(time.monotonic_ns() - int((batch["ts_ns"] + batch["dur_ns"]).min()))
             if self._accounting is not None:
                 self._accounting_check.add_events(frame)
             self._follow_renames(frame)
@@ -323,11 +326,22 @@ class Collector:
         return lost_by_name(self.probes.lost_counts())
 
     def counters(self) -> dict[str, int]:
-        """Counts of what user space made of the records (beyond events and losses)."""
+        """Counts of what user space made of the records (beyond events and losses), and what
+        the recording cost: how far behind the calls the sinks got them, and the probes' own
+        run time and runs per program while the kernel's BPF stats were on."""
         counts = {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed,
                   "py_chains_unknown": self.stacks.unknown_chains}
         if self._accounting is not None:
             counts["accounting_overruns"] = self._accounting.overruns
+        if self._lags_ns:
+            counts["writer_lag_max_us"] = max(self._lags_ns) // 1000
+            counts["writer_lag_median_us"] = int(np.median(self._lags_ns)) // 1000
+        stats = {name: ran for name, ran in self.probes.run_stats().items() if ran[1]}
+        if stats:
+            counts["probe_run_ns"] = sum(run_ns for run_ns, _ in stats.values())
+            counts["probe_runs"] = sum(runs for _, runs in stats.values())
+            for name, (run_ns, runs) in sorted(stats.items()):
+                counts[f"probe_run_ns.{name}"], counts[f"probe_runs.{name}"] = run_ns, runs
         return counts
 
     @property

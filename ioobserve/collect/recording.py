@@ -13,6 +13,7 @@ from ioobserve.collect.accounting import AccountingError, ExitAccounting, Taskst
 from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector, Sink
 from ioobserve.collect.priority import restore_priority
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
+from ioobserve.probes.bpf_syscall import enable_run_stats
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.filters import KernelFilters
@@ -98,8 +99,9 @@ class Recording:
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
                  original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
                  python: PythonOptions = PythonOptions(), stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
-                 backlog_bytes: int = DEFAULT_BACKLOG_BYTES):
+                 backlog_bytes: int = DEFAULT_BACKLOG_BYTES, probe_stats: bool = False):
         self.filters = filters
+        self.probe_stats = probe_stats  # the kernel counts the probes' run time while recording
         self.original_nice = original_nice
         self.sinks = sinks
         self.backlog_bytes = backlog_bytes
@@ -133,6 +135,7 @@ class Recording:
         if child and trace_command:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
+        stats = None
         try:
             self.probes.configure(self.filters)
             self._start_accounting()
@@ -141,10 +144,13 @@ class Recording:
                                   accounting=self.accounting)
             if child:
                 collector.account_from_start(child.pid)
+            stats = _run_stats_on() if self.probe_stats else None
             self.probes.attach()
         except BaseException:
             if child:
                 child.abort()
+            if stats is not None:
+                os.close(stats)
             if self.accounting is not None:
                 self.accounting.stop()
             self.probes.close()
@@ -180,6 +186,8 @@ class Recording:
             finally:
                 lost = collector.lost_total()
                 detaching.join()
+                if stats is not None:
+                    os.close(stats)
                 self.probes.close()
                 if child and status is None:
                     status = _reap(child)
@@ -194,6 +202,15 @@ class Recording:
             self.accounting.start()
         except AccountingError as exc:
             self.accounting, self.accounting_note = None, str(exc)
+
+
+def _run_stats_on() -> int | None:
+    """Turn the kernel's BPF run-time stats on (until the returned fd is closed); None where
+    the kernel has no such switch (before 5.8), the stats then count only if the sysctl is on."""
+    try:
+        return enable_run_stats()
+    except OSError:
+        return None
 
 
 def _reap(child: GatedCommand) -> int | None:

@@ -15,6 +15,7 @@ import numpy as np
 from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
+from ioobserve.probes.bpf_syscall import prog_run_stats
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.compile import ProbeError, compile_bpf
@@ -450,6 +451,16 @@ class SyscallProbes:
         self.detach()
         with contextlib.suppress(Exception):
             self.bpf.cleanup()
+
+    def run_stats(self) -> dict[str, tuple[int, int]]:
+        """Each loaded program's (run time in ns, runs), as the kernel counts them while its
+        BPF run-time stats are on (kernel.bpf_stats_enabled, or enable_run_stats())."""
+        stats = {}
+        for name, function in list(self.bpf.funcs.items()):
+            with contextlib.suppress(OSError):
+                _, run_ns, runs = prog_run_stats(function.fd)
+                stats[name.decode()] = (run_ns, runs)
+        return stats
 
     def ring(self, name: str) -> tuple[int, int]:
         """(map fd, data size in bytes) of the ring buffer `name` ("events" or "aux")."""
