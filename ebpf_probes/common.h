@@ -127,6 +127,15 @@ struct ioo_syscall_spec {
 
 enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3, IOO_LIB_PYTHON = 4 };
 
+/* A uprobe_multi entry link's cookie: the op, and where in a call the probe sits. Every
+ * probe is at a function's entry (its return: the return link), but for imports, probed
+ * where CPython loads a module it has not imported yet (ioobserve/python/import_sites.py):
+ * at the call of importlib's _find_and_load (IOO_COOKIE_FIND_AND_LOAD) and at the
+ * instruction after it, where that call has returned (IOO_COOKIE_RETURN). */
+#define IOO_COOKIE_OP            0xffff
+#define IOO_COOKIE_FIND_AND_LOAD 0x10000
+#define IOO_COOKIE_RETURN        0x20000
+
 struct ioo_call_spec {
 	__u16 library;     /* enum ioo_library: a call inside an open call of its own library is
 			    * that library's internal business, not the application's */

@@ -1436,8 +1436,10 @@ static __always_inline u32 live_depth(struct call_frames *fr, u64 sp)
 /* python_stacks.bpf.c: the text of a Python str as a name record of the event at `ts`. */
 static __always_inline void py_send_label(u64 str, u64 level, u64 ts);
 
-static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
+static __always_inline int call_enter(struct pt_regs *ctx, u64 cookie)
 {
+	u16 op = cookie & IOO_COOKIE_OP;
+	int find_and_load = cookie & IOO_COOKIE_FIND_AND_LOAD;
 	struct ioo_config *cfg = get_config();
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
@@ -1448,6 +1450,8 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	if (!spec || !fr)
 		return 0;
 	u64 sp = PT_REGS_SP(ctx);
+	if (find_and_load)
+		sp -= RETURN_SP_ADJUST;  /* as the called function sees it: the return probe finds it so */
 	u32 depth = live_depth(fr, sp);
 	u64 parent_ts = 0;
 	if (depth > 0) {
@@ -1462,12 +1466,20 @@ static __always_inline int call_enter(struct pt_regs *ctx, u16 op)
 	struct call_frame *frame = frame_at(fr, depth + 1);
 	frame->ts = bpf_ktime_get_ns();
 	frame->sp = sp;
+	/* Every register read the same way whatever the probe (the verifier refuses a load
+	 * through a context pointer clang has moved by a chosen offset). */
 	frame->args[0] = PT_REGS_PARM1(ctx);
 	frame->args[1] = PT_REGS_PARM2(ctx);
 	frame->args[2] = PT_REGS_PARM3(ctx);
 	frame->args[3] = PT_REGS_PARM4(ctx);
 	frame->args[4] = PT_REGS_PARM5(ctx);
 	frame->args[5] = PT_REGS_PARM6(ctx);
+	if (find_and_load) {
+		/* _find_and_load(abs_name, import_) called as a method of importlib: the absolute
+		 * name is the third argument; as the import op's (name, ..., level), level 0. */
+		frame->args[0] = frame->args[2];
+		frame->args[4] = 0;
+	}
 	frame->parent_ts = parent_ts;
 	frame->op = op;
 	frame->library = spec->library;
@@ -1644,10 +1656,13 @@ static __always_inline int call_return(struct pt_regs *ctx)
 }
 
 /* Attached through uprobe_multi links (kernel 6.6+): one link per library file for every
- * entry, its cookie the op, and one for every return. */
+ * entry, its cookie the op (IOO_COOKIE_*), and one for every return. */
 int on_call_enter_multi(struct pt_regs *ctx)
 {
-	return call_enter(ctx, bpf_get_attach_cookie(ctx));
+	u64 cookie = bpf_get_attach_cookie(ctx);
+	if (cookie & IOO_COOKIE_RETURN)
+		return call_return(ctx);
+	return call_enter(ctx, cookie);
 }
 
 int on_call_return_multi(struct pt_regs *ctx)
@@ -1733,6 +1748,8 @@ CALL_ENTRY(MPI_File_write_shared, IOO_OP_MPI_FILE_WRITE_SHARED)
 CALL_ENTRY(MPI_File_read_ordered, IOO_OP_MPI_FILE_READ_ORDERED)
 CALL_ENTRY(MPI_File_write_ordered, IOO_OP_MPI_FILE_WRITE_ORDERED)
 CALL_ENTRY(py_import, IOO_OP_PY_IMPORT)
+/* The import probe at _find_and_load's call, where uprobe_multi (and its cookies) is missing. */
+int enter_py_import_find_and_load(struct pt_regs *ctx) { return call_enter(ctx, IOO_OP_PY_IMPORT | IOO_COOKIE_FIND_AND_LOAD); }
 CALL_ENTRY(py_open, IOO_OP_PY_OPEN)
 
 /* The VFS (opt-in, kprobes where the kernel has them): vfs_read, vfs_write, vfs_open and

@@ -5,7 +5,9 @@ probes, and the programs drop what the filters do not select. Aliases at one add
 and open64) are probed once. Files are found in the mappings of running processes when the
 recording starts, and later from the kernel's report of each new executable mapping.
 Probes go in through two uprobe_multi links per file where the kernel has them, one perf
-event per probe (slow to detach) where it does not.
+event per probe (slow to detach) where it does not. An op may be probed at call sites rather
+than at its function (`sites`: CPython's module loads, see ioobserve/python/import_sites.py):
+there a probe on the call and one on the next instruction stand for the entry and the return.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, link_uprobes
 
 RETURN_PROGRAM = "on_call_return"
 MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM = "on_call_enter_multi", "on_call_return_multi"
+SITE_ENTRY_PROGRAM = "enter_py_import_find_and_load"  # the one call-site op, where links are missing
+COOKIE_FIND_AND_LOAD, COOKIE_RETURN = 0x10000, 0x20000  # IOO_COOKIE_* of common.h
+CALL_LENGTH = 5  # x86-64 `call rel32`: the instruction after a call site
 LIBC_FILE = re.compile(r"^libc(\.so\.6|-[0-9.]+\.so)$")
 # libhdf5 as distributions name it (libhdf5.so.310, Debian's libhdf5_serial.so.103 and
 # libhdf5_mpich.so.103) and as wheels bundle it (h5py.libs/libhdf5-9e18f0c6.so.320.0.0);
@@ -83,6 +88,8 @@ class LibraryProbes:
     multi: bool | None = None  # whether uprobe_multi links work here (None: not tried yet)
     links: list[int] = field(default_factory=list)
     locate: Callable[[str], dict[int, str]] | None = None  # {address: op} of functions without a symbol
+    sites: Callable[[str], dict[int, str]] | None = None  # {call address: op} of ops probed where they are called
+    site_files: int = 0  # files probed at call sites
 
     def attach_file(self, path: str) -> int:
         """Probe one library file (once per inode); the number of functions probed there."""
@@ -102,20 +109,29 @@ class LibraryProbes:
             calls = resolve_calls(BPF.get_user_functions_and_addresses(path, wanted), self.specs)
             if self.locate is not None:
                 calls = {**self.locate(path), **calls}
-            if self.multi is not False and self._attach_multi(path, calls):
-                self.files[key] = len(calls)
-                return self.files[key]
-            for address, op in sorted(calls.items()):
-                # The return first: an entry never outlives its frame's match.
-                self.bpf.attach_uretprobe(name=path, addr=address, fn_name=RETURN_PROGRAM)
-                self.bpf.attach_uprobe(name=path, addr=address, fn_name=entry_program(op))
-                self.files[key] += 1
+            sites = self.sites(path) if self.sites is not None else {}
+            calls = {address: op for address, op in calls.items() if op not in sites.values()}
+            if self.multi is not False and self._attach_multi(path, calls, sites):
+                self.files[key] = len(calls) + len(sites)
+            else:
+                self._attach_each(path, calls, sites)
+                self.files[key] = len(calls) + len(sites)
+            self.site_files += bool(sites)
         except Exception as exc:  # bcc raises bare Exceptions; the layer goes on without this file
             self.failures[path] = str(exc)
             del self.files[key]  # another path to it may do (a container's copy whose process left)
             return 0
         self.failures.pop(path, None)
         return self.files[key]
+
+    def _attach_each(self, path: str, calls: dict[int, str], sites: dict[int, str]) -> None:
+        """One perf-event uprobe per probe; the return first, so that no entry outlives its match."""
+        for address, op in sorted(calls.items()):
+            self.bpf.attach_uretprobe(name=path, addr=address, fn_name=RETURN_PROGRAM)
+            self.bpf.attach_uprobe(name=path, addr=address, fn_name=entry_program(op))
+        for address in sorted(sites):
+            self.bpf.attach_uprobe(name=path, addr=address + CALL_LENGTH, fn_name=RETURN_PROGRAM)
+            self.bpf.attach_uprobe(name=path, addr=address, fn_name=SITE_ENTRY_PROGRAM)
 
     def load_programs(self) -> None:
         """Load (verify) the link programs now, not when a process maps a library: there the
@@ -133,21 +149,29 @@ class LibraryProbes:
         return tuple(self.bpf.load_func(name.encode(), BPF.KPROBE, attach_type=BPF_TRACE_UPROBE_MULTI).fd
                      for name in (MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM))
 
-    def _attach_multi(self, path: str, calls: dict[int, str]) -> bool:
-        """Two uprobe_multi links (returns, then entries with the op as cookie); False, and
-        never again, where the kernel cannot make them."""
+    def _attach_multi(self, path: str, calls: dict[int, str], sites: dict[int, str]) -> bool:
+        """Two uprobe_multi links (returns, then entries with the op as cookie, call sites and
+        the instructions after them among them); False, and never again, where the kernel
+        cannot make them."""
         from bcc import BPF
 
-        # Symbol addresses to file offsets, as bcc itself does before attaching.
-        offsets = [BPF._check_path_symbol(path, b"", address, -1)[1] for address in sorted(calls)]
-        cookies = [ev.OP_CODES[calls[address]] for address in sorted(calls)]
+        def offset(address: int) -> int:  # symbol address to file offset, as bcc does before attaching
+            return BPF._check_path_symbol(path, b"", address, -1)[1]
+
+        offsets = [offset(address) for address in sorted(calls)]
+        entries = [(at, ev.OP_CODES[calls[address]]) for at, address in zip(offsets, sorted(calls))]
+        for address, op in sorted(sites.items()):
+            entries += [(offset(address), ev.OP_CODES[op] | COOKIE_FIND_AND_LOAD),
+                        (offset(address + CALL_LENGTH), ev.OP_CODES[op] | COOKIE_RETURN)]
         try:
             entry, exit_ = self._multi_programs()
-            self.links.append(link_uprobes(exit_, path, offsets, returns=True))  # closed after the entries
+            returns = [link_uprobes(exit_, path, offsets, returns=True)] if offsets else []
+            self.links += returns  # closed after the entries
             try:
-                self.links.append(link_uprobes(entry, path, offsets, cookies))
+                self.links.append(link_uprobes(entry, path, [at for at, _ in entries], [c for _, c in entries]))
             except BaseException:
-                os.close(self.links.pop())  # no return probes left behind without their entries
+                for _ in returns:
+                    os.close(self.links.pop())  # no return probes left behind without their entries
                 raise
         except OSError as exc:
             gone = exc.errno in (errno.ENOENT, errno.ESRCH)  # the path left with its process

@@ -21,6 +21,7 @@ import numpy as np
 from ioobserve import events as ev
 from ioobserve.probes.call_table import PYTHON as PYTHON_CALLS
 from ioobserve.probes.libraries import LibraryProbes
+from ioobserve.python.import_sites import import_sites
 from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, InterpreterFinder
 from ioobserve.python.methods import interpreter_methods
 
@@ -58,7 +59,7 @@ class PythonProbes:
         self._link_fd: int | None = None
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
-        self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods)
+        self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods, sites=import_sites)
         self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
@@ -149,7 +150,10 @@ class PythonProbes:
             what += f", one call in {self.sample}"
         what += f"; CPython {versions}"
         if self.calls.files:
-            what += f"; imports and open() probed in {len(self.calls.files)} interpreter file(s)"
+            how = "uprobes" if self.calls.multi is False else "uprobe_multi links"
+            what += f"; imports and open() probed ({how}) in {len(self.calls.files)} interpreter file(s)"
+            if self.calls.site_files < len(self.calls.files):  # no _find_and_load call found: every import traps
+                what += f" ({len(self.calls.files) - self.calls.site_files} at every import statement)"
         if self.calls.failures:
             path, why = next(iter(self.calls.failures.items()))
             what += f"; imports and open() not probed in {path}: {why}"

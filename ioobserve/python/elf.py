@@ -42,7 +42,7 @@ class ElfFile:
         self._data = self.path.read_bytes()
         if len(self._data) < _HEADER.size or self._data[:4] != b"\x7fELF" or self._data[4] != 2 or self._data[5] != 1:
             raise ElfError(f"{self.path}: not a 64-bit little-endian ELF file")
-        (_, self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = _HEADER.unpack_from(self._data)
+        (_, self.e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx) = _HEADER.unpack_from(self._data)
         self.segments = [
             Segment(vaddr, offset, filesz, bool(flags & PF_X))
             for kind, flags, offset, vaddr, _, filesz, _, _ in (
@@ -50,6 +50,7 @@ class ElfFile:
             if kind == PT_LOAD
         ]
         self._sections = [_SHDR.unpack_from(self._data, shoff + i * shentsize) for i in range(shnum)] if shoff else []
+        self._shstrndx = shstrndx
         self._symbols: dict[int, dict[str, int]] = {}
         self._relative: dict[int, int] | None = None  # slot vaddr -> the vaddr it will hold
 
@@ -66,6 +67,44 @@ class ElfFile:
             if name in self._symbols[kind]:
                 return self._symbols[kind][name]
         return None
+
+    def section(self, name: str) -> tuple[int, bytes, int] | None:
+        """(vaddr, bytes, entry size) of the section called `name`, if the file has one."""
+        if self._shstrndx >= len(self._sections):
+            return None
+        names_at = self._sections[self._shstrndx][4]
+        wanted = name.encode() + b"\0"
+        for name_at, _, _, vaddr, offset, size, _, _, _, entsize in self._sections:
+            if self._data[names_at + name_at:names_at + name_at + len(wanted)] == wanted:
+                return vaddr, self._data[offset:offset + size], entsize
+        return None
+
+    def plt_stubs(self, symbol: str) -> set[int]:
+        """Addresses of the PLT entries that jump to `symbol` (a shared object calling its own
+        exported functions goes through them): entries whose `jmp *GOT(%rip)` reads the GOT
+        slot the dynamic linker fills with the symbol (x86-64)."""
+        dynsym, relocations, names = self.section(".dynsym"), self.section(".rela.plt"), self.section(".dynstr")
+        if not (dynsym and relocations and names):
+            return set()
+        wanted = symbol.encode() + b"\0"
+        slots = set()
+        for slot, info, _ in _RELA.iter_unpack(relocations[1]):
+            name_at = _SYM.unpack_from(dynsym[1], (info >> 32) * _SYM.size)[0]
+            if names[1][name_at:name_at + len(wanted)] == wanted:
+                slots.add(slot)
+        stubs = set()
+        for plt in (".plt", ".plt.sec"):
+            found = self.section(plt)
+            if not found:
+                continue
+            vaddr, code, entsize = found
+            entsize = entsize or 16
+            at = code.find(b"\xff\x25")
+            while at >= 0:
+                if vaddr + at + 6 + struct.unpack_from("<i", code, at + 2)[0] in slots:
+                    stubs.add(vaddr + at - at % entsize)
+                at = code.find(b"\xff\x25", at + 1)
+        return stubs
 
     def _read_symbols(self, wanted: int) -> dict[str, int]:
         symbols: dict[str, int] = {}
@@ -88,6 +127,14 @@ class ElfFile:
                 start = seg.offset + vaddr - seg.vaddr
                 return self._data[start:start + size]
         return None
+
+    def read_to_segment_end(self, vaddr: int, limit: int) -> bytes:
+        """Up to `limit` of the file's bytes from a virtual address, not past its segment."""
+        for seg in self.segments:
+            if seg.vaddr <= vaddr < seg.vaddr + seg.filesz:
+                start = seg.offset + vaddr - seg.vaddr
+                return self._data[start:min(start + limit, seg.offset + seg.filesz)]
+        return b""
 
     def find(self, needle: bytes) -> int | None:
         """The virtual address of the first loaded occurrence of `needle`."""
