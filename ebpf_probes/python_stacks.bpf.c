@@ -14,6 +14,10 @@
  */
 
 #define PY_CHUNK 128            /* bytes of a frame read at once: every field the walk uses lies in it */
+#define PY_WINDOW 4096          /* bytes of a thread's frame stack read at once (3.11+) */
+#define PY_WINDOW_BUF 8192      /* room for a window, or for one page read up to a frame's chunk */
+#define PY_ALONE_AT (PY_WINDOW_BUF - PY_CHUNK)  /* where a frame outside the window is read */
+#define PY_PAGE 4096ULL
 #define PY_ARGS 3
 #define PY_WALK_STEPS 8     /* frames walked per program run (py_frames tail-calls itself) */
 #define PY_MAX_INTERPRETERS 4
@@ -24,9 +28,10 @@
 #define PY_LABEL_DOTS 7     /* at most this many dots of a relative import's level in its label */
 
 struct py_thread {
-	u64 tstate;   /* this thread's PyThreadState, once found */
-	u32 tgid;     /* ... in this process (a thread's storage outlives an exec) */
-	u32 calls;    /* traced calls so far, for sampling */
+	u64 tstate;    /* this thread's PyThreadState, once found */
+	u64 stack_lo;  /* the lowest address of its frame stack the last window read (mapped then) */
+	u32 tgid;      /* ... in this process (a thread's storage outlives an exec) */
+	u32 calls;     /* traced calls so far, for sampling */
 };
 
 /* A code object as sent: its address in a process, and what it names (a code object freed
@@ -47,7 +52,8 @@ struct py_argcount {
 
 /* The walk in progress on this CPU, carried across py_walk's tail calls. */
 struct py_scratch {
-	u8 chunk[PY_CHUNK];
+	u64 win_lo;     /* the thread's frame stack as read into py_window: [win_lo, win_hi) */
+	u64 win_hi;
 	u64 frame;      /* the next frame to read (0: none left) */
 	u64 hash;       /* the chain's hash so far */
 	u64 ts;         /* the syscall's entry time: the inflight record to give the chain to */
@@ -61,6 +67,14 @@ BPF_TASK_STORAGE(py_threads, struct py_thread);
 BPF_TABLE("lru_hash", u64, u8, py_chains_seen, 65536);
 BPF_TABLE("lru_hash", struct py_code_key, u8, py_codes_seen, 65536);
 BPF_PERCPU_ARRAY(py_scratch, struct py_scratch, 1);
+/* 3.11+ keeps a thread's frames side by side in its data stack, each caller below its callee:
+ * one read of the few KiB under the innermost frame holds most of a walk's frames (a read
+ * costs ~0.1 µs here, whatever its size up to a few KiB). Frames outside it are read one by
+ * one into its start. */
+struct py_window {
+	u8 bytes[PY_WINDOW_BUF];
+};
+BPF_PERCPU_ARRAY(py_window, struct py_window, 1);
 /* Shared by the CPUs: py_codes corrects a slot when a new code object takes an address a
  * freed one had (a stale count would make every call of the new function look alike). */
 BPF_ARRAY(py_argcounts, struct py_argcount, PY_ARGCOUNT_SLOTS);
@@ -86,27 +100,56 @@ static __always_inline u64 user_u64(u64 addr)
 	return value;
 }
 
-/* A field of the frame chunk at a layout offset; the masks bound it for the verifier and
- * are applied in asm, where clang cannot drop them. */
-static __always_inline u64 chunk_u64(u8 *chunk, u32 off)
+/* A field of a frame at `at` in the window, at a layout offset; the masks bound it for the
+ * verifier and are applied in asm, where clang cannot drop them. */
+static __always_inline u64 frame_u64(u8 *window, u64 at, u32 off)
 {
-	u64 index = off;
-	asm volatile("%0 &= 0x78" : "+r"(index));  /* 8-aligned, below PY_CHUNK */
-	return *(u64 *)(chunk + index);
+	u64 index = at + (off & (PY_CHUNK - 1));
+	asm volatile("%0 &= 0x1ff8" : "+r"(index));  /* 8-aligned, below PY_WINDOW_BUF */
+	return *(u64 *)(window + index);
 }
 
-static __always_inline u32 chunk_u32(u8 *chunk, u32 off)
+static __always_inline u32 frame_u32(u8 *window, u64 at, u32 off)
 {
-	u64 index = off;
-	asm volatile("%0 &= 0x7c" : "+r"(index));
-	return *(u32 *)(chunk + index);
+	u64 index = at + (off & (PY_CHUNK - 1));
+	asm volatile("%0 &= 0x1ffc" : "+r"(index));
+	return *(u32 *)(window + index);
 }
 
-static __always_inline u8 chunk_u8(u8 *chunk, u32 off)
+static __always_inline u8 frame_u8(u8 *window, u64 at, u32 off)
 {
-	u64 index = off;
-	asm volatile("%0 &= 0x7f" : "+r"(index));
-	return chunk[index];
+	u64 index = at + (off & (PY_CHUNK - 1));
+	asm volatile("%0 &= 0x1fff" : "+r"(index));
+	return window[index];
+}
+
+/* Read the thread's frame stack under its innermost frame (3.11+) into the window: from
+ * where the last window of this thread began, if that lies under the frame and near it (it
+ * was mapped then), else PY_WINDOW under it; failing that (the data stack begins nearer),
+ * from the frame's own page. Records in scratch what the window holds (nothing: no window). */
+static __always_inline void py_read_window(struct py_scratch *scratch, struct py_thread *thread, u64 frame)
+{
+	u32 zero = 0;
+	struct py_window *window = py_window.lookup(&zero);
+	scratch->win_lo = scratch->win_hi = 0;
+	if (!window)
+		return;
+	u64 hi = frame + PY_CHUNK;
+	u64 lo = hi - PY_WINDOW;
+	if (thread->stack_lo > lo && thread->stack_lo <= frame)
+		lo = thread->stack_lo;
+	u64 size = hi - lo;
+	asm volatile("%0 &= 0x1fff" : "+r"(size));  /* at most PY_WINDOW here: bounded for the verifier */
+	if (bpf_probe_read_user(window->bytes, size, (void *)lo)) {
+		lo = frame & ~(PY_PAGE - 1);
+		size = hi - lo;
+		asm volatile("%0 &= 0x1fff" : "+r"(size));  /* below PY_PAGE + PY_CHUNK */
+		if (bpf_probe_read_user(window->bytes, size, (void *)lo))
+			return;
+	}
+	thread->stack_lo = lo;
+	scratch->win_lo = lo;
+	scratch->win_hi = hi;
 }
 
 /* The calling thread's PyThreadState: the one remembered for it if its native id still
@@ -174,6 +217,10 @@ int py_walk(struct bpf_raw_tracepoint_args *ctx)
 		frame = user_u64(frame + lay->cframe_frame);
 	if (!frame)
 		return 0;
+	if (lay->flags & IOO_PY_LASTI)
+		scratch->win_lo = scratch->win_hi = 0;  /* 3.10: frames are heap objects, each read alone */
+	else
+		py_read_window(scratch, thread, frame);
 	scratch->frame = frame;
 	scratch->hash = py_mix(0x10b5, tgid);
 	scratch->max_depth = proc->depth < IOO_PY_MAX_FRAMES ? proc->depth : IOO_PY_MAX_FRAMES;
@@ -212,11 +259,16 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 	if (py_chains_seen.lookup(&chain))
 		return 0;
 	rec->hdr.kind = IOO_AUX_PY_CHAIN;
-	rec->hdr.size = sizeof(*rec);
 	rec->chain = chain;
 	rec->pid = tgid;
 	rec->flags = scratch->frame ? IOO_PY_TRUNCATED : 0;
-	if (aux.ringbuf_output(rec, sizeof(*rec), 0)) {
+	/* Only the frames walked: a chain is sent for most new stacks, and most are shallow. */
+	u64 size = __builtin_offsetof(struct ioo_py_chain_record, frames) + (u64)(rec->depth & 0x3f) * sizeof(struct ioo_py_frame);
+	asm volatile("" : "+r"(size));
+	if (size > sizeof(*rec))
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0)) {
 		count_lost(LOST_AUX_BASE + IOO_AUX_PY_CHAIN);
 		return 0;
 	}
@@ -238,7 +290,11 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 	if (!lay || !scratch)
 		return 0;
 	struct ioo_py_chain_record *rec = &scratch->chain;
-	u8 *chunk = scratch->chunk;
+	struct py_window *window = py_window.lookup(&zero);
+	if (!window)
+		return 0;
+	u8 *bytes = window->bytes;
+	u64 win_lo = scratch->win_lo, win_hi = scratch->win_hi;
 	u64 frame = scratch->frame;
 	u64 chain = scratch->hash;
 	u32 depth = rec->depth;
@@ -246,13 +302,18 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 	for (int i = 0; i < PY_WALK_STEPS; i++) {
 		if (!frame || depth >= max_depth)
 			break;
-		if (bpf_probe_read_user(chunk, PY_CHUNK, (void *)frame)) {
-			frame = 0;
-			break;
+		u64 at = frame - win_lo;
+		if (frame < win_lo || frame + PY_CHUNK > win_hi) {
+			/* outside the window (3.10's frames, a generator's, one deeper than it): alone */
+			at = PY_ALONE_AT;
+			if (bpf_probe_read_user(bytes + PY_ALONE_AT, PY_CHUNK, (void *)frame)) {
+				frame = 0;
+				break;
+			}
 		}
-		u64 code = chunk_u64(chunk, lay->frame_code);
-		u64 previous = chunk_u64(chunk, lay->frame_previous);
-		if (lay->frame_owner != IOO_PY_NO_FIELD && chunk_u8(chunk, lay->frame_owner) == lay->owner_cstack) {
+		u64 code = frame_u64(bytes, at, lay->frame_code);
+		u64 previous = frame_u64(bytes, at, lay->frame_previous);
+		if (lay->frame_owner != IOO_PY_NO_FIELD && frame_u8(bytes, at, lay->frame_owner) == lay->owner_cstack) {
 			frame = previous;  /* a shim frame of a C call into Python: no code of its own */
 			continue;
 		}
@@ -262,9 +323,9 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 		}
 		u32 instr;
 		if (lay->flags & IOO_PY_LASTI)
-			instr = chunk_u32(chunk, lay->frame_instr);
+			instr = frame_u32(bytes, at, lay->frame_instr);
 		else
-			instr = (chunk_u64(chunk, lay->frame_instr) - code - lay->code_adaptive) / 2;
+			instr = (frame_u64(bytes, at, lay->frame_instr) - code - lay->code_adaptive) / 2;
 		/* A call is its frame plus its first arguments: a loop calling the same function
 		 * from one line reuses the frame's address, not (usually) its arguments. */
 		u32 slot = py_argcount_slot(code);
@@ -282,10 +343,10 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 		}
 		u64 args[PY_ARGS] = {};
 		if (argcount > 0 && lay->frame_localsplus + 8 * PY_ARGS <= PY_CHUNK) {
-			/* 3.11+: the first locals lie in the chunk read already (a read costs ~0.1 µs) */
-			args[0] = chunk_u64(chunk, lay->frame_localsplus);
-			args[1] = chunk_u64(chunk, lay->frame_localsplus + 8);
-			args[2] = chunk_u64(chunk, lay->frame_localsplus + 16);
+			/* 3.11+: the first locals lie in the frame's chunk read already */
+			args[0] = frame_u64(bytes, at, lay->frame_localsplus);
+			args[1] = frame_u64(bytes, at, lay->frame_localsplus + 8);
+			args[2] = frame_u64(bytes, at, lay->frame_localsplus + 16);
 		} else if (argcount > 0) {
 			bpf_probe_read_user(args, sizeof(args), (void *)(frame + lay->frame_localsplus));
 		}
@@ -365,7 +426,6 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 			known->argcount = argcount;
 		}
 		rec->hdr.kind = IOO_AUX_PY_CODE;
-		rec->hdr.size = sizeof(*rec);
 		rec->code = code;
 		rec->pid = tgid;
 		rec->version = lay->version;
@@ -382,7 +442,13 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 		if (keep && keep <= IOO_PY_TABLE_BYTES &&
 		    bpf_probe_read_user(rec->table, keep, (void *)(table + lay->bytes_data)) == 0)
 			rec->table_len = keep;
-		if (aux.ringbuf_output(rec, sizeof(*rec), 0)) {
+		/* Up to the line table's end: most tables are a few hundred bytes of the 2 KiB kept. */
+		u64 record = __builtin_offsetof(struct ioo_py_code_record, table) + (rec->table_len & 0xfff);
+		asm volatile("" : "+r"(record));
+		if (record > sizeof(*rec))
+			record = sizeof(*rec);
+		rec->hdr.size = record;
+		if (aux.ringbuf_output(rec, record, 0)) {
 			count_lost(LOST_AUX_BASE + IOO_AUX_PY_CODE);
 			/* The chain names a code object user space will not know: send the chain again. */
 			py_chains_seen.delete(&scratch->chain.chain);

@@ -196,15 +196,20 @@ def _decode_py_chain(raw: bytes) -> PyChainRecord:
     return PyChainRecord(pid, chain, bool(flags & ev.PY_TRUNCATED), frames)
 
 
+_CODE_HEAD = _unpacker(ev.PY_CODE_RECORD, ("code", "pid", "firstlineno", "name_len", "file_len", "table_len",
+                                           "table_size", "name_kind", "file_kind", "version"))
+_CODE_NAME_AT, _CODE_FILE_AT, _CODE_TABLE_AT = (ev.PY_CODE_RECORD.fields[name][1] for name in ("name", "file", "table"))
+
+
 def _decode_py_code(raw: bytes) -> PyCodeRecord:
-    rec = np.frombuffer(raw, dtype=ev.PY_CODE_RECORD, count=1)[0]
-    name = _py_text(bytes(raw[ev.PY_CODE_RECORD.fields["name"][1]:][: int(rec["name_len"])]), int(rec["name_kind"]))
-    file = _py_text(bytes(raw[ev.PY_CODE_RECORD.fields["file"][1]:][: int(rec["file_len"])]), int(rec["file_kind"]))
-    table_len = int(rec["table_len"])
-    table = bytes(raw[ev.PY_CODE_RECORD.fields["table"][1]:][:table_len])
-    version = int(rec["version"])
-    return PyCodeRecord(int(rec["pid"]), int(rec["code"]), int(rec["firstlineno"]), name, file, table,
-                        table_len == int(rec["table_size"]), (version >> 8, version & 0xFF))
+    """A code record, sent up to its line table's end."""
+    (code, pid, firstlineno, name_len, file_len, table_len, table_size, name_kind, file_kind,
+     version) = _CODE_HEAD.unpack_from(raw)
+    name = _py_text(bytes(raw[_CODE_NAME_AT:_CODE_NAME_AT + min(name_len, ev.PY_NAME_BYTES)]), name_kind)
+    file = _py_text(bytes(raw[_CODE_FILE_AT:_CODE_FILE_AT + min(file_len, ev.PY_FILE_BYTES)]), file_kind)
+    table = bytes(raw[_CODE_TABLE_AT:_CODE_TABLE_AT + table_len])
+    return PyCodeRecord(pid, code, firstlineno, name, file, table, len(table) == table_size,
+                        (version >> 8, version & 0xFF))
 
 
 _DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env,
