@@ -17,6 +17,7 @@
 #define PY_WINDOW 4096          /* bytes of a thread's frame stack read at once (3.11+) */
 #define PY_WINDOW_BUF 8192      /* room for a window, or for one page read up to a frame's chunk */
 #define PY_ALONE_AT (PY_WINDOW_BUF - PY_CHUNK)  /* where a frame outside the window is read */
+#define PY_TSTATE_CHUNK 256     /* bytes of a thread state holding its native id and frame pointer */
 #define PY_PAGE 4096ULL
 #define PY_ARGS 3
 #define PY_WALK_STEPS 8     /* frames walked per program run (py_frames tail-calls itself) */
@@ -58,7 +59,8 @@ struct py_scratch {
 	u64 hash;       /* the chain's hash so far */
 	u64 ts;         /* the syscall's entry time: the inflight record to give the chain to */
 	u32 max_depth;
-	u32 pad;
+	u32 layout;     /* the process's py_layouts index (py_frames needs no py_procs lookup) */
+	u8 tstate[PY_TSTATE_CHUNK];  /* the fields of the thread state the walk reads, read at once */
 	struct ioo_py_chain_record chain;
 };
 
@@ -152,10 +154,19 @@ static __always_inline void py_read_window(struct py_scratch *scratch, struct py
 	scratch->win_hi = hi;
 }
 
-/* The calling thread's PyThreadState: the one remembered for it if its native id still
- * matches, else found by walking every interpreter's thread list. */
-static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_py_layout *lay,
-					   struct py_thread *thread, u32 tgid)
+/* A field of the thread state chunk read at `base` (see py_frame_field). */
+static __always_inline u64 tstate_u64(struct py_scratch *scratch, u32 off, u32 base)
+{
+	u64 index = off - base;
+	asm volatile("%0 &= 0xf8" : "+r"(index));  /* 8-aligned, below PY_TSTATE_CHUNK */
+	return *(u64 *)(scratch->tstate + index);
+}
+
+/* The calling thread's frame field (its current frame, or the _PyCFrame holding it): through
+ * the thread state remembered for it, read with its native id at once while that still
+ * matches; else the thread state is found again by walking every interpreter's thread list. */
+static __always_inline u64 py_frame_field(struct py_scratch *scratch, struct ioo_py_proc *proc,
+					  struct ioo_py_layout *lay, struct py_thread *thread, u32 tgid)
 {
 	if (lay->tstate_native_id == IOO_PY_NO_FIELD)
 		return 0;
@@ -163,16 +174,23 @@ static __always_inline u64 py_thread_state(struct ioo_py_proc *proc, struct ioo_
 	u64 native = (lay->flags & IOO_PY_PTHREAD_ID) ? current_thread_pointer() : current_ns_tid();
 	if (!native)
 		return 0;
-	if (thread->tgid == tgid && thread->tstate && user_u64(thread->tstate + lay->tstate_native_id) == native)
-		return thread->tstate;
+	u32 id_at = lay->tstate_native_id, frame_at = lay->tstate_frame;
+	u32 base = id_at < frame_at ? id_at : frame_at;
+	u32 end = (id_at < frame_at ? frame_at : id_at) + 8;
+	if (thread->tgid == tgid && thread->tstate && end - base <= PY_TSTATE_CHUNK &&
+	    !bpf_probe_read_user(scratch->tstate, PY_TSTATE_CHUNK, (void *)(thread->tstate + base)) &&
+	    tstate_u64(scratch, id_at, base) == native)
+		return tstate_u64(scratch, frame_at, base);
+	if (thread->tgid == tgid && thread->tstate && user_u64(thread->tstate + id_at) == native)
+		return user_u64(thread->tstate + frame_at);  /* fields too far apart to read at once */
 	u64 interp = user_u64(proc->runtime + lay->runtime_interpreters);
 	for (int i = 0; i < PY_MAX_INTERPRETERS && interp; i++) {
 		u64 tstate = user_u64(interp + lay->interp_threads);
 		for (int j = 0; j < PY_MAX_THREADS && tstate; j++) {
-			if (user_u64(tstate + lay->tstate_native_id) == native) {
+			if (user_u64(tstate + id_at) == native) {
 				thread->tstate = tstate;
 				thread->tgid = tgid;
-				return tstate;
+				return user_u64(tstate + frame_at);
 			}
 			tstate = user_u64(tstate + lay->tstate_next);
 		}
@@ -190,44 +208,6 @@ static __always_inline struct ioo_py_layout *py_layout_of(u32 tgid, struct ioo_p
 	u32 layout = proc->layout;
 	*proc_out = proc;
 	return py_layouts.lookup(&layout);
-}
-
-/* py_walk: runs on sys_enter after on_sys_enter (attached after it), so a traced syscall's
- * inflight record is there to take the chain. Finds the thread's current frame and hands
- * the walk to py_frames. */
-int py_walk(struct bpf_raw_tracepoint_args *ctx)
-{
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ioo_py_proc *proc = NULL;
-	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
-	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
-	struct py_thread *thread = py_threads.task_storage_get(bpf_get_current_task_btf(), 0,
-								BPF_LOCAL_STORAGE_GET_F_CREATE);
-	u32 zero = 0;
-	struct py_scratch *scratch = py_scratch.lookup(&zero);
-	if (!lay || !proc || !st || !st->op || !thread || !scratch)
-		return 0;
-	if (proc->sample > 1 && thread->calls++ % proc->sample)
-		return 0;
-	u64 tstate = py_thread_state(proc, lay, thread, tgid);
-	if (!tstate)
-		return 0;
-	u64 frame = user_u64(tstate + lay->tstate_frame);
-	if (lay->cframe_frame != IOO_PY_NO_FIELD && frame)
-		frame = user_u64(frame + lay->cframe_frame);
-	if (!frame)
-		return 0;
-	if (lay->flags & IOO_PY_LASTI)
-		scratch->win_lo = scratch->win_hi = 0;  /* 3.10: frames are heap objects, each read alone */
-	else
-		py_read_window(scratch, thread, frame);
-	scratch->frame = frame;
-	scratch->hash = py_mix(0x10b5, tgid);
-	scratch->max_depth = proc->depth < IOO_PY_MAX_FRAMES ? proc->depth : IOO_PY_MAX_FRAMES;
-	scratch->chain.depth = 0;
-	scratch->ts = st->ts;
-	py_programs.call(ctx, PY_PROG_FRAMES);
-	return 0;
 }
 
 /* Record the chain walked in the syscall's inflight record and send it if it is new; then
@@ -256,8 +236,14 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 		calls->depth = scratch->frame ? 0 : depth;
 		calls->ts = st->ts;
 	}
-	if (py_chains_seen.lookup(&chain))
+	/* The thread's last stack again (a loop's calls): known to have been sent, no lookup. */
+	if (calls && calls->last_chain == chain)
 		return 0;
+	if (py_chains_seen.lookup(&chain)) {
+		if (calls)
+			calls->last_chain = chain;
+		return 0;
+	}
 	rec->hdr.kind = IOO_AUX_PY_CHAIN;
 	rec->chain = chain;
 	rec->pid = tgid;
@@ -278,21 +264,17 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 	return 0;
 }
 
-/* Walk up to PY_WALK_STEPS frames from scratch->frame, then tail-call itself for more (the
- * verifier checks a short loop quickly; a long one, not at all). */
-int py_frames(struct bpf_raw_tracepoint_args *ctx)
+/* Walk up to PY_WALK_STEPS frames from scratch->frame (py_walk's first steps, py_frames'
+ * later ones), then tail-call py_frames for more (the verifier checks a short loop quickly;
+ * a long one, not at all) or finish the chain. */
+static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, struct py_scratch *scratch,
+					 struct ioo_py_layout *lay, u32 tgid)
 {
-	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	struct ioo_py_proc *proc = NULL;
-	struct ioo_py_layout *lay = py_layout_of(tgid, &proc);
 	u32 zero = 0;
-	struct py_scratch *scratch = py_scratch.lookup(&zero);
-	if (!lay || !scratch)
-		return 0;
-	struct ioo_py_chain_record *rec = &scratch->chain;
 	struct py_window *window = py_window.lookup(&zero);
 	if (!window)
 		return 0;
+	struct ioo_py_chain_record *rec = &scratch->chain;
 	u8 *bytes = window->bytes;
 	u64 win_lo = scratch->win_lo, win_hi = scratch->win_hi;
 	u64 frame = scratch->frame;
@@ -368,6 +350,58 @@ int py_frames(struct bpf_raw_tracepoint_args *ctx)
 	if (frame && depth < max_depth)
 		py_programs.call(ctx, PY_PROG_FRAMES);
 	return py_chain_done(ctx, scratch, tgid);
+}
+
+/* py_walk: runs on sys_enter after on_sys_enter (attached after it), so a traced syscall's
+ * inflight record is there to take the chain. Finds the thread's current frame, reads the
+ * frame stack under it and walks its first frames. */
+int py_walk(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ioo_py_proc *proc = py_procs.lookup(&tgid);
+	if (!proc)
+		return 0;
+	u32 layout = proc->layout;
+	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	struct py_thread *thread = py_threads.task_storage_get(bpf_get_current_task_btf(), 0,
+								BPF_LOCAL_STORAGE_GET_F_CREATE);
+	u32 zero = 0;
+	struct py_scratch *scratch = py_scratch.lookup(&zero);
+	if (!lay || !st || !st->op || !thread || !scratch)
+		return 0;
+	if (proc->sample > 1 && thread->calls++ % proc->sample)
+		return 0;
+	u64 frame = py_frame_field(scratch, proc, lay, thread, tgid);
+	if (lay->cframe_frame != IOO_PY_NO_FIELD && frame)
+		frame = user_u64(frame + lay->cframe_frame);
+	if (!frame)
+		return 0;
+	if (lay->flags & IOO_PY_LASTI)
+		scratch->win_lo = scratch->win_hi = 0;  /* 3.10: frames are heap objects, each read alone */
+	else
+		py_read_window(scratch, thread, frame);
+	scratch->frame = frame;
+	scratch->hash = py_mix(0x10b5, tgid);
+	scratch->max_depth = proc->depth < IOO_PY_MAX_FRAMES ? proc->depth : IOO_PY_MAX_FRAMES;
+	scratch->layout = layout;
+	scratch->chain.depth = 0;
+	scratch->ts = st->ts;
+	return py_walk_steps(ctx, scratch, lay, tgid);
+}
+
+/* py_frames: the walk's next steps, tail-called while frames are left. */
+int py_frames(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 zero = 0;
+	struct py_scratch *scratch = py_scratch.lookup(&zero);
+	if (!scratch)
+		return 0;
+	u32 layout = scratch->layout;
+	struct ioo_py_layout *lay = py_layouts.lookup(&layout);
+	if (!lay)
+		return 0;
+	return py_walk_steps(ctx, scratch, lay, bpf_get_current_pid_tgid() >> 32);
 }
 
 /* `bytes` of a str object's characters into `out`; returns the count and sets `kind`. */

@@ -82,6 +82,7 @@ struct inflight {
  * sys_exit copies to its stack. */
 struct py_calls {
 	u64 ts;                         /* the syscall the walk was made for */
+	u64 last_chain;                 /* the last chain walked that was sent before (none: 0) */
 	u32 depth;                      /* frames walked for it */
 	u32 sent_depth;                 /* frames of the last event sent with a stack */
 	u64 walked[IOO_PY_MAX_FRAMES];  /* the walk's call instances, innermost first */
