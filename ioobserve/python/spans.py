@@ -22,6 +22,7 @@ an I/O event has its stack but no span).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from ioobserve import events as ev
@@ -64,67 +65,25 @@ class SpanBuilder:
         indexed = events.with_row_index("_row")
         # Only events whose stack has levels (not one cut at --py-depth): the kernel does not
         # compare the others' calls either, so they neither end nor continue a span.
+        depths = levels.group_by(s.PY_STACK).agg(pl.col("_depth").first())
         stacked = (
-            indexed.filter(pl.col(s.PY_STACK).is_in(levels.get_column(s.PY_STACK).implode()))
-            .select("_row", *_KEY, s.TS, s.DUR, s.PY_STACK, pl.col(PY_SAME).fill_null(0), *_CARRIED)
+            indexed.filter(pl.col(s.PY_STACK).is_in(depths.get_column(s.PY_STACK).implode()))
             .sort(*_KEY, s.TS, maintain_order=True)
-            .with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over(_KEY).alias("_seq"))
+            .join(depths, on=s.PY_STACK, how="left", maintain_order="left")
         )
         if stacked.is_empty():
             return events.drop(PY_SAME), self._no_spans()
-        rows = stacked.join(levels, on=s.PY_STACK, how="inner").join(
-            self._open.select(*_BY_LEVEL, pl.lit(True).alias("_was_open")), on=_BY_LEVEL, how="left")
-        # A level starts a new call unless the kernel says it is the previous event's (whose
-        # run at this level is the open span's, for a thread's first event of the batch).
-        starts = (pl.col("_level") >= pl.col(PY_SAME)) | ((pl.col("_seq") == 0) & pl.col("_was_open").is_null())
-        rows = rows.sort(*_BY_LEVEL, "_seq").with_columns(starts.cast(pl.UInt32).cum_sum().over(_BY_LEVEL).alias("_run"))
-        runs = rows.group_by(*_BY_LEVEL, "_run").agg(
-            pl.col(s.TS).min().alias("_start"), (pl.col(s.TS) + pl.col(s.DUR)).max().alias("_end"),
-            pl.col("_seq").min().alias("_first"), pl.col("_seq").max().alias("_last"),
-            (pl.col("_depth") - 1 - pl.col("_level")).first().alias(s.PY_FRAME),
-            *(pl.col(c).first() for c in (s.PY_STACK, s.PY_FUNCTION, s.PY_FILE, s.PY_LINE, *_CARRIED)),
-        )
-        runs = self._keyed(runs, rows)
-        innermost = rows.join(runs.select(*_BY_LEVEL, "_run", "_key"), on=[*_BY_LEVEL, "_run"]).group_by("_row").agg(
-            pl.col("_key").sort_by("_level").last().alias("_span"))
-        parented = indexed.join(innermost, on="_row", how="left", maintain_order="left").with_columns(
-            pl.coalesce(s.PARENT_TS, "_span").alias(s.PARENT_TS)).drop("_row", "_span", PY_SAME)
-        # Open: the spans holding their thread's last stacked event of the batch.
-        last = stacked.group_by(_KEY).agg(pl.col("_seq").max().alias("_thread_last"))
-        runs = runs.join(last, on=_KEY).with_columns((pl.col("_last") == pl.col("_thread_last")).alias("_open"))
-        threads = last.select(_KEY)
-        ended_before = self._open.join(runs.filter(pl.col("_run") == 0).select(_BY_LEVEL), on=_BY_LEVEL, how="anti").join(
-            threads, on=_KEY, how="semi")
-        closed = pl.concat([ended_before, runs.filter(~pl.col("_open")).select(list(_OPEN_SCHEMA))])
-        self._open = pl.concat([
-            self._open.join(threads, on=_KEY, how="anti"), runs.filter(pl.col("_open")).select(list(_OPEN_SCHEMA))])
-        return parented, _as_events(closed)
-
-    def _keyed(self, runs: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
-        """Runs with their span's key (ts), end and parent key: run 0 continues the open span."""
-        continued = runs.filter(pl.col("_run") == 0).join(
-            self._open.select(*_BY_LEVEL, "_key", pl.col("_end").alias("_open_end"), "_parent",
-                              *(pl.col(c).alias(f"_open_{c}") for c in (*_NAMED, *_CARRIED))),
-            on=_BY_LEVEL, how="inner",
-        ).with_columns(
-            pl.max_horizontal("_end", "_open_end").alias("_end"),
-            *(pl.col(f"_open_{c}").alias(c) for c in (*_NAMED, *_CARRIED)),
-        )
-        new = runs.filter(pl.col("_run") > 0).with_columns(
-            (pl.col("_start") - 2 * (_TS_ROOM - pl.col("_level"))).cast(pl.UInt64).alias("_key"))
-        keys = pl.concat([continued.select(*_BY_LEVEL, "_run", "_key"), new.select(*_BY_LEVEL, "_run", "_key")])
-        # A new span's parent: the span one level up that holds its first event.
-        up = rows.select(*_KEY, "_seq", (pl.col("_level") + 1).alias("_level"), pl.col("_run").alias("_up_run"))
-        parents = (
-            new.select(*_BY_LEVEL, "_run", "_first")
-            .join(up, left_on=[*_BY_LEVEL, "_first"], right_on=[*_BY_LEVEL, "_seq"], how="inner")
-            .join(keys.select(*_KEY, (pl.col("_level") + 1).alias("_level"), pl.col("_run").alias("_up_run"),
-                              pl.col("_key").alias("_parent")), on=[*_BY_LEVEL, "_up_run"], how="inner")
-            .select(*_BY_LEVEL, "_run", "_parent")
-        )
-        new = new.join(parents, on=[*_BY_LEVEL, "_run"], how="left")
-        columns = ["_run", "_first", "_last", *_OPEN_SCHEMA]
-        return pl.concat([continued.select(columns), new.select(columns)], how="vertical_relaxed").cast(_OPEN_SCHEMA)
+        batch = _Batch(stacked, self._open)
+        spans = np.zeros(events.height, dtype=np.uint64)
+        spans[stacked.get_column("_row").to_numpy()] = batch.innermost_keys()
+        has_span = np.zeros(events.height, dtype=bool)
+        has_span[stacked.get_column("_row").to_numpy()] = True
+        parented = indexed.with_columns(
+            pl.coalesce(s.PARENT_TS, pl.when(pl.Series(has_span)).then(pl.Series(spans))).alias(s.PARENT_TS)
+        ).drop("_row", PY_SAME)
+        table, is_open = batch.table(levels)
+        self._open = pl.concat([self._open.join(batch.threads, on=_KEY, how="anti"), table.filter(is_open)])
+        return parented, _as_events(pl.concat([batch.ended_before(), table.filter(~is_open)]))
 
     def close(self, pids: list[int] | None = None) -> pl.DataFrame:
         """End the open spans of these processes (all if None): they are gone, or the recording is."""
@@ -137,6 +96,107 @@ class SpanBuilder:
 
     def _no_spans(self) -> pl.DataFrame:
         return _as_events(self._open.clear())
+
+
+class _Batch:
+    """The runs of one batch's stacked events, as arrays: a run is one call at one level, a
+    thread's consecutive events that share that level. Events are sorted by thread and time;
+    a run starts at an event whose PY_SAME is at most its level, or carries on a span left
+    open by the batch before (the thread's first event shares its level); it lasts until the
+    thread's next event that does not share the level."""
+
+    def __init__(self, stacked: pl.DataFrame, open_spans: pl.DataFrame):
+        self.stacked = stacked
+        pid, tid = stacked.get_column(s.PID).to_numpy(), stacked.get_column(s.TID).to_numpy()
+        self.ts = stacked.get_column(s.TS).to_numpy()
+        self.ends = self.ts + stacked.get_column(s.DUR).to_numpy()
+        self.depth = stacked.get_column("_depth").to_numpy().astype(np.int64)
+        self.n = len(self.ts)
+        self.new_thread = np.ones(self.n, dtype=bool)
+        self.new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+        self.thread = np.cumsum(self.new_thread) - 1
+        self.first_of = np.flatnonzero(self.new_thread)
+        self.last_of = np.append(self.first_of[1:] - 1, self.n - 1)
+        self.threads = pl.DataFrame({s.PID: pid[self.first_of], s.TID: tid[self.first_of],
+                                     "_t": np.arange(len(self.first_of), dtype=np.int64)})
+        # The spans the last batch left open on these threads: levels 0 to some depth each.
+        self.open_here = open_spans.join(self.threads, on=_KEY, how="inner")
+        open_t = self.open_here.get_column("_t").to_numpy()
+        open_level = self.open_here.get_column("_level").to_numpy().astype(np.int64)
+        open_depth = np.zeros(len(self.first_of), dtype=np.int64)
+        np.maximum.at(open_depth, open_t, open_level + 1)
+        # Levels an event shares with the one before; a thread's first event, with the open spans.
+        self.shared = np.minimum(stacked.get_column(PY_SAME).fill_null(0).to_numpy().astype(np.int64), self.depth)
+        self.shared[self.first_of] = np.minimum(self.shared[self.first_of], open_depth)
+        self.carried = open_level < self.shared[self.first_of[open_t]]
+        self._runs(open_t[self.carried], open_level[self.carried])
+
+    def _runs(self, carried_t: np.ndarray, carried_level: np.ndarray) -> None:
+        """Each run's level, first and last event, key, end and parent; sorted by (level, first)."""
+        counts = self.depth - self.shared
+        event = np.repeat(np.arange(self.n), counts)
+        level = np.arange(len(event)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(self.shared, counts)
+        level = np.concatenate([level, carried_level])
+        first = np.concatenate([event, self.first_of[carried_t]])
+        source = np.concatenate([np.full(len(event), -1), np.flatnonzero(self.carried)])  # open_here row, or -1
+        order = np.lexsort((first, level))
+        self.level, self.first, self.source = level[order], first[order], source[order]
+        self.last = np.empty_like(self.first)
+        self.end = np.empty(len(self.first), dtype=np.uint64)
+        ends = np.append(self.ends, np.uint64(0))  # room for reduceat's index n
+        for lvl in np.unique(self.level):
+            at = np.flatnonzero(self.level == lvl)
+            bounds = np.append(np.flatnonzero((self.shared <= lvl) | self.new_thread), self.n)
+            nxt = bounds[np.searchsorted(bounds, self.first[at], side="right")]
+            self.last[at] = nxt - 1
+            # A run's end is its events' latest: over [first, next) of each run (runs of a level do not overlap).
+            self.end[at] = np.maximum.reduceat(ends, np.column_stack([self.first[at], nxt]).ravel())[::2]
+        started = self.source < 0
+        open_rows = self.source[~started]
+        self.key = np.where(started, self.ts[self.first] - 2 * (_TS_ROOM - self.level).astype(np.uint64), 0).astype(np.uint64)
+        self.key[~started] = self.open_here.get_column("_key").to_numpy()[open_rows]
+        self.end[~started] = np.maximum(self.end[~started], self.open_here.get_column("_end").to_numpy()[open_rows])
+        self.is_open = self.last == self.last_of[self.thread[self.first]]
+        self._codes = self.level * (self.n + 1) + self.first
+        # A new span's parent: the span one level up that holds its first event.
+        parent = np.zeros(len(self.first), dtype=np.uint64)
+        has_parent = started & (self.level > 0)
+        parent[has_parent] = self.key[self._containing(self.first[has_parent], self.level[has_parent] - 1)]
+        open_parent = self.open_here.get_column("_parent")
+        self.parent = pl.Series("_parent", parent).set(pl.Series(~has_parent), None)
+        if open_rows.size:
+            carried_at = np.flatnonzero(~started)
+            self.parent = self.parent.scatter(carried_at, open_parent.gather(open_rows))
+
+    def _containing(self, event: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """The run holding each event at each level (every level of an event is in one)."""
+        return np.searchsorted(self._codes, level * (self.n + 1) + event, side="right") - 1
+
+    def innermost_keys(self) -> np.ndarray:
+        """Each stacked event's innermost span's key."""
+        return self.key[self._containing(np.arange(self.n), self.depth - 1)]
+
+    def ended_before(self) -> pl.DataFrame:
+        """The open spans these threads did not carry on: they ended before this batch."""
+        return self.open_here.filter(pl.Series(~self.carried)).select(list(_OPEN_SCHEMA))
+
+    def table(self, levels: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+        """The runs as open-span rows (_OPEN_SCHEMA), and which are still open."""
+        started = self.source < 0
+        first = self.first[started]
+        named = (
+            self.stacked[first].select(*_KEY, s.PY_STACK, "_depth", *_CARRIED)
+            .with_columns(pl.Series("_level", self.level[started], dtype=pl.UInt32))
+            .join(levels.select(s.PY_STACK, "_level", s.PY_FUNCTION, s.PY_FILE, s.PY_LINE), on=[s.PY_STACK, "_level"],
+                  how="left", maintain_order="left")
+            .with_columns((pl.col("_depth") - 1 - pl.col("_level")).cast(pl.UInt16).alias(s.PY_FRAME))
+        )
+        new = named.with_columns(pl.Series("_key", self.key[started]), pl.Series("_end", self.end[started]),
+                                 self.parent.filter(pl.Series(started))).select(list(_OPEN_SCHEMA))
+        carried = self.open_here[self.source[~started]].with_columns(
+            pl.Series("_end", self.end[~started])).select(list(_OPEN_SCHEMA))
+        table = pl.concat([new.cast(_OPEN_SCHEMA), carried.cast(_OPEN_SCHEMA)])
+        return table, pl.Series(np.concatenate([self.is_open[started], self.is_open[~started]]))
 
 
 def _as_events(spans: pl.DataFrame) -> pl.DataFrame:
