@@ -5,6 +5,7 @@ uprobe_multi links. `union bpf_attr` is a stable ABI: fields are only ever appen
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 
@@ -22,6 +23,9 @@ BPF_STATS_RUN_TIME = 0
 ATTR_SIZE = 144  # union bpf_attr as far as these commands read it, zero-padded
 OBJ_NAME_LEN = 16
 VERIFIER_LOG_BYTES = 1 << 20
+# The verifier gives up with EAGAIN when a signal is pending (a child's SIGCHLD, a debugger
+# attaching): the load is tried again, as libbpf does.
+LOAD_ATTEMPTS = 5
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 # struct bpf_map_info: type, id, key_size, value_size, max_entries, map_flags, name[16],
@@ -73,15 +77,26 @@ def prog_load(prog_type: int, insns: bytes, name: bytes, license: bytes, kern_ve
                      ctypes.addressof(c_license), 0, 0, 0, kern_version, 0, name[:OBJ_NAME_LEN - 1], 0,
                      expected_attach_type)
     try:
-        return bpf(BPF_PROG_LOAD, attr)
+        return _load(attr)
     except OSError as exc:
         log = ctypes.create_string_buffer(VERIFIER_LOG_BYTES)  # again, for the verifier's reason
         struct.pack_into("<IIQ", attr, 24, 1, len(log), ctypes.addressof(log))
         try:
-            return bpf(BPF_PROG_LOAD, attr)
+            return _load(attr)
         except OSError:
             tail = " | ".join(log.value.decode(errors="replace").strip().splitlines()[-3:])
             raise OSError(exc.errno, f"{exc.strerror}: {tail}" if tail else exc.strerror) from None
+
+
+def _load(attr: ctypes.Array) -> int:
+    """BPF_PROG_LOAD, tried again while a pending signal interrupts the verifier."""
+    for attempt in range(LOAD_ATTEMPTS):
+        try:
+            return bpf(BPF_PROG_LOAD, attr)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EINTR) or attempt == LOAD_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def btf_load(blob: bytes) -> int:
