@@ -64,8 +64,10 @@ class Btf:
         self._types_start = hdr_len + type_off
         self._strings_start = hdr_len + str_off
         self._strings_end = self._strings_start + str_len
-        self._types: list[_Type | None] = [None]  # type id 0 is void
-        self._structs_by_name: dict[str, int] = {}
+        # Where each type's record starts (type id 0 is void): records are decoded when asked
+        # for, as a layout needs a few dozen of a kernel's ~130,000 types.
+        self._at: list[int] = [-1]
+        self._structs_by_name_offset: dict[int, int] = {}  # first struct of each name (its string's offset)
         self._parse_types(self._types_start, self._types_start + type_len)
 
     @classmethod
@@ -82,26 +84,37 @@ class Btf:
         return bytes(self._blob[start : start + end]).decode()
 
     def _parse_types(self, pos: int, end: int) -> None:
-        blob, unpack = self._blob, _TYPE.unpack_from
+        blob, unpack, at, structs = self._blob, _TYPE.unpack_from, self._at, self._structs_by_name_offset
+        fixed = [_extra_bytes(kind, 0) for kind in range(32)]
+        per_member = [_extra_bytes(kind, 1) - fixed[kind] for kind in range(32)]
         while pos < end:
-            name_off, info, size_or_type = unpack(blob, pos)
+            name_off, info, _ = unpack(blob, pos)
             kind, vlen = (info >> 24) & 0x1F, info & 0xFFFF
-            body = pos + _TYPE.size
-            # Names are decoded lazily; only struct names are indexed here.
-            entry = _Type(kind, "", size_or_type, vlen, bool(info >> 31), body)
-            if kind in (_STRUCT, _UNION) and name_off:
-                name = self._name(name_off)
-                entry = _Type(kind, name, size_or_type, vlen, bool(info >> 31), body)
-                # A forward-declared or empty twin must not shadow the real definition.
-                if kind == _STRUCT and (name not in self._structs_by_name or vlen):
-                    self._structs_by_name.setdefault(name, len(self._types))
-            self._types.append(entry)
-            pos = body + _extra_bytes(kind, vlen)
+            if kind == _STRUCT and name_off and name_off not in structs:
+                structs[name_off] = len(at)
+            at.append(pos)
+            pos += _TYPE.size + fixed[kind] + per_member[kind] * vlen
+
+    def _type(self, type_id: int) -> _Type | None:
+        """The record of a type id (None: void)."""
+        if not type_id:
+            return None
+        pos = self._at[type_id]
+        name_off, info, size_or_type = _TYPE.unpack_from(self._blob, pos)
+        kind = (info >> 24) & 0x1F
+        name = self._name(name_off) if kind in (_STRUCT, _UNION) and name_off else ""
+        return _Type(kind, name, size_or_type, info & 0xFFFF, bool(info >> 31), pos + _TYPE.size)
+
+    def _struct_id(self, name: str) -> int | None:
+        """The type id of the first `struct name` (BTF keeps each distinct string once)."""
+        strings = bytes(self._blob[self._strings_start:self._strings_end])
+        at = strings.find(b"\0" + name.encode() + b"\0")
+        return None if at < 0 else self._structs_by_name_offset.get(at + 1)
 
     def _resolve(self, type_id: int) -> _Type:
-        entry = self._types[type_id]
+        entry = self._type(type_id)
         while entry is not None and entry.kind in _MODIFIERS:
-            entry = self._types[entry.size_or_type]
+            entry = self._type(entry.size_or_type)
         if entry is None:
             raise BtfError(f"type {type_id} resolves to void")
         return entry
@@ -127,17 +140,17 @@ class Btf:
 
     def has_struct(self, name: str) -> bool:
         """True if the kernel defines `struct name`."""
-        return name in self._structs_by_name
+        return self._struct_id(name) is not None
 
     def struct_size(self, name: str) -> int:
         """sizeof(struct name)."""
         return self._struct(name).size_or_type
 
     def _struct(self, name: str) -> _Type:
-        try:
-            return self._types[self._structs_by_name[name]]
-        except KeyError:
-            raise BtfError(f"struct {name} not in BTF") from None
+        type_id = self._struct_id(name)
+        if type_id is None:
+            raise BtfError(f"struct {name} not in BTF")
+        return self._type(type_id)
 
     def offset(self, struct_name: str, member_path: str) -> int:
         """Byte offset of a dotted member path, e.g. offset("file", "f_path.dentry")."""
