@@ -270,9 +270,9 @@ class SyscallProbes:
 
     def attach(self) -> None:
         """Attach every program; lineage first so no process is born unseen. Optional layers
-        the kernel cannot give are left out (see attached_layers). Processes already running
-        for their copies of a library layer's library by scan_running(), once the command
-        is on its way."""
+        the kernel cannot give are left out (see attached_layers). The copies of a library
+        layer's library that running processes map besides the system's are probed by
+        scan_running(), once the command is on its way."""
         wait(self._preloading)
         try:
             for tracepoint, program in ATTACHMENTS:
