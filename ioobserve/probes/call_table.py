@@ -167,3 +167,9 @@ def call_spec_array(specs: tuple[CallSpec, ...] = LIBC + HDF5 + MPIIO) -> np.nda
 def entry_program(op: str) -> str:
     """Name of the entry program for an op in the .bpf.c file (one per op: the op is its constant)."""
     return f"enter_{op}"
+
+
+def call_entries(specs: tuple[CallSpec, ...] = LIBC + HDF5 + MPIIO + PYTHON) -> str:
+    """The entry programs of these ops, as syscalls.bpf.c's CALL_ENTRY list (its
+    IOO_CALL_ENTRIES): `CALL_ENTRY(op, IOO_OP_<OP>)` each, the op's constant in common.h."""
+    return " ".join(f"CALL_ENTRY({spec.op}, IOO_OP_{spec.op.upper()})" for spec in specs)

@@ -16,7 +16,7 @@ from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.bpf_syscall import prog_run_stats
-from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
+from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_entries, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
@@ -129,6 +129,7 @@ class SyscallProbes:
             f"-DKNOWN_FILES={sizes.known_files}",
             f"-DPAGE_SIZE_={os.sysconf('SC_PAGE_SIZE')}",
             f"-DRETURN_SP_ADJUST={RETURN_SP_ADJUST.get(machine_arch(), 0)}",
+            f"-DIOO_CALL_ENTRIES={call_entries()}",
             *(f"-D{name}={value}" for name, value in sorted(tracepoint_flags.items())),
             "-Wno-unused-function",
             *(["-DIOO_AGGREGATE", f"-DAGG_ENTRIES={sizes.aggregate_entries}"] if sizes.aggregate_entries else []),
