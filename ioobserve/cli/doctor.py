@@ -11,11 +11,14 @@ EPILOG = """Examples:
   sudo ioobserve doctor            # full table; exit 0 when recording can work
 
   sudo ioobserve doctor --quick    # skip the fentry load test (saves a compile)
+
+The probes check compiles them the first time on a kernel or ioobserve version (~5 s) and
+keeps the result, so that recordings start without a compile (make setup runs the doctor).
 """
 
 
 def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry load test.")] = False) -> None:
-    """Check privileges, BTF, headers, tracefs, tracepoints, kprobes, fentry, uprobes, ring buffer, cgroup v2."""
+    """Check privileges, BTF, headers, tracefs, tracepoints, kprobes, fentry, uprobes, ring buffer, cgroup v2, and that the probes load."""
     from rich.console import Console
     from rich.table import Table
 

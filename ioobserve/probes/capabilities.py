@@ -16,6 +16,7 @@ from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.headers import HeadersMissing, find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.object_cache import cache_dir
 from ioobserve.probes.syscall_table import NUMBERS, machine_arch
 
 TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
@@ -143,7 +144,28 @@ def run_checks(try_fentry: bool = True) -> list[Check]:
     checks.append(Check("BPF ring buffer", ring, "BPF_MAP_TYPE_RINGBUF" if ring else "cannot create one (kernel < 5.8?)", True))
     cgroup = cgroup2_mount()
     checks.append(Check("cgroup v2", cgroup is not None, str(cgroup) if cgroup else "not mounted: --cgroup unavailable"))
+    if all(check.ok for check in checks if check.required):
+        checks.append(probes_check())
     return checks
+
+
+def probes_check() -> Check:
+    """Load the default layers' probes and verify their programs: the first time on a kernel
+    (or ioobserve version) this compiles them, and keeps the result for every recording."""
+    from ioobserve.collect.recording import load_probes  # deferred: it imports the collector
+
+    try:
+        probes = load_probes()
+    except (ProbeError, HeadersMissing, BtfError, OSError) as exc:
+        return Check("probes", False, str(exc), True)
+    try:
+        programs = probes.verify()
+    except ProbeError as exc:
+        return Check("probes", False, str(exc), True)
+    finally:
+        probes.close()
+    how = "loaded from the compile kept" if probes.from_cache else "compiled, and the compile kept"
+    return Check("probes", True, f"{how} in {cache_dir()}; {programs} programs pass the verifier", True)
 
 
 def layer_plan(checks: list[Check]) -> dict[str, str]:

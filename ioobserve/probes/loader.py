@@ -178,6 +178,21 @@ class SyscallProbes:
         pool.shutdown(wait=False)  # the queued loads still run
         return futures
 
+    def verify(self) -> int:
+        """Load (verify) the programs attach() would, without attaching; how many loaded.
+        Raises ProbeError with the first one the kernel refuses, but for the uprobe_multi
+        programs, which a kernel before 6.6 refuses (their layers then take one uprobe each)."""
+        wait(self._preloading)
+        loaded = 0
+        for name, kind, attach_type in self._programs_wanted():
+            try:
+                self.bpf.load_func(name.encode(), kind, attach_type=attach_type or -1)
+                loaded += 1
+            except Exception as exc:  # bcc raises bare Exceptions
+                if name not in (MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM):
+                    raise ProbeError(f"the kernel refused program {name}: {exc}") from exc
+        return loaded
+
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
         specs = self.bpf["syscall_specs"]

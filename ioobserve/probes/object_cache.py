@@ -12,6 +12,7 @@ them and nobody else may write them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -25,7 +26,7 @@ from ioobserve.probes.bpf_syscall import btf_blob, map_info
 from ioobserve.probes.headers import CACHE_DIR, Headers
 
 FORMAT = 1
-KEEP_ENTRIES = 8  # one per kernel/version/size combination in use; older ones are removed
+KEEP_ENTRIES = 8  # one per kernel/version/size combination in use; the ones used least lately go
 BPF_PSEUDO_MAP_FD, BPF_PSEUDO_MAP_VALUE = 1, 2
 LD_IMM64 = 0x18
 
@@ -163,6 +164,8 @@ def lookup(key: str, directory: Path | None = None) -> CompiledObject | None:
             return None
     if document.get("key") != key:
         return None
+    with contextlib.suppress(OSError):  # used now: the last entry store() lets go
+        os.utime(directory / f"{key}.json", follow_symlinks=False)
     return CompiledObject(key, document["license"], document["kern_version"],
                           tuple(MapSpec(**spec) for spec in document["maps"]),
                           {name: base64.b64decode(code) for name, code in document["programs"].items()},

@@ -84,6 +84,15 @@ def test_old_entries_beyond_the_limit_are_removed(tmp_path):
     assert kept == sorted(f"{n:064x}.json" for n in range(3, oc.KEEP_ENTRIES + 3))
 
 
+def test_an_entry_in_use_outlives_newer_ones(tmp_path):
+    directory = tmp_path / "probes"
+    for number in range(oc.KEEP_ENTRIES):
+        os.utime(oc.store(_compiled(f"{number:064x}"), directory), (number, number))
+    assert oc.lookup(f"{0:064x}", directory) is not None  # the oldest, used again
+    oc.store(_compiled("f" * 64), directory)
+    assert (directory / f"{0:064x}.json").exists() and not (directory / f"{1:064x}.json").exists()
+
+
 def _ld_map(fd: int, src: int = oc.BPF_PSEUDO_MAP_FD) -> bytes:
     """ld_imm64 r1, map fd (two instruction slots)."""
     return struct.pack("<BBhi", oc.LD_IMM64, src << 4 | 1, 0, fd) + bytes(8)
