@@ -21,6 +21,7 @@ import struct
 import numpy as np
 
 from ioobserve.python.elf import ElfError, ElfFile
+from ioobserve.python.layouts import LayoutError, debug_offsets_size, layout_row
 
 METHOD = b"_find_and_load"
 CALLERS = {"3.11+": "PyObject_CallMethodObjArgs", "3.10": "_PyObject_CallMethodIdObjArgs"}
@@ -59,8 +60,13 @@ def _name_object(elf: ElfFile) -> int | None:
     raw, runtime = elf.read(version_at, 4), elf.symbol("_PyRuntime")
     if raw is None or runtime is None:
         return None
-    minor = int.from_bytes(raw, "little") >> 16 & 0xFF
-    header = 48 if minor == 11 else 40  # sizeof(PyASCIIObject): 3.12 dropped wstr
+    hexversion = int.from_bytes(raw, "little")
+    version = (hexversion >> 24, hexversion >> 16 & 0xFF)
+    size = debug_offsets_size(version)
+    try:  # an ASCII str's characters follow its header: sizeof(PyASCIIObject)
+        header = int(layout_row(version, elf.read(runtime, size) if size else None)["unicode_ascii_data"][0])
+    except LayoutError:
+        return None
     window = elf.read_to_segment_end(runtime, RUNTIME_BYTES)
     at = window.find(METHOD + b"\0")
     while at >= header:
