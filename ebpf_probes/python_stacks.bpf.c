@@ -9,8 +9,8 @@
  * names frames of processes that have already exited. Never a probe on the eval loop: the
  * walk costs only on traced I/O.
  *
- * Compiled as one unit after syscalls.bpf.c (ioobserve/probes/loader.py joins them: bcc
- * rewrites map calls only in its main file), whose inflight, aux and py_procs it uses.
+ * Compiled last (ioobserve/probes/loader.py's SOURCES): it uses core.bpf.c's inflight,
+ * py_calls, aux and py_procs.
  */
 
 #define PY_CHUNK 128            /* bytes of a frame read at once: every field the walk uses lies in it */

@@ -2,7 +2,7 @@
 
 One row per op: the symbols that implement it (aliases at one address are probed once) and
 where its descriptor, byte count, offset and stat buffer are among the C arguments. The
-rows become the `call_specs` map of ebpf_probes/syscalls.bpf.c, like the syscall table.
+rows become the `call_specs` map of ebpf_probes/calls.bpf.c, like the syscall table.
 """
 
 from __future__ import annotations
@@ -170,6 +170,6 @@ def entry_program(op: str) -> str:
 
 
 def call_entries(specs: tuple[CallSpec, ...] = LIBC + HDF5 + MPIIO + PYTHON) -> str:
-    """The entry programs of these ops, as syscalls.bpf.c's CALL_ENTRY list (its
+    """The entry programs of these ops, as calls.bpf.c's CALL_ENTRY list (its
     IOO_CALL_ENTRIES): `CALL_ENTRY(op, IOO_OP_<OP>)` each, the op's constant in common.h."""
     return " ".join(f"CALL_ENTRY({spec.op}, IOO_OP_{spec.op.upper()})" for spec in specs)

@@ -31,8 +31,10 @@ from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_fl
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
-# Compiled as one unit, in this order: bcc rewrites map calls only in its main file.
-SOURCES = ("syscalls.bpf.c", "python_stacks.bpf.c")
+# A file per layer, compiled as one unit in this order (each uses what the ones before it
+# define): bcc rewrites map calls only in its main file.
+SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "block.bpf.c", "cache.bpf.c",
+           "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
 
 # (raw tracepoint, program) pairs, attached in this order and detached in reverse.
 ATTACHMENTS = (

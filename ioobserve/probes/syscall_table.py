@@ -113,7 +113,7 @@ NUMBERS: dict[str, dict[str, int]] = {
     },
 }
 
-SPEC_ENTRIES = 512  # SPEC_ENTRIES in syscalls.bpf.c
+SPEC_ENTRIES = 512  # SPEC_ENTRIES in core.bpf.c
 
 
 def machine_arch() -> str:

@@ -29,6 +29,6 @@ def test_the_generated_entries_are_the_call_table():
 
 
 def test_the_bpf_source_keeps_no_entry_list_of_its_own():
-    source = (probes_source_dir() / "syscalls.bpf.c").read_text()
+    source = (probes_source_dir() / "calls.bpf.c").read_text()
     assert ENTRY.findall(source) == [("name", "op")]  # only the macro's own definition
     assert "\nIOO_CALL_ENTRIES\n" in source

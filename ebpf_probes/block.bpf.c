@@ -1,0 +1,139 @@
+/* Block layer: a request from its first bio's submission to its completion. The bio is
+ * submitted in the context of whoever caused it, so a traced syscall in flight on that
+ * thread is its parent; writeback and async readahead come from kernel threads (no parent).
+ * Bios merged into a request ride on it. */
+#define REQ_OP_MASK_ 0xff
+#define PF_KTHREAD_ 0x00200000
+#define SECTOR_SHIFT_ 9
+
+struct block_origin {
+	u64 start_ts;
+	u64 parent_ts;
+	u64 cgroup_id;
+	u32 dev;
+	u32 pid;
+	u32 tid;
+	u32 uid;
+	u32 kernel_thread;  /* submitted by a kernel thread: a write is writeback */
+	u32 wanted;         /* event_wanted() for its cgroup, decided in the submitter's context */
+	char comm[IOO_COMM_LEN];
+};
+
+struct block_request {
+	struct block_origin origin;
+	u64 issue_ts;
+	u64 sector;
+	u32 bytes;
+	u32 op;
+};
+
+BPF_TABLE("lru_hash", u64, struct block_origin, block_origins, 16384);  /* by request or bio */
+BPF_TABLE("lru_hash", u64, struct block_request, block_requests, 16384);
+
+/* Who submitted a request (or, before kernel 6.5, its first bio), from its context. */
+static __always_inline void note_origin(u64 key, void *bdev)
+{
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return;
+	struct block_origin origin = {};
+	origin.start_ts = bpf_ktime_get_ns();
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	origin.parent_ts = syscall_as_parent(st);
+	origin.cgroup_id = current_cgroup_id();
+	origin.dev = bdev ? read_u32(bdev, OFF_BLOCK_DEVICE_BD_DEV) : 0;
+	origin.pid = pid_tgid >> 32;
+	origin.tid = pid_tgid;
+	origin.uid = current_uid();
+	origin.kernel_thread = (*(u32 *)((char *)bpf_get_current_task_btf() + OFF_TASK_FLAGS) & PF_KTHREAD_) != 0;
+	current_comm(origin.comm);
+	origin.wanted = event_wanted(origin.cgroup_id);
+	block_origins.update(&key, &origin);
+}
+
+static __always_inline void *request_bdev(u64 rq)
+{
+	void *bio = read_ptr((void *)rq, OFF_REQUEST_BIO);
+	return bio ? read_ptr(bio, OFF_BIO_BI_BDEV) : NULL;
+}
+
+/* args: (struct request *rq); kernel 6.5 and later, in the submitter's context */
+int on_block_io_start(struct bpf_raw_tracepoint_args *ctx)
+{
+	note_origin(ctx->args[0], request_bdev(ctx->args[0]));
+	return 0;
+}
+
+/* args: (struct bio *bio); kernels before 6.5, in the submitter's context */
+int on_block_bio_queue(struct bpf_raw_tracepoint_args *ctx)
+{
+	note_origin(ctx->args[0], read_ptr((void *)ctx->args[0], OFF_BIO_BI_BDEV));
+	return 0;
+}
+
+/* args: (struct request *rq) */
+int on_block_rq_issue(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 rq = ctx->args[0];
+	u64 key = rq;
+	struct block_origin *origin = block_origins.lookup(&key);
+	if (!origin) {
+		key = (u64)read_ptr((void *)rq, OFF_REQUEST_BIO);  /* noted by its first bio */
+		origin = block_origins.lookup(&key);
+	}
+	if (!origin)
+		return 0;  /* not submitted by a selected process */
+	struct block_request req = {};
+	req.origin = *origin;
+	req.issue_ts = bpf_ktime_get_ns();
+	req.sector = read_u64((void *)rq, OFF_REQUEST_SECTOR);
+	req.bytes = read_u32((void *)rq, OFF_REQUEST_DATA_LEN);
+	req.op = read_u32((void *)rq, OFF_REQUEST_CMD_FLAGS) & REQ_OP_MASK_;
+	block_requests.update(&rq, &req);
+	block_origins.delete(&key);
+	return 0;
+}
+
+static __always_inline u16 block_op(u32 req_op)
+{
+	switch (req_op) {
+	case 0: return IOO_OP_BLOCK_READ;
+	case 1: return IOO_OP_BLOCK_WRITE;
+	case 2: return IOO_OP_BLOCK_FLUSH;
+	case 3: return IOO_OP_BLOCK_DISCARD;
+	default: return IOO_OP_BLOCK_OTHER;
+	}
+}
+
+/* args: (struct request *rq, blk_status_t error, unsigned int nr_bytes) */
+int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 rq = ctx->args[0];
+	struct block_request *req = block_requests.lookup(&rq);
+	if (!req)
+		return 0;
+	struct ioo_event ev = {};
+	ev.op = block_op(req->op);
+	ev.flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC) |
+		   (req->origin.kernel_thread && ev.op == IOO_OP_BLOCK_WRITE ? IOO_F_WRITEBACK : 0);
+	ev.ret = ctx->args[1] ? -5 /* EIO */ : (s64)req->bytes;
+	ev.dur_ns = bpf_ktime_get_ns() - req->issue_ts;
+	ev.bytes_req = req->bytes;
+	ev.dev = req->origin.dev;
+	ev.cgroup_id = req->origin.cgroup_id;
+	ev.uid = req->origin.uid;
+	if (event_gate(&ev, req->origin.wanted)) {
+		ev.ts_ns = req->issue_ts;
+		ev.offset = (s64)(req->sector << SECTOR_SHIFT_);
+		ev.arg = req->issue_ts - req->origin.start_ts;
+		ev.parent_ts = req->origin.parent_ts;
+		ev.fd = -1;
+		ev.pid = req->origin.pid;
+		ev.tid = req->origin.tid;
+		__builtin_memcpy(ev.comm, req->origin.comm, IOO_COMM_LEN);
+		event_submit(&ev);
+	}
+	block_requests.delete(&rq);
+	return 0;
+}

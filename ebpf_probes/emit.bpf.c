@@ -1,0 +1,170 @@
+/* Emit: the one way out of the kernel for an event of any layer, in four steps.
+ *
+ *   select  the layer's program decides the event is one to trace (process_selected,
+ *           file_traced, a block request's origin, ...): nothing below runs for the others.
+ *   gate    event_gate(): with IOO_AGGREGATE (`serve`) the event is added to the aggregates
+ *           and leaves the kernel only if its cgroup is streamed or recorded (emit_cgroups);
+ *           a recording lets every event out. The gate reads what the aggregates key and
+ *           sum: op, flags, ret, dur_ns, bytes_req, dev, cgroup_id and uid.
+ *   fill    the layer fills the rest of its ioo_event (file, offset, parent, the task's
+ *           ids and comm with event_task, a Python chain): work only a trace needs.
+ *   submit  event_submit(): one copy into the events ring; a full ring counts the op lost.
+ *
+ * Events are built on the program's stack: one ringbuf_output helper call, where reserve
+ * and submit are two.
+ */
+#ifdef IOO_AGGREGATE
+/* Not preallocated: a value holds two histograms (~700 B), so memory follows the keys in use. */
+BPF_F_TABLE("hash", struct ioo_agg_key, struct ioo_agg_value, agg_calls, AGG_ENTRIES, BPF_F_NO_PREALLOC);
+BPF_ARRAY(agg_zero, struct ioo_agg_value, 1);  /* never written: a new key's first value (too big for the stack) */
+BPF_HASH(emit_cgroups, u64, u8, 1024);  /* with emit_some: the cgroups whose events leave the kernel */
+BPF_TABLE("lru_hash", u64, struct emit_verdict, emit_verdicts, 4096);  /* event_wanted per cgroup, cached */
+BPF_ARRAY(agg_dropped, u64, 1);         /* calls not aggregated: a table was full */
+#endif
+
+/* An event the current task caused: the ids the gate keys it by. */
+static __always_inline void event_owner(struct ioo_event *ev)
+{
+	ev->uid = current_uid();
+	ev->cgroup_id = current_cgroup_id();
+}
+
+/* The fill of an event of the current task: which process, thread and command. */
+static __always_inline void event_task(struct ioo_event *ev)
+{
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	ev->pid = pid_tgid >> 32;
+	ev->tid = pid_tgid;
+	current_comm(ev->comm);
+}
+
+#ifdef IOO_AGGREGATE
+static __always_inline u32 log2_slot(u64 v)
+{
+	/* ceil(log2(v)): a bucket's bound is inclusive, as Prometheus's `le` (4096 B is "<= 4 KiB");
+	 * bcc's bpf_log2l(x) is floor(log2(x)) + 1 */
+	u32 slot = v > 1 ? bpf_log2l(v - 1) : 0;
+	return slot < IOO_AGG_SLOTS ? slot : IOO_AGG_SLOTS - 1;
+}
+
+static __always_inline void agg_dropped_one(void)
+{
+	u32 zero = 0;
+	u64 *dropped = agg_dropped.lookup(&zero);
+	if (dropped)
+		__sync_fetch_and_add(dropped, 1);
+}
+
+/* One event into the aggregates (every event, whatever leaves the kernel). */
+static __always_inline void aggregate_event(struct ioo_event *ev)
+{
+	u16 flags = ev->flags;
+	struct ioo_agg_key key = {.cgroup_id = ev->cgroup_id, .uid = ev->uid, .dev = ev->dev, .op = ev->op,
+				  .out = (flags & IOO_F_PAIR_OUT) ? ((flags & IOO_F_REPEAT) ? 2 : 1) : 0};
+	s64 ret = ev->ret;
+	u64 dur = ev->dur_ns;
+	u64 bytes_req = ev->bytes_req;
+	struct ioo_agg_value *value = agg_calls.lookup(&key);
+	if (!value) {
+		u32 zero = 0;
+		struct ioo_agg_value *fresh = agg_zero.lookup(&zero);
+		if (fresh)
+			agg_calls.insert(&key, fresh);  /* may lose a race to create it: then add to the winner's */
+		value = agg_calls.lookup(&key);
+		if (!value) {
+			agg_dropped_one();
+			return;
+		}
+	}
+	__sync_fetch_and_add(&value->calls, 1);
+	if (ret < 0 && ret >= -MAX_ERRNO_)
+		__sync_fetch_and_add(&value->errors, 1);
+	else if (ret > 0)
+		__sync_fetch_and_add(&value->ret_sum, ret);
+	__sync_fetch_and_add(&value->time_ns, dur);
+	__sync_fetch_and_add(&value->latency[log2_slot(dur)], 1);
+	if (bytes_req) {
+		__sync_fetch_and_add(&value->req_sum, bytes_req);
+		__sync_fetch_and_add(&value->size[log2_slot(bytes_req)], 1);
+	}
+}
+
+/* Whether this task's events leave the kernel: all, or only those of emit_cgroups. The walk up
+ * the cgroup tree costs a helper call per level, so its verdict is kept per cgroup, valid while
+ * emit_cgroups is unchanged (emit_gen). */
+static __always_inline int event_wanted(u64 cgroup_id)
+{
+	struct ioo_config *cfg = get_config();
+	if (!cfg || !cfg->emit_some)
+		return 1;
+	if (!cfg->emit_count)
+		return 0;
+	u32 gen = cfg->emit_gen;
+	struct emit_verdict *cached = emit_verdicts.lookup(&cgroup_id);
+	if (cached && cached->gen == gen)
+		return cached->wanted;
+	struct emit_verdict verdict = {.gen = gen};
+	for (int level = 0; level < MAX_CGROUP_LEVELS; level++) {
+		u64 id = bpf_get_current_ancestor_cgroup_id(level);
+		if (!id)
+			break;
+		if (emit_cgroups.lookup(&id)) {
+			verdict.wanted = 1;
+			break;
+		}
+	}
+	emit_verdicts.update(&cgroup_id, &verdict);
+	return verdict.wanted;
+}
+#else
+static __always_inline int event_wanted(u64 cgroup_id)
+{
+	return 1;  /* a recording: every selected event leaves the kernel */
+}
+#endif
+
+#define GATE_OWNER 2  /* event_gate: decide for the event's cgroup now (the current task's) */
+
+/* Select → gate: aggregate the event, and say whether it leaves the kernel. `wanted` is
+ * GATE_OWNER for an event of the current task, or event_wanted() as it was decided in its
+ * owner's context (a block request completes in another's). */
+static __always_inline int event_gate(struct ioo_event *ev, int wanted)
+{
+#ifdef IOO_AGGREGATE
+	aggregate_event(ev);
+#endif
+	return wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted;
+}
+
+/* Fill → submit: the event into the events ring. */
+static __always_inline int event_submit(struct ioo_event *ev)
+{
+	if (events.ringbuf_output(ev, sizeof(*ev), BPF_RB_NO_WAKEUP) != 0) {
+		count_lost(ev->op);
+		return -1;
+	}
+	return 0;
+}
+
+/* A page cache event of the current task: `pages` pages of (dev, ino) from page `index`. */
+static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, u64 index, u64 pages,
+					      u64 arg, u64 parent_ts)
+{
+	struct ioo_event ev = {};
+	ev.op = op;
+	ev.flags = IOO_F_FILE;
+	ev.ret = pages * PAGE_SIZE_;
+	ev.bytes_req = pages * PAGE_SIZE_;
+	ev.dev = dev;
+	event_owner(&ev);
+	if (!event_gate(&ev, GATE_OWNER))
+		return;
+	ev.ts_ns = ts;
+	ev.offset = index * PAGE_SIZE_;
+	ev.ino = ino;
+	ev.arg = arg;
+	ev.parent_ts = parent_ts;
+	ev.fd = -1;
+	event_task(&ev);
+	event_submit(&ev);
+}

@@ -1,0 +1,250 @@
+/* Paths: which files are traced and their names. A file's path is walked from its dentry
+ * once per (dev, ino) and sent on the aux ring (walk_path); the verdict for an open file is
+ * cached by its struct file (file_traced); a path argument a call names is sent as typed
+ * (emit_name), with the directory a relative one starts from. The --path-prefix filter is
+ * decided here: by directory identity for open files, by string for path arguments.
+ */
+static __always_inline int dentry_in_prefix_dirs(void *dentry)
+{
+	struct file_ident id = {};
+	if (inode_ident(read_ptr(dentry, OFF_DENTRY_D_INODE), &id) < 0)
+		return 0;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	return prefix_dirs.lookup(&key) != NULL;
+}
+
+/* Walk dentries and mounts up to the root, decide the path filter, and send the path
+ * once per file. Returns KNOWN_* bits: whether the file passes the path filter, and
+ * whether its path was delivered.
+ *
+ * The loop keeps its counters in the per-CPU record, not in registers: values read back
+ * from map memory are unknown to the verifier, so every iteration starts in the same
+ * state whichever branch it came from, and verification stays linear in the depth. */
+static __always_inline int walk_path(struct walk_req *req)
+{
+	u32 zero = 0;
+	struct ioo_config *cfg = get_config();
+	struct ioo_path_record *rec = path_scratch.lookup(&zero);
+	if (!cfg || !rec)
+		return KNOWN_EMITTED;  /* cannot happen; claim delivered so callers do not retry */
+	void *vfsmnt = req->vfsmnt;
+	void *dentry = req->dentry;
+	void *mnt = (char *)vfsmnt - OFF_MOUNT_MNT;
+	rec->len = 0;
+	rec->depth = 0;
+	rec->flags = IOO_PATH_TRUNCATED;
+	rec->hdr.kind = !cfg->filter_path;  /* "admitted so far", until the record is sent */
+
+	for (int i = 0; i < MAX_PATH_DEPTH; i++) {
+		if (!rec->hdr.kind && dentry_in_prefix_dirs(dentry))
+			rec->hdr.kind = 1;
+		void *root = read_ptr(vfsmnt, OFF_VFSMOUNT_MNT_ROOT);
+		void *parent = read_ptr(dentry, OFF_DENTRY_D_PARENT);
+		if (dentry == root || dentry == parent) {
+			void *mnt_parent = read_ptr(mnt, OFF_MOUNT_MNT_PARENT);
+			if (dentry != root || mnt_parent == mnt || !mnt_parent) {
+				rec->flags = 0;
+				break;
+			}
+			dentry = read_ptr(mnt, OFF_MOUNT_MNT_MOUNTPOINT);
+			mnt = mnt_parent;
+			vfsmnt = (char *)mnt + OFF_MOUNT_MNT;
+			continue;
+		}
+		u32 off = rec->len;
+		if (off > IOO_PATH_BYTES - IOO_NAME_LEN)
+			break;
+		const char *name = read_ptr(dentry, OFF_DENTRY_D_NAME_NAME);
+		int n = bpf_probe_read_kernel_str(&rec->data[off], IOO_NAME_LEN, name);
+		if (n <= 0)
+			break;
+		rec->len = off + n;
+		rec->depth += 1;
+		dentry = parent;
+	}
+
+	int admitted = rec->hdr.kind != 0;
+	struct ioo_file_key key = {.ino = req->id.ino, .dev = req->id.dev};
+	u8 known = admitted ? KNOWN_ADMITTED : 0;
+	if (admitted || req->force) {
+		rec->hdr.kind = IOO_AUX_PATH;
+		rec->ino = req->id.ino;
+		rec->dev = req->id.dev;
+		rec->mode = req->id.mode;
+		u32 len = rec->len;
+		if (len > IOO_PATH_BYTES)
+			len = IOO_PATH_BYTES;
+		u32 size = __builtin_offsetof(struct ioo_path_record, data) + len;
+		rec->hdr.size = size;
+		if (aux.ringbuf_output(rec, size, 0) == 0)
+			known |= KNOWN_EMITTED;
+		else
+			count_lost(LOST_AUX_BASE + IOO_AUX_PATH);
+	}
+	/* Only a delivered path is remembered, so a lost one is sent again next time. */
+	if (known & KNOWN_EMITTED || !admitted) {
+		struct known_file value = {.gen = req->gen, .known = known};
+		known_files.update(&key, &value);
+	}
+	return known;
+}
+
+/* Path filter and path delivery for an open file: KNOWN_* bits. */
+static __always_inline u8 file_admitted(void *file, struct file_ident *id, int force)
+{
+	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
+	u32 gen = read_u32(read_ptr(file, OFF_FILE_F_INODE), OFF_INODE_I_GENERATION);
+	struct known_file *seen = known_files.lookup(&key);
+	if (seen && seen->gen == gen && (seen->known & KNOWN_EMITTED || (!force && !(seen->known & KNOWN_ADMITTED))))
+		return seen->known;
+	struct walk_req req = {
+		.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT),
+		.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY),
+		.id = *id,
+		.gen = gen,
+		.force = force,
+	};
+	return walk_path(&req);
+}
+
+/* Whether an open file is traced (real file type, not on an excluded filesystem, inside
+ * the path filter), with its identity and position. The verdict is cached by the file's
+ * address and checked against its inode's address (read together with f_pos), so the
+ * usual cost is one small read: a reused struct file pointing at another inode misses. */
+static __always_inline int file_traced(void *file, struct file_ident *id, s64 *pos)
+{
+	void *inode = file_inode_pos(file, pos);
+	if (!inode)
+		return 0;
+	u64 key = (u64)file;
+	struct file_verdict *cached = file_cache.lookup(&key);
+	if (cached && cached->inode == (u64)inode) {
+		id->ino = cached->ino;
+		id->dev = cached->dev;
+		id->mode = cached->mode;
+		return cached->traced;
+	}
+	if (inode_ident(inode, id) < 0)
+		return 0;
+	int traced = 0;
+	u8 known = KNOWN_EMITTED;
+	if (mode_is_io(id->mode) && !excluded_devs.lookup(&id->dev)) {
+		known = file_admitted(file, id, 0);
+		traced = (known & KNOWN_ADMITTED) != 0;
+	}
+	/* A path that could not be delivered is retried: do not cache that verdict. */
+	if (!traced || (known & KNOWN_EMITTED)) {
+		struct file_verdict verdict = {
+			.inode = (u64)inode, .ino = id->ino, .dev = id->dev, .mode = id->mode, .traced = traced,
+		};
+		file_cache.update(&key, &verdict);
+	}
+	return traced;
+}
+
+/* Resolve the directory a relative path starts from and make sure its path is sent. */
+static __always_inline void path_base(struct inflight *st, s16 dirfd_arg, struct ioo_name_record *rec)
+{
+	void *task = (void *)bpf_get_current_task();
+	struct walk_req req = {.force = 1};
+	s32 dirfd = dirfd_arg >= 0 ? (s32)arg_at(st, dirfd_arg) : AT_FDCWD_;
+	if (dirfd == AT_FDCWD_) {
+		void *fs = read_ptr(task, OFF_TASK_FS);
+		if (!fs)
+			return;
+		req.vfsmnt = read_ptr(fs, OFF_FS_STRUCT_PWD_MNT);
+		req.dentry = read_ptr(fs, OFF_FS_STRUCT_PWD_DENTRY);
+	} else {
+		void *file = fd_file(dirfd);
+		if (!file)
+			return;
+		req.vfsmnt = read_ptr(file, OFF_FILE_F_PATH_MNT);
+		req.dentry = read_ptr(file, OFF_FILE_F_PATH_DENTRY);
+	}
+	if (!req.dentry || inode_ident(read_ptr(req.dentry, OFF_DENTRY_D_INODE), &req.id) < 0)
+		return;
+	rec->base_ino = req.id.ino;
+	rec->base_dev = req.id.dev;
+	struct ioo_file_key key = {.ino = req.id.ino, .dev = req.id.dev};
+	req.gen = read_u32(read_ptr(req.dentry, OFF_DENTRY_D_INODE), OFF_INODE_I_GENERATION);
+	struct known_file *seen = known_files.lookup(&key);
+	if (!seen || seen->gen != req.gen || !(seen->known & KNOWN_EMITTED))
+		walk_path(&req);
+}
+
+/* Absolute path strings against the --path-prefix strings: one hash lookup per distinct
+ * prefix length (no byte loops), then a component boundary check. */
+static __always_inline int prefix_matches(struct ioo_name_record *rec)
+{
+	u32 zero = 0;
+	struct prefix_key *key = prefix_key_scratch.lookup(&zero);
+	if (!key)
+		return 0;
+	for (u32 i = 0; i < IOO_MAX_PREFIXES; i++) {
+		u32 index = i;
+		u32 *len = prefix_lens.lookup(&index);
+		if (!len || *len == 0)
+			break;
+		u32 n = *len & (IOO_PREFIX_LEN - 1);
+		__builtin_memset(key, 0, sizeof(*key));
+		bpf_probe_read_kernel(key->path, n, rec->data);
+		char next = rec->data[n];
+		if ((next == '/' || next == 0 || key->path[n - 1 & (IOO_PREFIX_LEN - 1)] == '/') && prefix_strings.lookup(key))
+			return 1;
+	}
+	return 0;
+}
+
+/* Send the user's path argument; returns 0 if a filter rejects it. */
+static __always_inline int emit_name(struct ioo_config *cfg, struct inflight *st, s16 path_arg,
+				     s16 dirfd_arg, u16 index, int decided)
+{
+	u32 zero = 0;
+	struct ioo_name_record *rec = name_scratch.lookup(&zero);
+	if (!rec)
+		return 1;
+	int n = bpf_probe_read_user_str(rec->data, IOO_NAME_LEN, (void *)arg_at(st, path_arg));
+	if (n < 0)
+		n = 0;
+	rec->base_ino = 0;
+	rec->base_dev = 0;
+	if (rec->data[0] == '/') {
+		/* Pseudo-filesystems are excluded by name when no file identity decides. */
+		if (!decided && (
+		    (rec->data[1] == 'p' && rec->data[2] == 'r' && rec->data[3] == 'o' && rec->data[4] == 'c' && (rec->data[5] == '/' || rec->data[5] == 0)) ||
+		    (rec->data[1] == 's' && rec->data[2] == 'y' && rec->data[3] == 's' && (rec->data[4] == '/' || rec->data[4] == 0)) ||
+		    (rec->data[1] == 'd' && rec->data[2] == 'e' && rec->data[3] == 'v' && (rec->data[4] == '/' || rec->data[4] == 0))))
+			return 0;
+		if (!decided && cfg->filter_path && !prefix_matches(rec))
+			return 0;
+	} else if (n > 0) {
+		/* Relative: the path filter is finished in user space once the base is known. */
+		path_base(st, dirfd_arg, rec);
+	}
+	rec->hdr.kind = IOO_AUX_NAME;
+	rec->ts_ns = st->ts;
+	rec->tid = bpf_get_current_pid_tgid();
+	rec->index = index;
+	rec->len = n > 0 ? n - 1 : 0;
+	u32 size = __builtin_offsetof(struct ioo_name_record, data) + (n > 0 ? n : 0);
+	if (size > sizeof(*rec))
+		size = sizeof(*rec);
+	rec->hdr.size = size;
+	if (aux.ringbuf_output(rec, size, 0) != 0) {
+		count_lost(LOST_AUX_BASE + IOO_AUX_NAME);
+		return 1;
+	}
+	return 2;
+}
+
+/* Whether a page cache change of (dev, ino) outside a traced call is to be reported. */
+static __always_inline int cache_file_selected(struct ioo_config *cfg, u32 dev, u64 ino)
+{
+	if (excluded_devs.lookup(&dev))
+		return 0;
+	if (!cfg->filter_path)
+		return 1;
+	struct ioo_file_key key = {.ino = ino, .dev = dev};
+	struct known_file *seen = known_files.lookup(&key);
+	return seen && (seen->known & KNOWN_ADMITTED);
+}

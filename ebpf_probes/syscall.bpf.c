@@ -1,0 +1,364 @@
+/* Syscall layer: file I/O of every process, from the raw sys_enter/sys_exit tracepoints.
+ * on_sys_enter selects the call (its syscall_specs row, the process, the file behind its
+ * descriptor) and keeps what it saw in the thread's inflight record; on_sys_exit completes it
+ * (the returned descriptor, stat results, path arguments) and sends it through the emit path.
+ * Executable mappings are reported here too (library and interpreter probes follow them).
+ */
+static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
+{
+	u64 total = 0;
+	for (int i = 0; i < MAX_IOV; i++) {
+		if (i >= count)
+			break;
+		u64 len = 0;
+		bpf_probe_read_user(&len, sizeof(len), (void *)(iov_ptr + i * 16 + 8));
+		total += len;
+	}
+	return total;
+}
+
+/* The ts of the innermost library call open on this thread (0 if none): a syscall's parent,
+ * marked as one so that its event carries an exact key (IOO_F_PARENT). */
+static __always_inline u64 innermost_call_ts(void)
+{
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!fr || fr->depth == 0)
+		return 0;
+	struct call_frame *frame = frame_at(fr, fr->depth);
+	frame->parent = 1;
+	return frame->ts;
+}
+
+/* The ts of the syscall in flight on this thread (0 if none): the parent of an event it
+ * causes (a block request, readahead, a VFS call), marked as one (IOO_F_PARENT). */
+static __always_inline u64 syscall_as_parent(struct inflight *st)
+{
+	if (!st || !st->op)
+		return 0;
+	st->have |= HAVE_CHILD;
+	return st->ts;
+}
+
+/* A traced syscall (or library call) touched a file: the first one names the open call
+ * above it, for calls that hold no descriptor of their own (H5Dwrite, MPI_File_write_all). */
+static __always_inline void note_child_file(u64 parent_ts, struct file_ident *id)
+{
+	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!fr || fr->depth == 0)
+		return;
+	struct call_frame *frame = frame_at(fr, fr->depth);
+	if (frame->ts == parent_ts && !frame->child_ino) {
+		frame->child_ino = id->ino;
+		frame->child_dev = id->dev;
+	}
+}
+
+/* Report a file mapped executable for the first time (its path first, if not yet sent), so
+ * user space can attach library probes to it while the process is still starting. */
+static __always_inline void note_library(void *file, u64 ts)
+{
+	struct file_ident id = {};
+	s64 unused_pos;
+	if (!file || inode_ident(file_inode_pos(file, &unused_pos), &id) < 0)
+		return;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	u8 one = 1;
+	if (libraries.lookup(&key))
+		return;
+	file_admitted(file, &id, 1);
+	struct ioo_lib_record rec = {};
+	rec.hdr.kind = IOO_AUX_LIB;
+	rec.hdr.size = sizeof(rec);
+	rec.ts_ns = ts;
+	rec.ino = id.ino;
+	rec.dev = id.dev;
+	rec.pid = bpf_get_current_pid_tgid() >> 32;
+	if (aux.ringbuf_output(&rec, sizeof(rec), 0) == 0)
+		libraries.update(&key, &one);
+	else
+		count_lost(LOST_AUX_BASE + IOO_AUX_LIB);
+}
+
+/* A process maps the text of a file known to hold a CPython runtime (py_images): remember it
+ * in its inflight slot, so on_sys_exit places the runtime at the address the mapping got. */
+static __always_inline void note_python_text(void *file, u64 offset, struct inflight *st)
+{
+	struct file_ident id = {};
+	s64 unused_pos;
+	if (!file || inode_ident(file_inode_pos(file, &unused_pos), &id) < 0)
+		return;
+	struct ioo_file_key key = {.ino = id.ino, .dev = id.dev};
+	u32 *index = py_image_files.lookup(&key);
+	if (!index)
+		return;
+	u32 at = *index;
+	struct ioo_py_image *image = py_images.lookup(&at);
+	if (!image || image->text_offset != offset)
+		return;
+	/* Set in the slot now, since the call may be filtered out before the slot is written. */
+	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!slot)
+		return;
+	slot->py_text = at + 1;
+	st->py_text = at + 1;
+}
+
+int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 nr = ctx->args[1];
+	if (nr >= SPEC_ENTRIES)
+		return 0;
+	u32 key = nr;
+	struct ioo_syscall_spec *spec = syscall_specs.lookup(&key);
+	if (!spec || !spec->op)
+		return 0;
+	struct ioo_config *cfg = get_config();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+		return 0;
+
+	/* One read of the pt_regs span holding the six syscall arguments. */
+	u64 regs[(SYSCALL_ARGS_HI - SYSCALL_ARGS_LO) / 8 + 1];
+	bpf_probe_read_kernel(regs, sizeof(regs), (char *)ctx->args[0] + SYSCALL_ARGS_LO);
+	struct inflight st = {};
+	st.ts = bpf_ktime_get_ns();
+	st.nr = key;
+	st.op = spec->op;
+	st.args[0] = regs[(OFF_SYSCALL_ARG0 - SYSCALL_ARGS_LO) / 8];
+	st.args[1] = regs[(OFF_SYSCALL_ARG1 - SYSCALL_ARGS_LO) / 8];
+	st.args[2] = regs[(OFF_SYSCALL_ARG2 - SYSCALL_ARGS_LO) / 8];
+	st.args[3] = regs[(OFF_SYSCALL_ARG3 - SYSCALL_ARGS_LO) / 8];
+	st.args[4] = regs[(OFF_SYSCALL_ARG4 - SYSCALL_ARGS_LO) / 8];
+	st.args[5] = regs[(OFF_SYSCALL_ARG5 - SYSCALL_ARGS_LO) / 8];
+	u16 flags = spec->flags;
+
+	if (flags & IOO_S_MMAP) {
+		if ((arg_at(&st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(&st, spec->fd_arg) < 0)
+			return 0;
+		/* Before the path filter: a library is reported wherever it lives. */
+		if (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_) {
+			void *mapped = fd_file((s32)arg_at(&st, spec->fd_arg));
+			if (cfg->layers & IOO_LAYER_LIBS)
+				note_library(mapped, st.ts);
+			if (cfg->layers & IOO_LAYER_PYTHON)
+				note_python_text(mapped, arg_at(&st, MMAP_OFFSET_ARG), &st);
+		}
+	}
+	if (cfg->layers & IOO_LAYER_CALLS)
+		st.parent_ts = innermost_call_ts();
+	if (flags & IOO_S_FCNTL_DUP) {
+		u64 cmd = arg_at(&st, spec->aux_arg);
+		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)
+			return 0;
+	}
+
+	s16 fd_arg = spec->fd_arg;
+	if (flags & IOO_S_EMPTY_PATH && spec->path_arg >= 0) {
+		char first = 1;
+		bpf_probe_read_user(&first, 1, (void *)arg_at(&st, spec->path_arg));
+		if (first == 0 && (arg_at(&st, spec->aux_arg) & AT_EMPTY_PATH_)) {
+			fd_arg = spec->dirfd_arg;
+			st.have |= HAVE_NO_NAME;
+		}
+	}
+	void *file = NULL;
+	s64 file_pos = -1, file2_pos = -1;
+	st.fd = fd_arg >= 0 ? (s32)arg_at(&st, fd_arg) : -1;
+	if (fd_arg >= 0) {
+		file = fd_file(st.fd);
+		if (file) {
+			if (file_traced(file, &st.file, &file_pos))
+				st.have |= HAVE_FILE;
+			else if (!(flags & IOO_S_PAIR))
+				return 0;
+		} else if (cfg->filter_path) {
+			return 0;  /* a bad fd names no file a path filter could admit */
+		}
+	}
+	if (flags & IOO_S_PAIR) {
+		void *file2 = fd_file((s32)arg_at(&st, spec->fd2_arg));
+		if (file2 && file_traced(file2, &st.file2, &file2_pos))
+			st.have |= HAVE_FILE2;
+		if (!(st.have & (HAVE_FILE | HAVE_FILE2)))
+			return 0;  /* pipe to socket and the like: not file I/O */
+		st.pos2 = file2_pos;
+	}
+
+	if (spec->count_arg >= 0) {
+		u64 count = arg_at(&st, spec->count_arg);
+		if (flags & IOO_S_IOV)
+			count = iov_bytes(arg_at(&st, spec->count_arg - 1), count);
+		st.bytes_req = count;
+	}
+	st.pos = -1;
+	if (spec->offset_arg >= 0) {
+		u64 raw = arg_at(&st, spec->offset_arg);
+		if (flags & IOO_S_OFFSET_PTR) {
+			if (raw)
+				bpf_probe_read_user(&st.pos, sizeof(st.pos), (void *)raw);
+			else if (file)
+				st.have |= HAVE_POS;
+		} else if ((flags & IOO_S_OFFSET_NEG) && (s64)raw == -1) {
+			st.have |= HAVE_POS;
+		} else {
+			st.pos = raw;
+		}
+	} else if (flags & IOO_S_FILE_POS) {
+		st.have |= HAVE_POS;
+	}
+	if (st.have & HAVE_POS)
+		st.pos = (st.have & HAVE_FILE) ? file_pos : -1;
+	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!slot)
+		return 0;
+	*slot = st;
+	return 0;
+}
+
+/* A traced syscall's event (of one of its files, for two-file calls). */
+static __always_inline int submit_syscall(struct inflight *st, s64 ret, u64 dur, struct file_ident *id,
+					  int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
+{
+	struct ioo_event ev = {};
+	ev.op = st->op;
+	/* cache_pages: submit_cache's page event, which follows, names this call */
+	ev.flags = flags | (has_file ? IOO_F_FILE : 0) | (((st->have & HAVE_CHILD) || st->cache_pages) ? IOO_F_PARENT : 0);
+	ev.ret = ret;
+	ev.dur_ns = dur;
+	ev.bytes_req = st->bytes_req;
+	ev.dev = has_file ? id->dev : 0;
+	event_owner(&ev);
+	if (!event_gate(&ev, GATE_OWNER))
+		return 0;
+	ev.ts_ns = st->ts;
+	ev.offset = pos;
+	ev.ino = has_file ? id->ino : 0;
+	ev.arg = arg;
+	ev.parent_ts = st->parent_ts;
+	ev.fd = fd;
+	event_task(&ev);
+	u64 py_chain = st->py_chain;
+	struct py_calls *calls = NULL;
+	if (py_chain) {
+		calls = py_calls.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+		if (calls && calls->ts != st->ts)
+			calls = NULL;
+		py_chain |= (u64)(calls ? py_same_calls(calls) : 0) << IOO_PY_SAME_SHIFT;
+	}
+	ev.py_chain = py_chain;
+	if (event_submit(&ev) != 0)
+		return -1;
+	if (calls)
+		py_sent_calls(calls);
+	return 0;
+}
+
+/* The pages a traced call added to the page cache, as one child event: for a read they are
+ * what it missed (readahead included), for a write the pages it created. */
+static __always_inline void submit_cache(struct inflight *st)
+{
+	u16 op = (st->op >= IOO_OP_WRITE && st->op <= IOO_OP_PWRITEV2) ? IOO_OP_CACHE_ADD : IOO_OP_CACHE_MISS;
+	submit_page_event(op, st->cache_ts, st->cache_dev, st->cache_ino, st->cache_index, st->cache_pages,
+			  st->cache_pages, st->ts);
+}
+
+/* The traced syscall in flight (st, the thread's inflight record) returned `ret`: its events. */
+static __always_inline void syscall_returned(struct inflight *st, s64 ret)
+{
+	u64 dur = bpf_ktime_get_ns() - st->ts;
+	struct ioo_syscall_spec *spec = syscall_specs.lookup(&st->nr);
+	if (!spec)
+		return;
+	u16 flags = spec->flags;
+	u16 ev_flags = (st->have & HAVE_POS) ? IOO_F_POS : 0;
+	int decided = st->have & HAVE_FILE;
+	s32 fd = st->fd;
+
+	if ((flags & IOO_S_RET_FD) && ret >= 0) {
+		s64 unused_pos;
+		void *file = fd_file(ret);
+		if (!file)
+			return;
+		/* A new open file: a verdict cached for a closed one at the same address (and an
+		 * inode at the same address since) is not this file's. */
+		u64 addr = (u64)file;
+		file_cache.delete(&addr);
+		if (!file_traced(file, &st->file, &unused_pos))
+			return;
+		st->have |= HAVE_FILE;
+		decided = 1;
+		fd = ret;
+	}
+	if ((flags & (IOO_S_STATBUF | IOO_S_STATX)) && ret == 0 && !(st->have & HAVE_FILE)) {
+		u64 buf = arg_at(st, spec->buf_arg);
+		if (flags & IOO_S_STATBUF) {
+			u64 dev = 0;
+			bpf_probe_read_user(&dev, sizeof(dev), (void *)buf);
+			bpf_probe_read_user(&st->file.ino, sizeof(st->file.ino), (void *)(buf + 8));
+			st->file.dev = kernel_dev_from_user(dev);
+		} else {
+			u32 dev[2] = {};
+			bpf_probe_read_user(&st->file.ino, sizeof(st->file.ino), (void *)(buf + 32));
+			bpf_probe_read_user(dev, sizeof(dev), (void *)(buf + 136));
+			st->file.dev = (dev[0] << 20) | (dev[1] & 0xfffff);
+		}
+		if (excluded_devs.lookup(&st->file.dev))
+			return;
+		st->have |= HAVE_FILE;
+	}
+	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
+	int opened = (flags & IOO_S_RET_FD) && ret >= 0;
+	if (spec->path_arg >= 0 && !(st->have & HAVE_NO_NAME) && !opened) {
+		/* The config is needed only here (path filter), not on the data-op path. */
+		struct ioo_config *cfg = get_config();
+		if (!cfg)
+			return;
+		int sent = emit_name(cfg, st, spec->path_arg, spec->dirfd_arg, 0, decided);
+		if (!sent)
+			return;
+		if (sent == 2)
+			ev_flags |= IOO_F_NAME;
+		if (spec->path2_arg >= 0 && emit_name(cfg, st, spec->path2_arg, spec->dirfd2_arg, 1, decided) == 2)
+			ev_flags |= IOO_F_NAME2;
+	}
+	u64 arg = spec->aux_arg >= 0 ? arg_at(st, spec->aux_arg) : 0;
+	if (flags & IOO_S_HOW_FLAGS) {
+		u64 how_flags = 0;
+		bpf_probe_read_user(&how_flags, sizeof(how_flags), (void *)arg);
+		arg = how_flags;
+	}
+	if (flags & IOO_S_PAIR) {
+		s32 fd2 = (s32)arg_at(st, spec->fd2_arg);
+		if (st->have & HAVE_FILE)
+			submit_syscall(st, ret, dur, &st->file, 1, fd, st->pos, fd2, ev_flags);
+		if (st->have & HAVE_FILE2)
+			submit_syscall(st, ret, dur, &st->file2, 1, fd2, st->pos2, fd,
+				       IOO_F_PAIR_OUT | ((st->have & HAVE_FILE) ? IOO_F_REPEAT : 0));
+	} else {
+		submit_syscall(st, ret, dur, &st->file, st->have & HAVE_FILE, fd, st->pos, arg, ev_flags);
+	}
+	if (st->parent_ts && (st->have & HAVE_FILE))
+		note_child_file(st->parent_ts, &st->file);
+	if (st->cache_pages)
+		submit_cache(st);
+}
+
+int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (!st)
+		return 0;
+	s64 ret = ctx->args[1];
+	if (st->py_text) {
+		if ((u64)ret < (u64)-MAX_ERRNO_)
+			place_python(bpf_get_current_pid_tgid() >> 32, st->py_text - 1, ret, 1);
+		st->py_text = 0;
+	}
+	if (!st->op)
+		return 0;
+	/* Worked on in place (no copy: the stack holds the event); the thread's next syscall
+	 * rewrites the record, and nothing reads it once op is 0. */
+	syscall_returned(st, ret);
+	st->op = 0;
+	return 0;
+}
