@@ -3,7 +3,8 @@ device) as labelled Polars frames: the metrics' numbers, with no kernel in sight
 rows built by hand).
 
 Labels are few and bounded, as Prometheus wants: node, job (the Slurm job, else the
-Kubernetes pod, else ""), user, layer, op and mountpoint."""
+Kubernetes pod, else ""), user, layer (syscall, block, cache: the op says which), op and
+mountpoint."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.operations import DATA_KINDS, READ, WRITE, op_kind
+from ioobserve.operations import DATA_KINDS, READ, WRITE, layer_of, op_kind
 
 LABELS = ("node", "job", "user", "layer", "op", "mountpoint")
-SUMS = ("calls", "errors", "read_bytes", "write_bytes", "req_bytes", "time_ns")
+SUMS = ("calls", "errors", "read_bytes", "write_bytes", "req_bytes", "cache_bytes", "time_ns")
 # Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
 LATENCY_SLOTS = range(10, 36)
 SIZE_SLOTS = range(31)
 OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
+# The layer label of each op code: the trace's layer names in lower case (syscall, block, cache, ...).
+LAYER_OF_OP = np.asarray([layer_of(code).lower() for code in range(len(ev.OP_LABELS))], dtype=object)
+CACHE = s.LAYER_CACHE.lower()
 
 
 KEY_SCHEMA = {"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16}
@@ -33,33 +37,39 @@ def _ops(key: np.ndarray) -> pl.Series:
     return pl.Series(names, dtype=pl.String)
 
 
+def _layers(key: np.ndarray) -> pl.Series:
+    """The layer of each AGG_KEY row's op."""
+    return pl.Series(LAYER_OF_OP[key["op"]] if len(key) else np.array([], dtype=object), dtype=pl.String)
+
+
 def call_frame(entries: np.ndarray) -> pl.DataFrame:
-    """ev.AGG_ENTRY rows as columns: cgroup_id, uid, dev, op (name), out, and the value's sums."""
+    """ev.AGG_ENTRY rows as columns: cgroup_id, uid, dev, layer, op (name), out, and the value's sums."""
     key, value = entries["key"], entries["value"]
     return pl.DataFrame({
-        "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key),
+        "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "layer": _layers(key), "op": _ops(key),
         "out": key["out"], **{name: value[name] for name in ev.AGG_SUMS},
     }, schema_overrides=KEY_SCHEMA)
 
 
 def hist_frame(entries: np.ndarray) -> pl.DataFrame:
-    """The histograms of ev.AGG_ENTRY rows, one row per slot in use: cgroup_id, uid, dev, op,
-    out, kind, slot, count."""
+    """The histograms of ev.AGG_ENTRY rows, one row per slot in use: cgroup_id, uid, dev, layer,
+    op, out, kind, slot, count."""
     parts = []
     for kind, column in ((ev.AGG_LATENCY, "latency"), (ev.AGG_SIZE, "size")):
         counts = entries["value"][column].reshape(len(entries), ev.AGG_SLOTS)
         row, slot = np.nonzero(counts)
         key = entries["key"][row]
         parts.append(pl.DataFrame({
-            "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "op": _ops(key), "out": key["out"],
-            "kind": np.full(len(row), kind, dtype=np.uint32), "slot": slot.astype(np.uint32), "count": counts[row, slot],
+            "cgroup_id": key["cgroup_id"], "uid": key["uid"], "dev": key["dev"], "layer": _layers(key), "op": _ops(key),
+            "out": key["out"], "kind": np.full(len(row), kind, dtype=np.uint32), "slot": slot.astype(np.uint32), "count": counts[row, slot],
         }, schema_overrides={**KEY_SCHEMA, "kind": pl.UInt32, "slot": pl.UInt32, "count": pl.UInt64}))
     return pl.concat(parts)
 
 
 def _kind() -> pl.Expr:
-    """The KIND of each row's op (ioobserve.operations): the kernel aggregates the syscall layer."""
-    return op_kind(pl.col("op").cast(pl.String), pl.lit(s.LAYER_SYSCALL), pl.col("out") > 0)
+    """The KIND of each row's op (ioobserve.operations): block reads and writes are reads and
+    writes; the page cache's changes are OTHER (their bytes are cache_bytes)."""
+    return op_kind(pl.col("op").cast(pl.String), pl.col("layer").str.to_uppercase(), pl.col("out") > 0)
 
 
 def _counted_once() -> pl.Expr:
@@ -68,18 +78,20 @@ def _counted_once() -> pl.Expr:
 
 
 def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
-    """Per key: calls, errors, bytes read and written (by the op's kind and side), bytes asked for, time."""
+    """Per key: calls, errors, bytes read and written (by the op's kind and side), bytes asked for,
+    bytes of pages entering the page cache, time."""
     kind = _kind()
     reads, writes = kind == READ, kind == WRITE
     once = _counted_once()
     zero = pl.lit(0, pl.UInt64)
     return calls.select(
-        "cgroup_id", "uid", "dev", "op",
+        "cgroup_id", "uid", "dev", "layer", "op",
         pl.when(once).then(pl.col("calls")).otherwise(zero).alias("calls"),
         pl.when(once).then(pl.col("errors")).otherwise(zero).alias("errors"),
         pl.when(reads).then(pl.col("ret_sum")).otherwise(zero).alias("read_bytes"),
         pl.when(writes).then(pl.col("ret_sum")).otherwise(zero).alias("write_bytes"),
         pl.when(once & kind.is_in(DATA_KINDS)).then(pl.col("req_sum")).otherwise(zero).alias("req_bytes"),
+        pl.when(pl.col("layer") == CACHE).then(pl.col("ret_sum")).otherwise(zero).alias("cache_bytes"),
         pl.when(once).then(pl.col("time_ns")).otherwise(zero).alias("time_ns"),
     )
 
@@ -103,7 +115,6 @@ class LabelMaps:
             pl.lit(self.node).alias("node"),
             mapping("cgroup_id", self.jobs).fill_null("").alias("job"),
             mapping("uid", self.users).fill_null(pl.col("uid").cast(pl.String)).alias("user"),
-            pl.lit("syscall").alias("layer"),
             mapping("dev", self.mountpoints).fill_null("").alias("mountpoint"),
         ).drop("cgroup_id", "uid", "dev")
 
@@ -116,6 +127,8 @@ def by_labels(frame: pl.DataFrame, columns) -> pl.DataFrame:
 def cumulative_buckets(hist: pl.DataFrame, kind: int, slots: range) -> pl.DataFrame:
     """Per label set: the count at or below each bound 2^slot (LATENCY_SLOTS or SIZE_SLOTS), and all."""
     rows = hist.filter((pl.col("kind") == kind) & _counted_once())
+    if kind == ev.AGG_LATENCY:
+        rows = rows.filter(pl.col("layer") != CACHE)  # page cache changes have no duration
     if kind == ev.AGG_SIZE:
         rows = rows.filter(_kind().is_in(DATA_KINDS))
     per_slot = rows.group_by(*LABELS, "slot").agg(pl.col("count").sum())

@@ -19,6 +19,9 @@ from ioobserve.trace.output import OutputError, check_output_dir
 
 AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; histograms get 8x
 DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for
+# Aggregated (and recorded for a job) on every node: the kernel-side layers that cost no
+# probe in a process's own address space. The library and Python layers are `record`'s.
+SERVE_LAYERS = frozenset({ly.SYSCALL, ly.BLOCK, ly.CACHE})
 
 
 class ServeError(Exception):
@@ -61,7 +64,7 @@ class Daemon:
             raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
         try:
             recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
-                                  layers=frozenset({ly.SYSCALL}),  # other layers: a later step
+                                  layers=SERVE_LAYERS,
                                   stop_timeout=self.config.stop_timeout)
         except BaseException:
             self.http.shutdown()

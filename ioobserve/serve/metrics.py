@@ -19,12 +19,16 @@ from ioobserve.serve import aggregates as agg
 HOST_MOUNTINFO = "/proc/1/mountinfo"
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 
+# Every family has a `layer` label: syscall (file I/O system calls), block (block device
+# requests, issue to completion) or cache (page cache changes: misses, pages added, readahead).
 COUNTERS = (  # (family, help, column, divisor to the family's unit)
-    ("ioobserve_calls", "File I/O system calls.", "calls", 1),
-    ("ioobserve_errors", "File I/O system calls that returned an error.", "errors", 1),
-    ("ioobserve_read_bytes", "Bytes read by file I/O system calls.", "read_bytes", 1),
-    ("ioobserve_write_bytes", "Bytes written by file I/O system calls.", "write_bytes", 1),
-    ("ioobserve_call_seconds", "Time spent in file I/O system calls.", "time_ns", 1e9),
+    ("ioobserve_calls", "File I/O calls, block requests and page cache changes, by layer.", "calls", 1),
+    ("ioobserve_errors", "File I/O calls and block requests that returned an error.", "errors", 1),
+    ("ioobserve_read_bytes", "Bytes read by file I/O calls and block read requests.", "read_bytes", 1),
+    ("ioobserve_write_bytes", "Bytes written by file I/O calls and block write requests.", "write_bytes", 1),
+    ("ioobserve_page_cache_bytes", "Bytes of pages entering the page cache: read misses (cache_miss), pages "
+     "writes added (cache_add), readahead (readahead, readahead_async).", "cache_bytes", 1),
+    ("ioobserve_call_seconds", "Time spent in file I/O calls and block requests.", "time_ns", 1e9),
 )
 
 
@@ -85,9 +89,9 @@ class KernelCollector(Collector):
             for row in sums.iter_rows(named=True):
                 family.add_metric([row[label] for label in agg.LABELS], row[column] / divisor)
             yield family
-        yield self._histogram("ioobserve_call_duration_seconds", "Latency of file I/O system calls.",
+        yield self._histogram("ioobserve_call_duration_seconds", "Latency of file I/O calls and block requests.",
                               agg.cumulative_buckets(hist, ev.AGG_LATENCY, agg.LATENCY_SLOTS), sums, "time_ns", 1e9)
-        yield self._histogram("ioobserve_request_size_bytes", "Bytes asked for by read and write calls.",
+        yield self._histogram("ioobserve_request_size_bytes", "Bytes asked for by read and write calls and block requests.",
                               agg.cumulative_buckets(hist, ev.AGG_SIZE, agg.SIZE_SLOTS), sums, "req_bytes", 1)
         family = CounterMetricFamily("ioobserve_aggregation_dropped", "Calls not aggregated: a kernel table was full.",
                                      labels=["node"])

@@ -31,7 +31,12 @@ from tests.waiting import wait_until, wait_until_async
 JOB = "5151"
 STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
 WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
-SERVE_PROGRAMS = {"on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit"}  # the syscall layer's
+# The syscall, block and page cache layers' programs, as bpftool names them (15 characters);
+# both of the block layer's submission programs are loaded, the kernel's tracepoints pick one.
+SERVE_PROGRAMS = {name[:15] for name in (
+    "on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit",
+    "on_block_io_start", "on_block_bio_queue", "on_block_rq_issue", "on_block_rq_complete",
+    "on_filemap_add", "on_readahead_sync", "on_readahead_async")}
 # Moves itself into the job's cgroup, then makes exactly these file calls (and one failed open).
 WORKLOAD = f"""
 import json, os, sys
@@ -51,6 +56,24 @@ except FileNotFoundError:
     pass
 print(json.dumps({{"pid": os.getpid()}}))
 """
+
+
+# Moves itself into the job's cgroup, evicts FILE from the page cache, and reads it whole.
+COLD_READ = """
+import json, os, sys
+cgroup, path = sys.argv[1], sys.argv[2]
+with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
+    procs.write(str(os.getpid()))
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+reads = total = 0
+while chunk := os.read(fd, 1 << 20):
+    reads += 1
+    total += len(chunk)
+os.close(fd)
+print(json.dumps({"reads": reads + 1, "bytes": total}))
+"""
+COLD_SIZE = 4 << 20
 
 
 def _free_port() -> int:
@@ -161,6 +184,36 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
     assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed
     # the kernel frees detached programs after an RCU grace period
     wait_until(lambda: not service.programs & programs.loaded().keys(), "the daemon's BPF programs unloaded after SIGTERM")
+
+
+@pytest.mark.kernel
+def test_metrics_count_a_cold_reads_block_requests_and_page_cache_misses(job_cgroup, tmp_path):
+    data = Path("/var/tmp") / f"ioobserve-serve-{os.getpid()}-{tmp_path.name}.bin"  # on a disk (/tmp may be tmpfs)
+    data.write_bytes(os.urandom(COLD_SIZE))
+    os.sync()  # written out, so the pages the workload evicts are clean
+    service = Service(tmp_path)
+    try:
+        done = subprocess.run([sys.executable, "-c", COLD_READ, str(job_cgroup), str(data)], capture_output=True,
+                              text=True, timeout=60, check=True)
+        report = json.loads(done.stdout)
+        assert report["bytes"] == COLD_SIZE
+        mine = {"job": JOB, "mountpoint": _mountpoint(data), "node": socket.gethostname()}
+        metrics = service.metrics()
+    finally:
+        service.stop()
+        data.unlink()
+    assert _value(metrics, "ioobserve_calls_total", layer="syscall", op="read", **mine) == report["reads"]
+    assert _value(metrics, "ioobserve_read_bytes_total", layer="syscall", op="read", **mine) == COLD_SIZE
+    # every byte of the file came from the disk once, in block read requests of the job, and
+    # entered the page cache as the reads' misses (readahead included)
+    requests = _value(metrics, "ioobserve_calls_total", layer="block", op="block_read", **mine)
+    assert requests >= 1
+    assert _value(metrics, "ioobserve_read_bytes_total", layer="block", op="block_read", **mine) == COLD_SIZE
+    assert _value(metrics, "ioobserve_request_size_bytes_sum", layer="block", op="block_read", **mine) == COLD_SIZE
+    assert _value(metrics, "ioobserve_call_duration_seconds_count", layer="block", op="block_read", **mine) == requests
+    assert _value(metrics, "ioobserve_call_seconds_total", layer="block", op="block_read", **mine) > 0
+    assert _value(metrics, "ioobserve_page_cache_bytes_total", layer="cache", op="cache_miss", **mine) == COLD_SIZE
+    assert _value(metrics, "ioobserve_read_bytes_total", layer="cache", **mine) == 0  # not counted twice
 
 
 class _StreamClient(threading.Thread):
