@@ -32,6 +32,16 @@ static __always_inline u32 live_depth(struct call_frames *fr, u64 sp)
 	return *(volatile u32 *)&fr->depth;
 }
 
+/* How many library calls are open on the thread, for its syscalls: they look for the call
+ * they are made inside only when one is (at least as many as `depth`: a frame dropped
+ * unseen lowers it later). */
+static __always_inline void note_calls_open(u32 depth)
+{
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
+		st->calls_open = depth;
+}
+
 /* python_stacks.bpf.c: the text of a Python str as a name record of the event at `ts`. */
 static __always_inline void py_send_label(u64 str, u64 level, u64 ts);
 
@@ -102,6 +112,7 @@ static __always_inline int call_enter(struct pt_regs *ctx, u64 cookie)
 	frame->fd = fd;
 	frame->file = (u64)fd_file(fd);
 	fr->depth = depth + 1;
+	note_calls_open(depth + 1);
 	return 0;
 }
 
@@ -195,6 +206,7 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	if (frame.sp != entry_sp)
 		return 0;  /* the return of an internal call, whose frame was never pushed */
 	fr->depth = depth - 1;
+	note_calls_open(depth - 1);
 	u32 key = frame.op;
 	struct ioo_call_spec *spec = call_specs.lookup(&key);
 	struct ioo_config *cfg = get_config();

@@ -163,6 +163,8 @@ struct ioo_config {
 	__u32 emit_gen;       /* bumped at each change of `emit_cgroups`: older cached verdicts are stale */
 	__u32 emit_count;     /* entries in `emit_cgroups`: none, no walk */
 	__u32 stopped;        /* the recording is ending: no process is selected any more */
+	__u32 select_gen;     /* bumped at each change of the process filters' tables: a thread's
+			       * verdict kept under another generation is decided again */
 };
 
 /* Bits of ioo_config.layers. */

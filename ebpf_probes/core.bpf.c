@@ -45,7 +45,8 @@ struct comm_key {
 	char comm[IOO_COMM_LEN];
 };
 
-/* What sys_enter saw, kept in task storage until sys_exit. */
+/* A thread's record of its traced syscall in flight: what sys_enter saw, kept in task
+ * storage until sys_exit; and what stays true of the thread between calls. */
 struct inflight {
 	u64 ts;
 	u64 parent_ts;    /* the library call this syscall happened inside */
@@ -66,6 +67,12 @@ struct inflight {
 	u16 op;
 	u16 have;  /* HAVE_* */
 	u32 py_text;  /* an mmap of an interpreter's text: 1 + its py_images index (0: none) */
+	/* Between calls: */
+	u32 calls_open;     /* library calls open on the thread (call_frames' depth) */
+	u32 selected;       /* process_selected(), decided ... */
+	u32 select_gen;     /* ... under these filters (ioo_config.select_gen; 0: never) */
+	u32 select_tgid;    /* ... for this process */
+	u64 select_cgroup;  /* ... in this cgroup (with a cgroup filter) */
 };
 #define HAVE_FILE 0x1
 #define HAVE_FILE2 0x2
@@ -76,8 +83,8 @@ struct inflight {
 /* A thread's Python calls (python_stacks.bpf.c walks them): the call instances of the walk
  * made for the syscall in flight, and those of the last event sent with a stack. An event
  * says how many levels, outermost first, it shares with that last one: user space builds
- * the calls' spans from it (ioobserve/python/spans.py). Kept apart from `inflight`, which
- * sys_exit copies to its stack. */
+ * the calls' spans from it (ioobserve/python/spans.py). Kept apart from `inflight`: most
+ * threads never need it. */
 struct py_calls {
 	u64 ts;                         /* the syscall the walk was made for */
 	u64 last_chain;                 /* the last chain walked that was sent before (none: 0) */
@@ -219,6 +226,12 @@ BPF_PERCPU_ARRAY(proc_scratch, struct ioo_proc_record, 1);
 BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
 BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
+/* Programs tail-called by index: the Python stack walk (python_stacks.bpf.c), which
+ * on_sys_enter calls, and its own next steps. */
+#define PY_PROG_FRAMES 0
+#define PY_PROG_CODES 1
+#define PY_PROG_WALK 2
+BPF_PROG_ARRAY(py_programs, 3);
 
 
 static __always_inline void count_lost(u32 index)

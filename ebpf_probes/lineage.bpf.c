@@ -116,6 +116,9 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	void *bprm = (void *)ctx->args[2];
 	void *mm = read_ptr(task, OFF_TASK_MM);
 	py_procs.delete(&tgid);  /* a new program: its interpreter, if a known one, is placed anew */
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+	if (st)
+		st->select_gen = 0;  /* its comm changed: selected again at its next call */
 	struct file_ident exe = {};
 	s64 unused_pos;
 	if (mm && inode_ident(file_inode_pos(read_ptr(bprm, OFF_LINUX_BINPRM_FILE), &unused_pos), &exe) == 0) {

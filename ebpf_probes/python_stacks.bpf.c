@@ -23,8 +23,6 @@
 #define PY_WALK_STEPS 8     /* frames walked per program run (py_frames tail-calls itself) */
 #define PY_MAX_INTERPRETERS 4
 #define PY_MAX_THREADS 128
-#define PY_PROG_FRAMES 0
-#define PY_PROG_CODES 1
 #define PY_ARGCOUNT_SLOTS 1024  /* code objects whose argument count is remembered */
 #define PY_LABEL_DOTS 7     /* at most this many dots of a relative import's level in its label */
 
@@ -81,7 +79,6 @@ BPF_PERCPU_ARRAY(py_window, struct py_window, 1);
  * freed one had (a stale count would make every call of the new function look alike). */
 BPF_ARRAY(py_argcounts, struct py_argcount, PY_ARGCOUNT_SLOTS);
 BPF_PERCPU_ARRAY(py_code_scratch, struct ioo_py_code_record, 1);
-BPF_PROG_ARRAY(py_programs, 2);
 
 static __always_inline u32 py_argcount_slot(u64 code)
 {
@@ -352,9 +349,9 @@ static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, st
 	return py_chain_done(ctx, scratch, tgid);
 }
 
-/* py_walk: runs on sys_enter after on_sys_enter (attached after it), so a traced syscall's
- * inflight record is there to take the chain. Finds the thread's current frame, reads the
- * frame stack under it and walks its first frames. */
+/* py_walk: tail-called by on_sys_enter once a traced syscall's inflight record is written,
+ * to take the chain. Finds the thread's current frame, reads the frame stack under it and
+ * walks its first frames. */
 int py_walk(struct bpf_raw_tracepoint_args *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;

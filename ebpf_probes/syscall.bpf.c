@@ -80,7 +80,8 @@ static __always_inline void note_library(void *file, u64 ts)
 }
 
 /* A process maps the text of a file known to hold a CPython runtime (py_images): remember it
- * in its inflight slot, so on_sys_exit places the runtime at the address the mapping got. */
+ * in its inflight record, so on_sys_exit places the runtime at the address the mapping got
+ * (even if a filter then leaves the call itself out). */
 static __always_inline void note_python_text(void *file, u64 offset, struct inflight *st)
 {
 	struct file_ident id = {};
@@ -95,12 +96,30 @@ static __always_inline void note_python_text(void *file, u64 offset, struct infl
 	struct ioo_py_image *image = py_images.lookup(&at);
 	if (!image || image->text_offset != offset)
 		return;
-	/* Set in the slot now, since the call may be filtered out before the slot is written. */
-	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!slot)
-		return;
-	slot->py_text = at + 1;
 	st->py_text = at + 1;
+}
+
+/* The current thread's inflight record if its process is selected, else NULL. Whether it is
+ * (process_selected: hash lookups per filter) is kept in the record, valid while the filters
+ * (select_gen), the thread's process and its cgroup are the ones it was decided for: the
+ * usual cost is the record's one task storage lookup, which a traced call needs anyway. A
+ * comm filter is decided afresh each time (a thread may rename itself). */
+static __always_inline struct inflight *selected_inflight(struct ioo_config *cfg, u32 tgid)
+{
+	if (cfg->stopped)
+		return NULL;
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return NULL;
+	u64 cgroup_id = cfg->filter_cgroup ? current_cgroup_id() : 0;
+	if (st->select_gen != cfg->select_gen || st->select_tgid != tgid || st->select_cgroup != cgroup_id ||
+	    cfg->filter_comm) {
+		st->selected = process_selected(cfg, tgid);
+		st->select_gen = cfg->select_gen;
+		st->select_tgid = tgid;
+		st->select_cgroup = cgroup_id;
+	}
+	return st->selected ? st : NULL;
 }
 
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
@@ -111,43 +130,50 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	u32 key = nr;
 	struct ioo_syscall_spec *spec = syscall_specs.lookup(&key);
 	if (!spec || !spec->op)
-		return 0;
+		return 0;  /* a syscall nobody asked for: no other lookup */
 	struct ioo_config *cfg = get_config();
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+	if (!cfg)
 		return 0;
-
+	struct inflight *st = selected_inflight(cfg, bpf_get_current_pid_tgid() >> 32);
+	if (!st)
+		return 0;
+	/* Filled in place; op, set last, says the record is whole (sys_exit and the walk read it). */
+	st->op = 0;
+	st->py_text = 0;
 	/* One read of the pt_regs span holding the six syscall arguments. */
 	u64 regs[(SYSCALL_ARGS_HI - SYSCALL_ARGS_LO) / 8 + 1];
 	bpf_probe_read_kernel(regs, sizeof(regs), (char *)ctx->args[0] + SYSCALL_ARGS_LO);
-	struct inflight st = {};
-	st.ts = bpf_ktime_get_ns();
-	st.nr = key;
-	st.op = spec->op;
-	st.args[0] = regs[(OFF_SYSCALL_ARG0 - SYSCALL_ARGS_LO) / 8];
-	st.args[1] = regs[(OFF_SYSCALL_ARG1 - SYSCALL_ARGS_LO) / 8];
-	st.args[2] = regs[(OFF_SYSCALL_ARG2 - SYSCALL_ARGS_LO) / 8];
-	st.args[3] = regs[(OFF_SYSCALL_ARG3 - SYSCALL_ARGS_LO) / 8];
-	st.args[4] = regs[(OFF_SYSCALL_ARG4 - SYSCALL_ARGS_LO) / 8];
-	st.args[5] = regs[(OFF_SYSCALL_ARG5 - SYSCALL_ARGS_LO) / 8];
+	st->ts = bpf_ktime_get_ns();
+	st->nr = key;
+	st->args[0] = regs[(OFF_SYSCALL_ARG0 - SYSCALL_ARGS_LO) / 8];
+	st->args[1] = regs[(OFF_SYSCALL_ARG1 - SYSCALL_ARGS_LO) / 8];
+	st->args[2] = regs[(OFF_SYSCALL_ARG2 - SYSCALL_ARGS_LO) / 8];
+	st->args[3] = regs[(OFF_SYSCALL_ARG3 - SYSCALL_ARGS_LO) / 8];
+	st->args[4] = regs[(OFF_SYSCALL_ARG4 - SYSCALL_ARGS_LO) / 8];
+	st->args[5] = regs[(OFF_SYSCALL_ARG5 - SYSCALL_ARGS_LO) / 8];
+	st->have = 0;
+	st->parent_ts = 0;
+	st->cache_pages = 0;
+	st->py_chain = 0;
+	st->bytes_req = 0;
 	u16 flags = spec->flags;
 
 	if (flags & IOO_S_MMAP) {
-		if ((arg_at(&st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(&st, spec->fd_arg) < 0)
+		if ((arg_at(st, spec->aux_arg) & MAP_ANONYMOUS_) || (s32)arg_at(st, spec->fd_arg) < 0)
 			return 0;
 		/* Before the path filter: a library is reported wherever it lives. */
-		if (arg_at(&st, MMAP_PROT_ARG) & PROT_EXEC_) {
-			void *mapped = fd_file((s32)arg_at(&st, spec->fd_arg));
+		if (arg_at(st, MMAP_PROT_ARG) & PROT_EXEC_) {
+			void *mapped = fd_file((s32)arg_at(st, spec->fd_arg));
 			if (cfg->layers & IOO_LAYER_LIBS)
-				note_library(mapped, st.ts);
+				note_library(mapped, st->ts);
 			if (cfg->layers & IOO_LAYER_PYTHON)
-				note_python_text(mapped, arg_at(&st, MMAP_OFFSET_ARG), &st);
+				note_python_text(mapped, arg_at(st, MMAP_OFFSET_ARG), st);
 		}
 	}
-	if (cfg->layers & IOO_LAYER_CALLS)
-		st.parent_ts = innermost_call_ts();
+	if (st->calls_open)
+		st->parent_ts = innermost_call_ts();
 	if (flags & IOO_S_FCNTL_DUP) {
-		u64 cmd = arg_at(&st, spec->aux_arg);
+		u64 cmd = arg_at(st, spec->aux_arg);
 		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)
 			return 0;
 	}
@@ -155,20 +181,20 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	s16 fd_arg = spec->fd_arg;
 	if (flags & IOO_S_EMPTY_PATH && spec->path_arg >= 0) {
 		char first = 1;
-		bpf_probe_read_user(&first, 1, (void *)arg_at(&st, spec->path_arg));
-		if (first == 0 && (arg_at(&st, spec->aux_arg) & AT_EMPTY_PATH_)) {
+		bpf_probe_read_user(&first, 1, (void *)arg_at(st, spec->path_arg));
+		if (first == 0 && (arg_at(st, spec->aux_arg) & AT_EMPTY_PATH_)) {
 			fd_arg = spec->dirfd_arg;
-			st.have |= HAVE_NO_NAME;
+			st->have |= HAVE_NO_NAME;
 		}
 	}
 	void *file = NULL;
 	s64 file_pos = -1, file2_pos = -1;
-	st.fd = fd_arg >= 0 ? (s32)arg_at(&st, fd_arg) : -1;
+	st->fd = fd_arg >= 0 ? (s32)arg_at(st, fd_arg) : -1;
 	if (fd_arg >= 0) {
-		file = fd_file(st.fd);
+		file = fd_file(st->fd);
 		if (file) {
-			if (file_traced(file, &st.file, &file_pos))
-				st.have |= HAVE_FILE;
+			if (file_traced(file, &st->file, &file_pos))
+				st->have |= HAVE_FILE;
 			else if (!(flags & IOO_S_PAIR))
 				return 0;
 		} else if (cfg->filter_path) {
@@ -176,42 +202,42 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		}
 	}
 	if (flags & IOO_S_PAIR) {
-		void *file2 = fd_file((s32)arg_at(&st, spec->fd2_arg));
-		if (file2 && file_traced(file2, &st.file2, &file2_pos))
-			st.have |= HAVE_FILE2;
-		if (!(st.have & (HAVE_FILE | HAVE_FILE2)))
+		void *file2 = fd_file((s32)arg_at(st, spec->fd2_arg));
+		if (file2 && file_traced(file2, &st->file2, &file2_pos))
+			st->have |= HAVE_FILE2;
+		if (!(st->have & (HAVE_FILE | HAVE_FILE2)))
 			return 0;  /* pipe to socket and the like: not file I/O */
-		st.pos2 = file2_pos;
+		st->pos2 = file2_pos;
 	}
 
 	if (spec->count_arg >= 0) {
-		u64 count = arg_at(&st, spec->count_arg);
+		u64 count = arg_at(st, spec->count_arg);
 		if (flags & IOO_S_IOV)
-			count = iov_bytes(arg_at(&st, spec->count_arg - 1), count);
-		st.bytes_req = count;
+			count = iov_bytes(arg_at(st, spec->count_arg - 1), count);
+		st->bytes_req = count;
 	}
-	st.pos = -1;
+	s64 pos = -1;
 	if (spec->offset_arg >= 0) {
-		u64 raw = arg_at(&st, spec->offset_arg);
+		u64 raw = arg_at(st, spec->offset_arg);
 		if (flags & IOO_S_OFFSET_PTR) {
 			if (raw)
-				bpf_probe_read_user(&st.pos, sizeof(st.pos), (void *)raw);
+				bpf_probe_read_user(&pos, sizeof(pos), (void *)raw);
 			else if (file)
-				st.have |= HAVE_POS;
+				st->have |= HAVE_POS;
 		} else if ((flags & IOO_S_OFFSET_NEG) && (s64)raw == -1) {
-			st.have |= HAVE_POS;
+			st->have |= HAVE_POS;
 		} else {
-			st.pos = raw;
+			pos = raw;
 		}
 	} else if (flags & IOO_S_FILE_POS) {
-		st.have |= HAVE_POS;
+		st->have |= HAVE_POS;
 	}
-	if (st.have & HAVE_POS)
-		st.pos = (st.have & HAVE_FILE) ? file_pos : -1;
-	struct inflight *slot = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!slot)
-		return 0;
-	*slot = st;
+	if (st->have & HAVE_POS)
+		pos = (st->have & HAVE_FILE) ? file_pos : -1;
+	st->pos = pos;
+	st->op = spec->op;
+	if (cfg->layers & IOO_LAYER_PYTHON)
+		py_programs.call(ctx, PY_PROG_WALK);  /* returns only if there is no walk to run */
 	return 0;
 }
 

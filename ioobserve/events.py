@@ -134,7 +134,7 @@ CONFIG = np.dtype(
     [
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
         ("filter_comm", "<u4"), ("filter_path", "<u4"), ("layers", "<u4"),
-        ("emit_some", "<u4"), ("emit_gen", "<u4"), ("emit_count", "<u4"), ("stopped", "<u4"),
+        ("emit_some", "<u4"), ("emit_gen", "<u4"), ("emit_count", "<u4"), ("stopped", "<u4"), ("select_gen", "<u4"),
     ]
 )
 

@@ -67,6 +67,7 @@ SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO:
 # Stack pointer at a function's return minus at its entry: x86 pops the return address.
 RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}
 PRELOAD_THREADS = 4  # programs verified at once (the kernel verifies each on its caller's CPU)
+BUMP = object()  # _update_config: add one to this counter
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class SyscallProbes:
         self.closed = False
         self.stopping = False  # stop_selecting() was called: no new probes
         self._attaching = threading.Lock()  # library and interpreter probes, attached by the collector's reader
+        self._config: np.ndarray | None = None  # ev.CONFIG as last written, once configure() ran
+        self._config_lock = threading.Lock()  # threads change the config (helpers, serve's stream and jobs)
         self.bpf, self.from_cache = _probe_object(text, cflags, headers)
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
@@ -224,6 +227,7 @@ class SyscallProbes:
         cfg["filter_comm"] = bool(filters.comms)
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
         cfg["emit_some"] = bool(self.sizes.aggregate_entries)  # aggregating: no events until asked for
+        cfg["select_gen"] = 1  # threads' kept verdicts (0: none yet) are of these filters
         call_layers = [*self.libraries.values(), *([self.python.calls] if self.python is not None else [])]
         if call_layers:
             cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
@@ -234,8 +238,18 @@ class SyscallProbes:
                     calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
         if self.python is not None:  # libpython is found through the kernel's report of mappings
             cfg["layers"] |= ev.LAYER_PYTHON
-        self._config = cfg
-        self._write_config()
+        with self._config_lock:
+            self._config = cfg
+            self._write_config()
+
+    def _update_config(self, **changes: int) -> None:
+        """Change fields of the config (a value of BUMP adds one: emit_gen, select_gen) and write it."""
+        with self._config_lock:
+            if self._config is None:
+                return  # configure() writes the whole config later
+            for name, value in changes.items():
+                self._config[name] = self._config[name] + 1 if value is BUMP else value
+            self._write_config()
 
     def _write_config(self) -> None:
         config = self.bpf["config"]
@@ -246,12 +260,12 @@ class SyscallProbes:
         forgets it when it exits. Any thread, before or after attach(); after close() nothing traces it."""
         if not self.closed:
             self.bpf["own_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+            self._update_config(select_gen=BUMP)  # after the table: its threads decide again
 
     def emit_some(self, on: bool) -> None:
         """With kernel aggregation: events leave the kernel only for the cgroups of emit_cgroup
         (on) or for every traced task (off); every call is aggregated either way."""
-        self._config["emit_some"] = on
-        self._write_config()
+        self._update_config(emit_some=on)
 
     def emit_cgroup(self, cgroup_id: int, on: bool) -> None:
         """Let a cgroup's events (and its descendants') leave the kernel, or stop them."""
@@ -261,9 +275,7 @@ class SyscallProbes:
         else:
             table.pop(ctypes.c_uint64(cgroup_id), None)
         # After the table: a verdict the kernel caches under the new generation saw the new set.
-        self._config["emit_count"] = len(table)
-        self._config["emit_gen"] += 1
-        self._write_config()
+        self._update_config(emit_count=len(table), emit_gen=BUMP)
 
     def aggregates(self) -> tuple[np.ndarray, int]:
         """The kernel's aggregates as they stand: ev.AGG_ENTRY rows (a key, its sums and
@@ -285,6 +297,7 @@ class SyscallProbes:
     def trace_pid(self, pid: int) -> None:
         """Add a process (and, through fork, its future descendants) to the pid filter."""
         self.bpf["traced_tgids"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+        self._update_config(select_gen=BUMP)
 
     def attach(self) -> None:
         """Attach every program; lineage first so no process is born unseen. Optional layers
@@ -436,8 +449,7 @@ class SyscallProbes:
         are drained; no probe is attached after this."""
         with self._attaching:
             self.stopping = True
-        self._config["stopped"] = 1
-        self._write_config()
+        self._update_config(stopped=1)
 
     def detach(self) -> None:
         """Detach every attached program (safe to call twice)."""

@@ -26,7 +26,9 @@ from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, Interpr
 from ioobserve.python.methods import interpreter_methods
 
 WALK_PROGRAM = "py_walk"
-CHAINED = (("py_frames", 0), ("py_codes", 1))  # tail-called: program, index in py_programs
+# Tail-called, by index in py_programs: the walk by on_sys_enter (a traced call of a selected
+# process), its next steps and the code records by the walk itself.
+CHAINED = (("py_frames", 0), ("py_codes", 1), (WALK_PROGRAM, 2))
 
 
 @dataclass(frozen=True)
@@ -56,28 +58,23 @@ class PythonProbes:
         self.sample = max(options.sample, 1)
         self.finder = InterpreterFinder()
         self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
-        self._link_fd: int | None = None
+        self._walking = False  # the walk is in py_programs, where on_sys_enter calls it
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
         self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods, sites=import_sites)
         self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
-        """Load the walk and attach it to sys_enter, after on_sys_enter (which must be attached
-        first: programs on one tracepoint run in the order they were attached)."""
+        """Load the walk into py_programs: on_sys_enter tail-calls it once a traced syscall's
+        inflight record is written (no program of its own on sys_enter: untraced syscalls
+        and processes pay nothing for it)."""
         from bcc import BPF  # deferred: only probes import bcc
-        from bcc.libbcc import lib
 
         self.calls.load_programs()
         programs = self.bpf["py_programs"]
         for name, index in CHAINED:
             programs[ctypes.c_int(index)] = ctypes.c_int(self.bpf.load_func(name.encode(), BPF.RAW_TRACEPOINT).fd)
-        walk = self.bpf.load_func(WALK_PROGRAM.encode(), BPF.RAW_TRACEPOINT)
-        # bcc's attach_raw_tracepoint allows one program per tracepoint: attach directly.
-        fd = lib.bpf_attach_raw_tracepoint(walk.fd, b"sys_enter")
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), f"attaching {WALK_PROGRAM} to sys_enter failed")
-        self._link_fd = fd
+        self._walking = True
         # Every running process, before any command starts: once an interpreter file is
         # read, the kernel places each new process of it from its exec (~0.1 s here).
         for entry in Path("/proc").iterdir():
@@ -164,7 +161,7 @@ class PythonProbes:
     def detach(self) -> None:
         """Detach the walk and the interpreter uprobes (safe to call twice)."""
         self.calls.close()
-        if self._link_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._link_fd)
-            self._link_fd = None
+        if self._walking:
+            with contextlib.suppress(KeyError, OSError):
+                del self.bpf["py_programs"][ctypes.c_int(CHAINED[-1][1])]
+            self._walking = False
