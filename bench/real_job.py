@@ -1,7 +1,9 @@
 """Issue 25, light on real AI jobs: the reference PyTorch DataLoader job, plain and traced.
 
 The job is bench/workloads/torch_loader.py (4 spawned workers importing torch, 2 epochs, 48
-samples of 1 MiB), run plain, under `record` (default layers), under `record --py-stacks off`
+samples of 1 MiB), run plain, with `serve` running system-wide (aggregation only, its
+syscall, block and cache layers; started before the job and stopped after it, so only the
+job's own wall time counts), under `record` (default layers), under `record --py-stacks off`
 and, with --dftracer-venv, under DFTracer 2.2.0's LD_PRELOAD (metadata on, every file:
 DFTRACER_DATA_DIR=all, as trace_size.py runs it). Configurations interleaved round by round;
 medians. Per run:
@@ -43,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import IOOBSERVE, dftracer_preload  # noqa: E402  (sibling scripts)
+from serve import Observer  # noqa: E402
 from trace_size import TORCH_LOADER, _exit_lag, events_in  # noqa: E402
 
 RECORD = {"record": [], "record --py-stacks off": ["--py-stacks", "off"]}  # config -> record's options
@@ -57,7 +60,7 @@ def job_command(python: Path, samples: Path, args) -> list[str]:
 def configure(config: str, job: list[str], out: Path, preload: Path | None) -> tuple[list[str], dict]:
     """The command line and environment of one configuration, its trace going to `out`."""
     env = dict(os.environ)
-    if config == "plain":
+    if config in ("plain", "serve"):  # serve: the daemon runs beside the plain job
         return job, env
     if config in RECORD:
         return [str(IOOBSERVE), "record", "-o", str(out), *RECORD[config], "--", *job], env
@@ -91,9 +94,14 @@ def run_once(config: str, job: list[str], work: Path, preload: Path | None) -> d
     out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
     try:
         argv, env = configure(config, job, out, preload)
-        launched = time.time()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800, check=False)
-        returned = time.time()
+        daemon = Observer("serve", out) if config == "serve" else None
+        try:
+            launched = time.time()
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800, check=False)
+            returned = time.time()
+        finally:
+            if daemon is not None:
+                daemon.stop()
         if done.returncode != 0:
             raise RuntimeError(f"{config} failed: {done.stderr[-800:]}")
         (own,) = [json.loads(line) for line in done.stdout.splitlines() if '"ended_at"' in line]  # the job's JSON line
@@ -106,7 +114,7 @@ def run_once(config: str, job: list[str], work: Path, preload: Path | None) -> d
 
 def run(args, preload: Path | None) -> dict:
     """{config: [one run's results, ...]}, configurations interleaved round by round."""
-    configs = ["plain", *RECORD] + (["DFTracer"] if preload else [])
+    configs = ["plain", "serve", *RECORD] + (["DFTracer"] if preload else [])
     work = Path(tempfile.mkdtemp(prefix="ioobserve-realjob-", dir="/var/tmp"))
     samples = work / "samples"
     job = job_command(args.torch_python, samples, args)
