@@ -168,7 +168,7 @@ struct ioo_config {
 };
 
 /* Bits of ioo_config.layers. */
-#define IOO_LAYER_CALLS   0x1 /* a library layer's uprobes are on: a syscall's parent is the open call */
+/* 0x1 is free: a syscall finds its parent call by its thread's count of open calls */
 #define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
 #define IOO_LAYER_PYTHON  0x4 /* walk the Python stack of processes in `py_procs` on each traced syscall */
 

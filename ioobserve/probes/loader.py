@@ -230,7 +230,7 @@ class SyscallProbes:
         cfg["select_gen"] = 1  # threads' kept verdicts (0: none yet) are of these filters
         call_layers = [*self.libraries.values(), *([self.python.calls] if self.python is not None else [])]
         if call_layers:
-            cfg["layers"] |= ev.LAYER_CALLS | ev.LAYER_LIBS
+            cfg["layers"] |= ev.LAYER_LIBS
             calls = self.bpf["call_specs"]
             specs = tuple(spec for probes in call_layers for spec in probes.specs)
             for op, row in enumerate(call_spec_array(specs)):

@@ -46,7 +46,6 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_KINDS %d\\n", IOO_AUX_KINDS);')
     lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
-    lines.append('printf("const.LAYER_CALLS %d\\n", IOO_LAYER_CALLS);')
     lines.append('printf("const.AGG %d %d %d\\n", IOO_AGG_LATENCY, IOO_AGG_SIZE, IOO_AGG_SLOTS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
     lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
@@ -107,7 +106,7 @@ def test_constants_match(layout):
     assert layout["const.AUX_KINDS"] == ev.AUX_KINDS
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
     assert layout["const.AUX_LIB"] == ev.AUX_LIB
-    assert (layout["const.LAYER_CALLS"], layout["const.LAYER_LIBS"]) == (ev.LAYER_CALLS, ev.LAYER_LIBS)
+    assert layout["const.LAYER_LIBS"] == ev.LAYER_LIBS
     assert layout["const.AGG"] == (ev.AGG_LATENCY, ev.AGG_SIZE, ev.AGG_SLOTS)
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)
