@@ -35,11 +35,11 @@ static __always_inline void note_origin(u64 key, void *bdev)
 {
 	struct ioo_config *cfg = get_config();
 	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+	struct inflight *st = cfg ? selected_inflight(cfg, pid_tgid >> 32) : NULL;
+	if (!st)
 		return;
 	struct block_origin origin = {};
 	origin.start_ts = bpf_ktime_get_ns();
-	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	origin.parent_ts = syscall_as_parent(st);
 	origin.cgroup_id = current_cgroup_id();
 	origin.dev = bdev ? read_u32(bdev, OFF_BLOCK_DEVICE_BD_DEV) : 0;

@@ -17,8 +17,8 @@ static __always_inline u32 tp_u32(void *ctx, int off)
 int on_filemap_add(void *ctx)
 {
 	struct ioo_config *cfg = get_config();
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+	struct inflight *st = cfg ? selected_inflight(cfg, bpf_get_current_pid_tgid() >> 32) : NULL;
+	if (!st)
 		return 0;
 	u64 ino = tp_u64(ctx, TP_FILEMAP_ADD_I_INO);
 	u64 index = tp_u64(ctx, TP_FILEMAP_ADD_INDEX);
@@ -26,8 +26,7 @@ int on_filemap_add(void *ctx)
 	u32 order = TP_FILEMAP_ADD_ORDER < 0 ? 0 : *((u8 *)ctx + (TP_FILEMAP_ADD_ORDER < 0 ? 0 : TP_FILEMAP_ADD_ORDER));
 	u32 pages = 1U << (order & 31);
 	u64 now = bpf_ktime_get_ns();
-	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
-	if (st && st->op) {
+	if (st->op) {
 		if (!st->cache_pages) {
 			st->cache_ts = now;
 			st->cache_ino = ino;
@@ -45,12 +44,11 @@ int on_filemap_add(void *ctx)
 static __always_inline int on_readahead(void *ctx, u16 op)
 {
 	struct ioo_config *cfg = get_config();
-	u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!cfg || !process_selected(cfg, pid_tgid >> 32))
+	struct inflight *st = cfg ? selected_inflight(cfg, bpf_get_current_pid_tgid() >> 32) : NULL;
+	if (!st)
 		return 0;
 	u64 ino = tp_u64(ctx, TP_READAHEAD_I_INO);
 	u32 dev = tp_u32(ctx, TP_READAHEAD_S_DEV);
-	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	u64 parent_ts = syscall_as_parent(st);
 	if (!parent_ts && !cache_file_selected(cfg, dev, ino))
 		return 0;

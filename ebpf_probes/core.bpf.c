@@ -1,6 +1,7 @@
 /* Core (compiled first): what every layer shares. The maps of process selection, file
  * verdicts and the rings; the inflight record a syscall keeps from sys_enter to sys_exit and
- * the library-call frames; count_lost, get_config and process_selected.
+ * the library-call frames; count_lost, get_config, and process selection (process_selected,
+ * kept per thread by selected_inflight).
  *
  * The probes are one compilation unit, these files joined in the order of
  * ioobserve/probes/loader.py's SOURCES (bcc rewrites map calls only in its main file), so a
@@ -282,6 +283,29 @@ static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
 			return 0;
 	}
 	return 1;
+}
+
+/* The current thread's inflight record if its process is selected, else NULL. Whether it is
+ * (process_selected: hash lookups per filter) is kept in the record, valid while the filters
+ * (select_gen), the thread's process and its cgroup are the ones it was decided for: the
+ * usual cost is the record's one task storage lookup, which a traced call needs anyway. A
+ * comm filter is decided afresh each time (a thread may rename itself). */
+static __always_inline struct inflight *selected_inflight(struct ioo_config *cfg, u32 tgid)
+{
+	if (cfg->stopped)
+		return NULL;
+	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return NULL;
+	u64 cgroup_id = cfg->filter_cgroup ? current_cgroup_id() : 0;
+	if (st->select_gen != cfg->select_gen || st->select_tgid != tgid || st->select_cgroup != cgroup_id ||
+	    cfg->filter_comm) {
+		st->selected = process_selected(cfg, tgid);
+		st->select_gen = cfg->select_gen;
+		st->select_tgid = tgid;
+		st->select_cgroup = cgroup_id;
+	}
+	return st->selected ? st : NULL;
 }
 
 static __always_inline u64 arg_at(struct inflight *st, s16 index)

@@ -99,29 +99,6 @@ static __always_inline void note_python_text(void *file, u64 offset, struct infl
 	st->py_text = at + 1;
 }
 
-/* The current thread's inflight record if its process is selected, else NULL. Whether it is
- * (process_selected: hash lookups per filter) is kept in the record, valid while the filters
- * (select_gen), the thread's process and its cgroup are the ones it was decided for: the
- * usual cost is the record's one task storage lookup, which a traced call needs anyway. A
- * comm filter is decided afresh each time (a thread may rename itself). */
-static __always_inline struct inflight *selected_inflight(struct ioo_config *cfg, u32 tgid)
-{
-	if (cfg->stopped)
-		return NULL;
-	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
-		return NULL;
-	u64 cgroup_id = cfg->filter_cgroup ? current_cgroup_id() : 0;
-	if (st->select_gen != cfg->select_gen || st->select_tgid != tgid || st->select_cgroup != cgroup_id ||
-	    cfg->filter_comm) {
-		st->selected = process_selected(cfg, tgid);
-		st->select_gen = cfg->select_gen;
-		st->select_tgid = tgid;
-		st->select_cgroup = cgroup_id;
-	}
-	return st->selected ? st : NULL;
-}
-
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 nr = ctx->args[1];
