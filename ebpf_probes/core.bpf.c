@@ -228,7 +228,7 @@ BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
 BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 /* Programs tail-called by index: the Python stack walk (python_stacks.bpf.c), which
- * on_sys_enter calls, and its own next steps. */
+ * the syscall layer's enter program calls, and its own next steps; loaded as that program's kind. */
 #define PY_PROG_FRAMES 0
 #define PY_PROG_CODES 1
 #define PY_PROG_WALK 2

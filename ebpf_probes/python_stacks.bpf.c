@@ -1,7 +1,7 @@
 /* The Python layer: the Python frames a traced syscall was made from.
  *
  * When a process user space found running CPython (`py_procs`) makes a traced syscall,
- * py_walk (attached to sys_enter after on_sys_enter) finds the thread's PyThreadState by its native
+ * py_walk (tail-called by the syscall layer's enter program) finds the thread's PyThreadState by its native
  * thread id (the thread released the GIL before the syscall, so "the GIL holder" would be
  * another thread), walks up to `depth` frames and stores the chain's hash in the inflight
  * record; on_sys_exit puts it in the event. A chain is sent once (IOO_AUX_PY_CHAIN), and
@@ -349,7 +349,7 @@ static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, st
 	return py_chain_done(ctx, scratch, tgid);
 }
 
-/* py_walk: tail-called by on_sys_enter once a traced syscall's inflight record is written,
+/* py_walk: tail-called by the enter program (on_sys_enter or on_sys_enter_raw) once a traced syscall's inflight record is written,
  * to take the chain. Finds the thread's current frame, reads the frame stack under it and
  * walks its first frames. */
 int py_walk(struct bpf_raw_tracepoint_args *ctx)

@@ -1,8 +1,16 @@
-/* Syscall layer: file I/O of every process, from the raw sys_enter/sys_exit tracepoints.
- * on_sys_enter selects the call (its syscall_specs row, the process, the file behind its
- * descriptor) and keeps what it saw in the thread's inflight record; on_sys_exit completes it
- * (the returned descriptor, stat results, path arguments) and sends it through the emit path.
- * Executable mappings are reported here too (library and interpreter probes follow them).
+/* Syscall layer: file I/O of every process. The enter programs select the call (its
+ * syscall_specs row, the process, the file behind its descriptor) and keep what they saw in
+ * the thread's inflight record; on_sys_exit completes it (the returned descriptor, stat
+ * results, path arguments) and sends it through the emit path. Executable mappings are
+ * reported here too (library and interpreter probes follow them).
+ *
+ * Three ways in, one body (probes/syscall_attach.py picks the first the kernel allows):
+ * - fentry/fexit on the traced syscall functions only: syscall_fentry/syscall_fexit, loaded
+ *   once per function, tail-call on_sys_enter/on_sys_exit (untraced syscalls run nothing);
+ * - tp_btf on sys_enter/sys_exit: on_sys_enter and on_sys_exit;
+ * - raw tracepoints: on_sys_enter_raw and on_sys_exit.
+ * The BTF programs read the arguments straight from the kernel's pt_regs; the raw one copies
+ * them with a helper call first.
  */
 static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
 {
@@ -99,35 +107,49 @@ static __always_inline void note_python_text(void *file, u64 offset, struct infl
 	st->py_text = at + 1;
 }
 
-int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+/* The first step of every enter program: the thread's inflight record, its op cleared, if
+ * syscall `nr` is traced and the process selected; else NULL, having looked up nothing but
+ * the syscall's row for a syscall nobody asked for. */
+static __always_inline struct inflight *syscall_selected(u64 nr, struct ioo_syscall_spec **spec,
+							 struct ioo_config **cfg)
 {
-	u64 nr = ctx->args[1];
 	if (nr >= SPEC_ENTRIES)
-		return 0;
+		return NULL;
 	u32 key = nr;
-	struct ioo_syscall_spec *spec = syscall_specs.lookup(&key);
-	if (!spec || !spec->op)
-		return 0;  /* a syscall nobody asked for: no other lookup */
-	struct ioo_config *cfg = get_config();
-	if (!cfg)
-		return 0;
-	struct inflight *st = selected_inflight(cfg, bpf_get_current_pid_tgid() >> 32);
+	*spec = syscall_specs.lookup(&key);
+	if (!*spec || !(*spec)->op)
+		return NULL;
+	*cfg = get_config();
+	if (!*cfg)
+		return NULL;
+	struct inflight *st = selected_inflight(*cfg, bpf_get_current_pid_tgid() >> 32);
 	if (!st)
-		return 0;
+		return NULL;
 	/* Filled in place; op, set last, says the record is whole (sys_exit and the walk read it). */
 	st->op = 0;
 	st->py_text = 0;
-	/* One read of the pt_regs span holding the six syscall arguments. */
-	u64 regs[(SYSCALL_ARGS_HI - SYSCALL_ARGS_LO) / 8 + 1];
-	bpf_probe_read_kernel(regs, sizeof(regs), (char *)ctx->args[0] + SYSCALL_ARGS_LO);
-	st->ts = bpf_ktime_get_ns();
 	st->nr = key;
-	st->args[0] = regs[(OFF_SYSCALL_ARG0 - SYSCALL_ARGS_LO) / 8];
-	st->args[1] = regs[(OFF_SYSCALL_ARG1 - SYSCALL_ARGS_LO) / 8];
-	st->args[2] = regs[(OFF_SYSCALL_ARG2 - SYSCALL_ARGS_LO) / 8];
-	st->args[3] = regs[(OFF_SYSCALL_ARG3 - SYSCALL_ARGS_LO) / 8];
-	st->args[4] = regs[(OFF_SYSCALL_ARG4 - SYSCALL_ARGS_LO) / 8];
-	st->args[5] = regs[(OFF_SYSCALL_ARG5 - SYSCALL_ARGS_LO) / 8];
+	st->ts = bpf_ktime_get_ns();
+	return st;
+}
+
+/* The six arguments, from `regs` (the kernel's pt_regs, or a copy of its argument span
+ * placed so that the same offsets apply). */
+static __always_inline void syscall_args(struct inflight *st, const char *regs)
+{
+	st->args[0] = *(const u64 *)(regs + OFF_SYSCALL_ARG0);
+	st->args[1] = *(const u64 *)(regs + OFF_SYSCALL_ARG1);
+	st->args[2] = *(const u64 *)(regs + OFF_SYSCALL_ARG2);
+	st->args[3] = *(const u64 *)(regs + OFF_SYSCALL_ARG3);
+	st->args[4] = *(const u64 *)(regs + OFF_SYSCALL_ARG4);
+	st->args[5] = *(const u64 *)(regs + OFF_SYSCALL_ARG5);
+}
+
+/* The rest of every enter program, once the arguments are in: the file, bytes and offset;
+ * then the Python walk, tail-called in the program's own kind (`ctx`). */
+static __always_inline int syscall_entered(void *ctx, struct inflight *st, struct ioo_syscall_spec *spec,
+					   struct ioo_config *cfg)
+{
 	st->have = 0;
 	st->parent_ts = 0;
 	st->cache_pages = 0;
@@ -216,6 +238,36 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (cfg->layers & IOO_LAYER_PYTHON)
 		py_programs.call(ctx, PY_PROG_WALK);  /* returns only if there is no walk to run */
 	return 0;
+}
+
+/* sys_enter as a raw tracepoint: args[0] is an untyped pt_regs pointer, so its argument span
+ * is copied with one helper call. */
+int on_sys_enter_raw(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct ioo_syscall_spec *spec;
+	struct ioo_config *cfg;
+	struct inflight *st = syscall_selected(ctx->args[1], &spec, &cfg);
+	if (!st)
+		return 0;
+	u64 span[(SYSCALL_ARGS_HI - SYSCALL_ARGS_LO) / 8 + 1];
+	bpf_probe_read_kernel(span, sizeof(span), (char *)ctx->args[0] + SYSCALL_ARGS_LO);
+	syscall_args(st, (const char *)span - SYSCALL_ARGS_LO);
+	return syscall_entered(ctx, st, spec, cfg);
+}
+
+/* sys_enter through BTF: a tp_btf program on sys_enter, or the body the fentry stubs
+ * tail-call. ctx[0] is a typed pt_regs pointer: the arguments and the syscall's number are
+ * plain loads. */
+int on_sys_enter(u64 *ctx)
+{
+	const char *regs = (const char *)ctx[0];
+	struct ioo_syscall_spec *spec;
+	struct ioo_config *cfg;
+	struct inflight *st = syscall_selected(*(const u64 *)(regs + OFF_SYSCALL_NR), &spec, &cfg);
+	if (!st)
+		return 0;
+	syscall_args(st, regs);
+	return syscall_entered(ctx, st, spec, cfg);
 }
 
 /* A traced syscall's event (of one of its files, for two-file calls). */
@@ -363,5 +415,24 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * rewrites the record, and nothing reads it once op is 0. */
 	syscall_returned(st, ret);
 	st->op = 0;
+	return 0;
+}
+
+/* The fentry/fexit way in: one tiny program of each, loaded once per traced syscall function
+ * (ctx[0] its pt_regs, and for fexit ctx[1] its return value, as sys_enter/sys_exit pass
+ * them), which tail-calls the body loaded once: the verifier checks the body once, not once
+ * per function. */
+BPF_PROG_ARRAY(syscall_enter_body, 1);
+BPF_PROG_ARRAY(syscall_exit_body, 1);
+
+int syscall_fentry(u64 *ctx)
+{
+	syscall_enter_body.call(ctx, 0);
+	return 0;
+}
+
+int syscall_fexit(u64 *ctx)
+{
+	syscall_exit_body.call(ctx, 0);
 	return 0;
 }

@@ -16,12 +16,15 @@ from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.probes.bpf_syscall import enable_run_stats
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.capabilities import tracefs_dir
+from ioobserve.probes.compile import ProbeError
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.loader import ProbeSizes, SyscallProbes
 from ioobserve.probes.python_probes import PythonOptions
+from ioobserve.probes.syscall_attach import MechanismUnavailable
+from ioobserve.probes.syscall_attach import choose as choose_syscall_entry
 
 
 @dataclass
@@ -82,7 +85,12 @@ def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
                 layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> SyscallProbes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    return SyscallProbes(layout_from_btf(btf or Btf.load()), find_headers(), sizes, layers, python)
+    btf = btf or Btf.load()
+    try:
+        entry = choose_syscall_entry(btf)
+    except MechanismUnavailable as exc:
+        raise ProbeError(str(exc)) from exc
+    return SyscallProbes(layout_from_btf(btf), find_headers(), sizes, layers, python, entry)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:

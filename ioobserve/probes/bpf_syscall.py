@@ -15,6 +15,7 @@ BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 BPF_MAP_CREATE = 0
 BPF_PROG_LOAD = 5
 BPF_OBJ_GET_INFO_BY_FD = 15
+BPF_RAW_TRACEPOINT_OPEN = 17
 BPF_BTF_LOAD = 18
 BPF_BTF_GET_FD_BY_ID = 19
 BPF_LINK_CREATE = 28
@@ -37,6 +38,7 @@ _PROG_INFO_SIZE = 216
 _PROG_RUN_STATS = struct.Struct("<QQ")
 _PROG_RUN_STATS_AT = 192
 _PROG_NAME_AT = 64
+_ATTACH_BTF_ID_AT = 108  # in the BPF_PROG_LOAD attr
 # struct bpf_btf_info: btf (pointer), btf_size, id, name (pointer), name_len, kernel_btf.
 _BTF_INFO = struct.Struct("<QIIQII")
 
@@ -68,14 +70,16 @@ def map_create(map_type: int, key_size: int, value_size: int, max_entries: int, 
 
 
 def prog_load(prog_type: int, insns: bytes, name: bytes, license: bytes, kern_version: int,
-              expected_attach_type: int = 0) -> int:
-    """Load (verify) a program; its fd. On a refusal, OSError carries the verifier's last lines."""
+              expected_attach_type: int = 0, attach_btf_id: int = 0) -> int:
+    """Load (verify) a program; its fd. attach_btf_id: the kernel BTF type a tracing program
+    attaches to. On a refusal, OSError carries the verifier's last lines."""
     code = ctypes.create_string_buffer(insns, len(insns))
     c_license = ctypes.create_string_buffer(license)
     attr = new_attr()
     struct.pack_into("<IIQQIIQII16sII", attr, 0, prog_type, len(insns) // 8, ctypes.addressof(code),
                      ctypes.addressof(c_license), 0, 0, 0, kern_version, 0, name[:OBJ_NAME_LEN - 1], 0,
                      expected_attach_type)
+    struct.pack_into("<I", attr, _ATTACH_BTF_ID_AT, attach_btf_id)
     try:
         return _load(attr)
     except OSError as exc:
@@ -97,6 +101,14 @@ def _load(attr: ctypes.Array) -> int:
             if exc.errno not in (errno.EAGAIN, errno.EINTR) or attempt == LOAD_ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def tracing_attach(prog_fd: int) -> int:
+    """Attach a tracing program (tp_btf, fentry, fexit) where it was loaded for; the link's
+    fd, which detaches it when closed (BPF_RAW_TRACEPOINT_OPEN with no name)."""
+    attr = new_attr()
+    struct.pack_into("<QI", attr, 0, 0, prog_fd)
+    return bpf(BPF_RAW_TRACEPOINT_OPEN, attr)
 
 
 def btf_load(blob: bytes) -> int:

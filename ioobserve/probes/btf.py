@@ -175,3 +175,30 @@ class Btf:
         except BtfError:
             return False
         return True
+
+    def named_ids(self, kind: str, names: list[str]) -> dict[str, int]:
+        """{name: type id} of the `kind` ("typedef" or "function") types named in `names`
+        that the kernel has: the attach points of BTF programs (tp_btf, fentry)."""
+        wanted_kind = {"typedef": _TYPEDEF, "function": _FUNC}[kind]
+        strings = bytes(self._blob[self._strings_start:self._strings_end])
+        by_offset = {}
+        for name in names:
+            at = strings.find(b"\0" + name.encode() + b"\0")  # BTF keeps each distinct string once
+            if at >= 0:
+                by_offset[at + 1] = name
+        found, unpack = {}, _TYPE.unpack_from
+        for type_id, pos in enumerate(self._at):
+            if pos < 0:
+                continue
+            name_off, info, _ = unpack(self._blob, pos)
+            if name_off in by_offset and (info >> 24) & 0x1F == wanted_kind:
+                found.setdefault(by_offset[name_off], type_id)
+        return found
+
+    def function_proto(self, function_id: int) -> int:
+        """The type id of a function's prototype (programs tail-calling each other must
+        attach to functions of one prototype)."""
+        entry = self._type(function_id)
+        if entry is None or entry.kind != _FUNC:
+            raise BtfError(f"type {function_id} is not a function")
+        return entry.size_or_type

@@ -49,14 +49,17 @@ class CachedBPF(BPF):
         """Load (verify) a program once; bcc.BPF.Function with its fd."""
         if func_name in self.funcs:
             return self.funcs[func_name]
-        code = self.compiled.programs.get(func_name.decode())
-        if code is None:
-            raise Exception(f"Unknown program {func_name.decode()}")  # as bcc raises it
-        insns = relocate(code, dict(enumerate(self._map_fds)))
-        fd = prog_load(prog_type, insns, func_name, self.compiled.license.encode(), self.compiled.kern_version,
-                       max(attach_type, 0))
+        fd = prog_load(prog_type, self.instructions(func_name.decode()), func_name, self.compiled.license.encode(),
+                       self.compiled.kern_version, max(attach_type, 0))
         function = self.funcs[func_name] = BPF.Function(self, func_name, fd)
         return function
+
+    def instructions(self, name: str) -> bytes:
+        """A program's instructions with this object's map fds in place."""
+        code = self.compiled.programs.get(name)
+        if code is None:
+            raise Exception(f"Unknown program {name}")  # as bcc raises it
+        return relocate(code, dict(enumerate(self._map_fds)))
 
     def get_table(self, name, keytype=None, leaftype=None, reducer=None):
         """A bcc table over one of the maps."""

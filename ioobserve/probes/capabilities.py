@@ -1,6 +1,6 @@
 """What this kernel and machine allow, checked rather than assumed (`ioobserve doctor`).
 
-Each probe picks its mechanism from these checks: fentry, then kprobe, then tracepoint.
+Each probe picks its mechanism from these checks: fentry, then kprobe or tp_btf, then tracepoint.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.headers import HeadersMissing, find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.object_cache import cache_dir
+from ioobserve.probes.syscall_attach import MechanismUnavailable
+from ioobserve.probes.syscall_attach import choose as choose_syscall_entry
 from ioobserve.probes.syscall_table import NUMBERS, machine_arch
 
 TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
@@ -172,7 +174,7 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
     """Which mechanism each layer uses here, or why it is unavailable."""
     ok = {c.name: c.ok for c in checks}
     ready = all(c.ok for c in checks if c.required)
-    plan = {"syscall": "raw tracepoints sys_enter/sys_exit" if ready else "unavailable (see failed checks)"}
+    plan = {"syscall": syscall_mechanism() if ready else "unavailable (see failed checks)"}
     plan["block"] = ("raw tracepoints block_io_start (or block_bio_queue)/block_rq_issue/block_rq_complete"
                      if ready and ok.get("block tracepoints") else "unavailable: no block tracepoints")
     plan["cache"] = ("tracepoints mm_filemap_add_to_page_cache, page_cache_sync_ra/async_ra where present"
@@ -184,6 +186,14 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
                        if ready and ok.get("uprobes") else "unavailable: no uprobes")
     plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
     return plan
+
+
+def syscall_mechanism() -> str:
+    """How the syscall layer enters the kernel here, and why not by the cheaper ways."""
+    try:
+        return choose_syscall_entry().describe()
+    except MechanismUnavailable as exc:
+        return str(exc)
 
 
 def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:

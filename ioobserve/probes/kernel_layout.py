@@ -78,6 +78,8 @@ SYSCALL_ARG_REGS: dict[str, tuple[str, ...]] = {
     "x86_64": ("di", "si", "dx", "r10", "r8", "r9"),
     "aarch64": tuple(f"regs.{i}" for i in range(6)),
 }
+# Where pt_regs holds the syscall's number (what sys_enter passes as its id).
+SYSCALL_NR_REG = {"x86_64": "orig_ax", "aarch64": "syscallno"}
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
         raise BtfError(f"no syscall argument registers known for {arch}")
     for index, member in enumerate(regs):
         offsets[f"SYSCALL_ARG{index}"] = _reg_offset(btf, member)
+    offsets["SYSCALL_NR"] = _reg_offset(btf, SYSCALL_NR_REG[arch])
     args = [offsets[f"SYSCALL_ARG{i}"] for i in range(6)]
     offsets["SYSCALL_ARGS_LO"], offsets["SYSCALL_ARGS_HI"] = min(args), max(args)
     return KernelLayout(offsets, "BTF")

@@ -7,7 +7,7 @@ import ctypes
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
-from ioobserve.probes.bpf_syscall import prog_run_stats
+from ioobserve.probes.bpf_syscall import prog_load, prog_run_stats, tracing_attach
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_entries, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir
 from ioobserve.probes.compile import ProbeError, compile_bpf
@@ -24,8 +24,10 @@ from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout
 from ioobserve.probes.libraries import (HDF5_FILE, LIBC_FILE, MPI_FILE, MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM,
                                         LibraryProbes, mapped_files)
-from ioobserve.probes.object_cache import cache_key, extract, lookup, store
+from ioobserve.probes.object_cache import cache_key, extract, lookup, program_image, store
 from ioobserve.probes.python_probes import CHAINED, WALK_PROGRAM, PythonOptions, PythonProbes
+from ioobserve.probes.syscall_attach import (BPF_PROG_TYPE_TRACING, RAW, MechanismUnavailable, ProgramKind,
+                                             SyscallEntry, choose)
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
@@ -36,14 +38,15 @@ PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "block.bpf.c", "cache.bpf.c",
            "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
 
-# (raw tracepoint, program) pairs, attached in this order and detached in reverse.
+# Process lineage: (raw tracepoint, program) pairs, attached in this order (before the
+# syscall layer, so no process is born unseen) and detached in reverse.
 ATTACHMENTS = (
     ("sched_process_fork", "on_fork"),
     ("sched_process_exec", "on_exec"),
     ("sched_process_exit", "on_exit"),
-    ("sys_exit", "on_sys_exit"),
-    ("sys_enter", "on_sys_enter"),
 )
+# The syscall layer by raw tracepoints (the way in of last resort: syscall_attach.py).
+RAW_SYSCALL_ATTACHMENTS = (("sys_exit", "on_sys_exit"), ("sys_enter", "on_sys_enter_raw"))
 # The block layer, completion first so no request is issued unseen. Kernels before 6.5 lack
 # block_io_start (a request, in its submitter's context): there the bio's queueing stands in.
 BLOCK_ATTACHMENTS = (
@@ -112,9 +115,16 @@ class SyscallProbes:
     """The syscall and process-lineage probes of one recording."""
 
     def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes(),
-                 layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions()):
+                 layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions(),
+                 entry: SyscallEntry | None = None):
         self.sizes = sizes
         self.layers = layers
+        try:
+            self.entry = entry or choose()  # the syscall layer's way in
+        except MechanismUnavailable as exc:
+            raise ProbeError(str(exc)) from exc
+        self._tracing: dict[tuple[str, ProgramKind], int] = {}  # tp_btf and fentry programs loaded: fd
+        self._links: list[int] = []  # their attachments
         self._attached: list[str] = []
         self._attached_classic: list[str] = []
         self._kprobes: list[str] = []
@@ -149,33 +159,50 @@ class SyscallProbes:
         self.python = PythonProbes(self.bpf, python) if ly.PYTHON in layers else None
         self._preloading = self._preload() if self.from_cache else []
 
-    def _programs_wanted(self) -> list[tuple[str, int, int]]:
-        """(program, type, expected attach type) of what attach() loads for these layers, the
-        ones the verifier takes longest over first."""
+    def _programs_wanted(self) -> list[tuple[str, ProgramKind]]:
+        """(program, kind) of what attach() loads for these layers, the ones the verifier takes
+        longest over first."""
         from bcc import BPF  # deferred: only probes import bcc
 
-        raw = BPF.RAW_TRACEPOINT
-        wanted = [("on_sys_exit", raw, 0), ("on_sys_enter", raw, 0)]
+        entry = self.entry
+        wanted = [("on_sys_exit", entry.exit), (entry.enter_program, entry.enter)]
+        if entry.mechanism == "fentry":  # the stubs, as loaded for the first function (the rest alike)
+            wanted += [("syscall_fexit", entry.exit), ("syscall_fentry", entry.enter)]
         if self.libraries or self.python is not None:
-            wanted += [(name, BPF.KPROBE, BPF_TRACE_UPROBE_MULTI) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
-        wanted += [(program, raw, 0) for _, program in ATTACHMENTS if program not in ("on_sys_exit", "on_sys_enter")]
-        if self.python is not None:
-            wanted += [(program, raw, 0) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
+            multi = ProgramKind(BPF.KPROBE, BPF_TRACE_UPROBE_MULTI)
+            wanted += [(name, multi) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
+        wanted += [(program, RAW) for _, program in ATTACHMENTS]
+        if self.python is not None:  # tail-called by the enter program: loaded as its kind
+            wanted += [(program, entry.enter) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
         if ly.BLOCK in self.layers:
-            wanted += [(program, raw, 0) for candidates in BLOCK_ATTACHMENTS for _, program in candidates]
+            wanted += [(program, RAW) for candidates in BLOCK_ATTACHMENTS for _, program in candidates]
         if ly.CACHE in self.layers:
-            wanted += [(program, BPF.TRACEPOINT, 0) for spec, pairs in CACHE_ATTACHMENTS
+            wanted += [(program, ProgramKind(BPF.TRACEPOINT)) for spec, pairs in CACHE_ATTACHMENTS
                        if self._cache_fields[spec.macro] is not None for _, program in pairs]
-        return wanted
+        return list(dict.fromkeys(wanted))
+
+    def load_program(self, name: str, kind: ProgramKind = RAW) -> int:
+        """Load (verify) a program as this kind, once; its fd. bcc loads the kinds it knows;
+        tp_btf and fentry programs, which need a BTF attach point, are loaded here."""
+        if kind.prog_type != BPF_PROG_TYPE_TRACING:
+            return self.bpf.load_func(name.encode(), kind.prog_type, attach_type=kind.attach_type or -1).fd
+        fd = self._tracing.get((name, kind))
+        if fd is None:
+            code, license, kern_version = program_image(self.bpf, name)
+            fd = prog_load(kind.prog_type, code, name.encode(), license, kern_version, kind.attach_type, kind.btf_id)
+            if self._tracing.setdefault((name, kind), fd) != fd:  # another thread loaded it meanwhile
+                os.close(fd)
+                fd = self._tracing[(name, kind)]
+        return fd
 
     def _preload(self) -> list[Future]:
         """Verify the programs attach() will need on background threads, from now on: the
         verifier is most of a cached start (~0.8 s here, one core), and the calls wait in the
         kernel with the GIL released. A program that fails here fails again, with its
         reason, when attach() loads it."""
-        def load(name: str, kind: int, attach_type: int) -> None:
+        def load(name: str, kind: ProgramKind) -> None:
             with contextlib.suppress(Exception):  # bcc raises bare Exceptions
-                self.bpf.load_func(name.encode(), kind, attach_type=attach_type or -1)
+                self.load_program(name, kind)
 
         pool = ThreadPoolExecutor(max_workers=min(PRELOAD_THREADS, os.cpu_count() or 1),
                                   thread_name_prefix="ioobserve-verify")
@@ -189,9 +216,9 @@ class SyscallProbes:
         programs, which a kernel before 6.6 refuses (their layers then take one uprobe each)."""
         wait(self._preloading)
         loaded = 0
-        for name, kind, attach_type in self._programs_wanted():
+        for name, kind in self._programs_wanted():
             try:
-                self.bpf.load_func(name.encode(), kind, attach_type=attach_type or -1)
+                self.load_program(name, kind)
                 loaded += 1
             except Exception as exc:  # bcc raises bare Exceptions
                 if name not in (MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM):
@@ -312,7 +339,7 @@ class SyscallProbes:
         except Exception as exc:
             self.detach()
             raise ProbeError(f"attaching {program} to raw tracepoint {tracepoint} failed: {exc}") from exc
-        self.attached_layers[ly.SYSCALL] = "raw tracepoints sys_enter/sys_exit"
+        self._attach_syscalls()
         if self.python is not None:
             self._attach_python()
         if ly.BLOCK in self.layers and (block := self._attach_block()):
@@ -324,9 +351,38 @@ class SyscallProbes:
         if ly.VFS in self.layers:
             self._attach_vfs()
 
+    def _attach_syscalls(self) -> None:
+        """The syscall layer by its way in here, exits first (an enter's record waits for one)."""
+        entry = self.entry
+        try:
+            if entry.mechanism == "raw":
+                for tracepoint, program in RAW_SYSCALL_ATTACHMENTS:
+                    self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+                    self._attached.append(tracepoint)
+            elif entry.mechanism == "tp_btf":
+                self._link("on_sys_exit", entry.exit)
+                self._link(entry.enter_program, entry.enter)
+            else:
+                # the bodies the stubs on every function tail-call
+                for table, program, kind in (("syscall_exit_body", "on_sys_exit", entry.exit),
+                                             ("syscall_enter_body", entry.enter_program, entry.enter)):
+                    self.bpf[table][ctypes.c_int(0)] = ctypes.c_int(self.load_program(program, kind))
+                for _, _, exit_id in entry.attach_points:
+                    self._link("syscall_fexit", replace(entry.exit, btf_id=exit_id))
+                for _, enter_id, _ in entry.attach_points:
+                    self._link("syscall_fentry", replace(entry.enter, btf_id=enter_id))
+        except Exception as exc:  # bcc raises bare Exceptions
+            self.detach()
+            raise ProbeError(f"attaching the syscall layer by {entry.describe()} failed: {exc}") from exc
+        self.attached_layers[ly.SYSCALL] = entry.describe()
+
+    def _link(self, program: str, kind: ProgramKind) -> None:
+        """Load a tracing program for its attach point and attach it there."""
+        self._links.append(tracing_attach(self.load_program(program, kind)))
+
     def _attach_python(self) -> None:
         try:
-            self.python.attach()
+            self.python.attach(lambda name: self.load_program(name, self.entry.enter))
         except Exception as exc:  # bcc raises bare Exceptions
             self.detach()
             raise ProbeError(f"the Python layer could not attach: {exc}") from exc
@@ -467,6 +523,9 @@ class SyscallProbes:
             for detach in (self.bpf.detach_kprobe, self.bpf.detach_kretprobe):
                 with contextlib.suppress(Exception):
                     detach(event=function)
+        while self._links:
+            with contextlib.suppress(OSError):
+                os.close(self._links.pop())
         while self._attached_classic:
             with contextlib.suppress(Exception):
                 self.bpf.detach_tracepoint(tp=self._attached_classic.pop().encode())
@@ -479,17 +538,23 @@ class SyscallProbes:
         """Detach and release the programs and maps."""
         self.closed = True
         self.detach()
+        while self._tracing:
+            with contextlib.suppress(OSError):
+                os.close(self._tracing.popitem()[1])
         with contextlib.suppress(Exception):
             self.bpf.cleanup()
 
     def run_stats(self) -> dict[str, tuple[int, int]]:
         """Each loaded program's (run time in ns, runs), as the kernel counts them while its
         BPF run-time stats are on (kernel.bpf_stats_enabled, or enable_run_stats())."""
-        stats = {}
-        for name, function in list(self.bpf.funcs.items()):
+        fds = [(name.decode(), function.fd) for name, function in list(self.bpf.funcs.items())]
+        fds += [(name, fd) for (name, _), fd in list(self._tracing.items())]
+        stats: dict[str, tuple[int, int]] = {}
+        for name, fd in fds:  # a fentry stub, loaded once per function, sums its copies
             with contextlib.suppress(OSError):
-                _, run_ns, runs = prog_run_stats(function.fd)
-                stats[name.decode()] = (run_ns, runs)
+                _, run_ns, runs = prog_run_stats(fd)
+                total_ns, total_runs = stats.get(name, (0, 0))
+                stats[name] = (total_ns + run_ns, total_runs + runs)
         return stats
 
     def ring(self, name: str) -> tuple[int, int]:

@@ -102,6 +102,21 @@ def extract(bpf, key: str) -> CompiledObject:
                           tuple(maps), programs, btf_blob(btf_id) if btf_id else b"")
 
 
+def program_image(bpf, name: str) -> tuple[bytes, bytes, int]:
+    """(instructions with the maps' fds in place, license, kernel version) of a program of a
+    compiled bcc module or a cached compile (CachedBPF): what BPF_PROG_LOAD takes, for the
+    kinds of program bcc cannot load (tp_btf, fentry)."""
+    if hasattr(bpf, "compiled"):
+        return bpf.instructions(name), bpf.compiled.license.encode(), bpf.compiled.kern_version
+    from bcc.libbcc import lib  # deferred: only probes import bcc
+
+    start = lib.bpf_function_start(bpf.module, name.encode())
+    if not start:
+        raise Exception(f"Unknown program {name}")  # as bcc raises it
+    code = ctypes.string_at(start, lib.bpf_function_size(bpf.module, name.encode()))
+    return code, lib.bpf_module_license(bpf.module), lib.bpf_module_kern_version(bpf.module)
+
+
 def _declare(lib) -> None:
     """Types of the libbcc calls bcc's Python binding does not declare."""
     for name, restype, argtypes in (("bpf_num_tables", ctypes.c_ulonglong, [ctypes.c_void_p]),

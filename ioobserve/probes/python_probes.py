@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from ioobserve.python.interpreters import INTERPRETER_FILE, Interpreter, Interpr
 from ioobserve.python.methods import interpreter_methods
 
 WALK_PROGRAM = "py_walk"
-# Tail-called, by index in py_programs: the walk by on_sys_enter (a traced call of a selected
+# Tail-called, by index in py_programs: the walk by the syscall layer's enter program (a traced call of a selected
 # process), its next steps and the code records by the walk itself.
 CHAINED = (("py_frames", 0), ("py_codes", 1), (WALK_PROGRAM, 2))
 
@@ -58,22 +59,21 @@ class PythonProbes:
         self.sample = max(options.sample, 1)
         self.finder = InterpreterFinder()
         self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
-        self._walking = False  # the walk is in py_programs, where on_sys_enter calls it
+        self._walking = False  # the walk is in py_programs, where the enter program calls it
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
         self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods, sites=import_sites)
         self.versions: set[tuple[int, int]] = set()
 
-    def attach(self) -> None:
-        """Load the walk into py_programs: on_sys_enter tail-calls it once a traced syscall's
-        inflight record is written (no program of its own on sys_enter: untraced syscalls
-        and processes pay nothing for it)."""
-        from bcc import BPF  # deferred: only probes import bcc
-
+    def attach(self, load: Callable[[str], int]) -> None:
+        """Load the walk into py_programs: the syscall layer's enter program tail-calls it once
+        a traced syscall's inflight record is written (no program of its own on sys_enter:
+        untraced syscalls and processes pay nothing for it). `load` gives a program's fd, of
+        the enter program's kind (a tail call stays within one kind)."""
         self.calls.load_programs()
         programs = self.bpf["py_programs"]
         for name, index in CHAINED:
-            programs[ctypes.c_int(index)] = ctypes.c_int(self.bpf.load_func(name.encode(), BPF.RAW_TRACEPOINT).fd)
+            programs[ctypes.c_int(index)] = ctypes.c_int(load(name))
         self._walking = True
         # Every running process, before any command starts: once an interpreter file is
         # read, the kernel places each new process of it from its exec (~0.1 s here).

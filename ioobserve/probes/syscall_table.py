@@ -114,12 +114,25 @@ NUMBERS: dict[str, dict[str, int]] = {
 }
 
 SPEC_ENTRIES = 512  # SPEC_ENTRIES in core.bpf.c
+# The kernel function behind a syscall number, where its name is not the syscall's (the
+# tables' entry points: x86_64's stat is sys_newstat); the rest are sys_<name>.
+ENTRY_POINTS = {"stat": "newstat", "fstat": "newfstat", "lstat": "newlstat", "sendfile": "sendfile64"}
+FUNCTION_PREFIX = {"x86_64": "__x64_sys_", "aarch64": "__arm64_sys_"}
 
 
 def machine_arch() -> str:
     """The architecture name used as a key of NUMBERS."""
     arch = platform.machine()
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+def traced_functions(arch: str | None = None) -> list[str]:
+    """The kernel functions of the traced syscalls (what fentry attaches to)."""
+    arch = arch or machine_arch()
+    prefix, numbers = FUNCTION_PREFIX.get(arch), NUMBERS.get(arch, {})
+    if prefix is None:
+        return []
+    return [prefix + ENTRY_POINTS.get(spec.op, spec.op) for spec in SPECS if spec.op in numbers]
 
 
 def spec_array(arch: str | None = None) -> np.ndarray:

@@ -70,3 +70,23 @@ def test_running_kernel_has_every_field_the_probes_read():
     assert layout.offsets["TASK_FILES"] != layout.offsets["TASK_FS"]
     assert all(value >= 0 for value in layout.offsets.values())
     assert any(flag.startswith("-DOFF_TASK_TGID=") for flag in layout.cflags())
+
+
+def test_attach_points_are_found_by_kind_and_name():
+    """Types of the same name but another kind are not attach points (a struct is no typedef)."""
+    strings = b"\0long\0regs\0sys_pread\0trace_t\0"
+    off = {name: strings.index(b"\0" + name.encode() + b"\0") + 1 for name in ("long", "regs", "sys_pread", "trace_t")}
+    types = b"".join([
+        struct.pack("<III", off["long"], 1 << 24, 8) + struct.pack("<I", 64),  # 1: long
+        struct.pack("<III", 0, (13 << 24) | 1, 1) + struct.pack("<II", off["regs"], 1),  # 2: long (long regs)
+        struct.pack("<III", off["sys_pread"], 12 << 24, 2),  # 3: function sys_pread, prototype 2
+        struct.pack("<III", off["trace_t"], 8 << 24, 2),  # 4: typedef trace_t
+        struct.pack("<III", off["sys_pread"], 8 << 24, 1),  # 5: a typedef named like the function
+    ])
+    header = struct.pack("<HBBIIIII", 0xEB9F, 1, 0, 24, 0, len(types), len(types), len(strings))
+    btf = Btf(header + types + strings)
+    assert btf.named_ids("function", ["sys_pread", "sys_absent"]) == {"sys_pread": 3}
+    assert btf.named_ids("typedef", ["trace_t", "sys_pread"]) == {"trace_t": 4, "sys_pread": 5}
+    assert btf.function_proto(3) == 2
+    with pytest.raises(BtfError, match="not a function"):
+        btf.function_proto(4)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ioobserve import events as ev
-from ioobserve.probes.syscall_table import NUMBERS, SPECS, UnsupportedArchitecture, spec_array
+from ioobserve.probes.syscall_table import (FUNCTION_PREFIX, NUMBERS, SPECS, UnsupportedArchitecture, spec_array,
+                                              traced_functions)
 
 
 def test_every_op_has_a_spec_and_specs_are_sane():
@@ -28,3 +29,13 @@ def test_spec_array_places_ops_at_their_numbers(arch):
 def test_unknown_architecture_is_refused():
     with pytest.raises(UnsupportedArchitecture):
         spec_array("pdp11")
+
+
+@pytest.mark.parametrize("arch", sorted(NUMBERS))
+def test_each_traced_syscall_names_its_kernel_function(arch):
+    functions = traced_functions(arch)
+    assert len(functions) == len(NUMBERS[arch]) == len(set(functions))
+    assert all(name.startswith(FUNCTION_PREFIX[arch]) for name in functions)
+    if arch == "x86_64":  # entry points named unlike their syscalls
+        assert {"__x64_sys_newstat", "__x64_sys_newfstatat", "__x64_sys_sendfile64", "__x64_sys_pread64"} <= set(functions)
+    assert traced_functions("pdp11") == []
