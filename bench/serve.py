@@ -6,8 +6,10 @@ the floor: empty programs on the same two tracepoints.
    observer runs system-wide and /metrics is scraped every 5 s; CPU is the observer's
    user+system time over the flood as a share of one core, memory its peak RSS.
 2. Overhead: bench/microbench.c (N x pread 4 KiB from the page cache, ns per call as it
-   measures itself) with nothing, the empty probes, serve, and record running system-wide;
-   configurations interleaved round by round, medians.
+   measures itself) with nothing, the empty probes, serve, and record running system-wide,
+   each of the two by the syscall layer's way in on this kernel and by raw tracepoints
+   (IOOBSERVE_SYSCALL_PROBES=raw); configurations interleaved round by round, medians; the
+   added ns also as a multiple of the floor's.
 
   sudo .venv/bin/python bench/serve.py --rate 100000 --seconds 10 --rounds 5
 """
@@ -50,10 +52,15 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+RAW = " (raw tracepoints)"  # a configuration's suffix: the syscall layer by raw tracepoints
+
+
 class Observer:
     """One observer running system-wide in the background until stop()."""
 
     def __init__(self, kind: str, work: Path):
+        env = {**os.environ, "IOOBSERVE_SYSCALL_PROBES": "raw"} if kind.endswith(RAW) else None
+        kind = kind.removesuffix(RAW)
         self.kind, self.port = kind, _free_port()
         if kind == "serve":
             argv = [str(IOOBSERVE), "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(work / "serve.sock"),
@@ -67,7 +74,7 @@ class Observer:
             ready = "ready"
         else:
             raise ValueError(kind)
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         head = ""
         while ready not in head:
             line = self.proc.stdout.readline()
@@ -120,7 +127,7 @@ def overhead(rounds: int, calls: int, work: Path) -> dict[str, list[float]]:
     """ns per pread under each configuration, interleaved."""
     micro = build_microbench(work)
     command = [str(micro), str(work / "micro.dat"), str(calls)]
-    configs = ["baseline", "empty probes", "serve", "record"]
+    configs = ["baseline", "empty probes", "serve", "serve" + RAW, "record", "record" + RAW]
     results: dict[str, list[float]] = {config: [] for config in configs}
     for _ in range(rounds):
         for config in configs:
@@ -154,11 +161,14 @@ def main() -> None:
     results = overhead(args.rounds, args.calls, work)
     base = statistics.median(results["baseline"])
     print(f"\npread(4 KiB) microbenchmark, {args.calls:,} calls, {args.rounds} interleaved rounds:\n")
-    print("| running | median ns/call | min-max | added ns/call | ratio to baseline |")
-    print("|---|---|---|---|---|")
+    floor = statistics.median(results["empty probes"]) - base
+    print("| running | median ns/call | min-max | added ns/call | added / floor's | ratio to baseline |")
+    print("|---|---|---|---|---|---|")
     for config, values in results.items():
         med = statistics.median(values)
-        print(f"| {config} | {med:.0f} | {min(values):.0f}-{max(values):.0f} | {med - base:+.0f} | {med / base:.2f}x |")
+        times_floor = f"{(med - base) / floor:.1f}x" if config != "baseline" and floor > 0 else ""
+        print(f"| {config} | {med:.0f} | {min(values):.0f}-{max(values):.0f} | {med - base:+.0f} | {times_floor} "
+              f"| {med / base:.2f}x |")
 
 
 if __name__ == "__main__":
