@@ -90,7 +90,7 @@ def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
         entry = choose_syscall_entry(btf)
     except MechanismUnavailable as exc:
         raise ProbeError(str(exc)) from exc
-    return SyscallProbes(layout_from_btf(btf), find_headers(), sizes, layers, python, entry)
+    return SyscallProbes(layout_from_btf(btf), find_headers(), entry, sizes, layers, python)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:

@@ -26,8 +26,7 @@ from ioobserve.probes.libraries import (HDF5_FILE, LIBC_FILE, MPI_FILE, MULTI_EN
                                         LibraryProbes, mapped_files)
 from ioobserve.probes.object_cache import cache_key, extract, lookup, program_image, store
 from ioobserve.probes.python_probes import CHAINED, WALK_PROGRAM, PythonOptions, PythonProbes
-from ioobserve.probes.syscall_attach import (BPF_PROG_TYPE_TRACING, RAW, MechanismUnavailable, ProgramKind,
-                                             SyscallEntry, choose)
+from ioobserve.probes.syscall_attach import BPF_PROG_TYPE_TRACING, RAW, ProgramKind, SyscallEntry
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
@@ -114,15 +113,11 @@ def probes_source_dir() -> Path:
 class SyscallProbes:
     """The syscall and process-lineage probes of one recording."""
 
-    def __init__(self, layout: KernelLayout, headers: Headers, sizes: ProbeSizes = ProbeSizes(),
-                 layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions(),
-                 entry: SyscallEntry | None = None):
+    def __init__(self, layout: KernelLayout, headers: Headers, entry: SyscallEntry, sizes: ProbeSizes = ProbeSizes(),
+                 layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions()):
         self.sizes = sizes
         self.layers = layers
-        try:
-            self.entry = entry or choose()  # the syscall layer's way in
-        except MechanismUnavailable as exc:
-            raise ProbeError(str(exc)) from exc
+        self.entry = entry  # the syscall layer's way in (syscall_attach.choose)
         self._tracing: dict[tuple[str, ProgramKind], int] = {}  # tp_btf and fentry programs loaded: fd
         self._links: list[int] = []  # their attachments
         self._attached: list[str] = []
@@ -181,7 +176,7 @@ class SyscallProbes:
                        if self._cache_fields[spec.macro] is not None for _, program in pairs]
         return list(dict.fromkeys(wanted))
 
-    def load_program(self, name: str, kind: ProgramKind = RAW) -> int:
+    def load_program(self, name: str, kind: ProgramKind) -> int:
         """Load (verify) a program as this kind, once; its fd. bcc loads the kinds it knows;
         tp_btf and fentry programs, which need a BTF attach point, are loaded here."""
         if kind.prog_type != BPF_PROG_TYPE_TRACING:
