@@ -67,6 +67,20 @@ enum ioo_op {
 	IOO_OP_MPI_FILE_READ_SHARED, IOO_OP_MPI_FILE_WRITE_SHARED, IOO_OP_MPI_FILE_READ_ORDERED, IOO_OP_MPI_FILE_WRITE_ORDERED,
 	/* The Python interpreter (uprobes on libpython or the python binary) */
 	IOO_OP_PY_IMPORT, IOO_OP_PY_OPEN,
+	/* Syscalls of asynchronous I/O (the syscall layer): the requests they carry are the
+	 * IO_URING and AIO layers' events, which name the call that submitted them as parent. */
+	IOO_OP_IO_SETUP, IOO_OP_IO_DESTROY, IOO_OP_IO_SUBMIT, IOO_OP_IO_CANCEL, IOO_OP_IO_GETEVENTS,
+	IOO_OP_IO_PGETEVENTS, IOO_OP_IO_URING_SETUP, IOO_OP_IO_URING_ENTER, IOO_OP_IO_URING_REGISTER,
+	/* io_uring requests (tracepoints), from submission to completion; the trace names them
+	 * without the prefix. */
+	IOO_OP_URING_READ, IOO_OP_URING_WRITE, IOO_OP_URING_READV, IOO_OP_URING_WRITEV,
+	IOO_OP_URING_READ_FIXED, IOO_OP_URING_WRITE_FIXED, IOO_OP_URING_READV_FIXED, IOO_OP_URING_WRITEV_FIXED,
+	IOO_OP_URING_FSYNC, IOO_OP_URING_SYNC_FILE_RANGE, IOO_OP_URING_FALLOCATE, IOO_OP_URING_FTRUNCATE,
+	IOO_OP_URING_OPENAT, IOO_OP_URING_OPENAT2, IOO_OP_URING_CLOSE, IOO_OP_URING_STATX,
+	IOO_OP_URING_RENAMEAT, IOO_OP_URING_UNLINKAT, IOO_OP_URING_MKDIRAT,
+	/* Linux AIO requests (the iocbs of io_submit), from submission to the io_getevents that
+	 * reaped them; the trace names them without the prefix. */
+	IOO_OP_AIO_PREAD, IOO_OP_AIO_PWRITE, IOO_OP_AIO_FSYNC, IOO_OP_AIO_FDSYNC, IOO_OP_AIO_PREADV, IOO_OP_AIO_PWRITEV,
 	IOO_OP_COUNT
 };
 
@@ -150,6 +164,23 @@ struct ioo_call_spec {
 	__s16 handle_arg;  /* the library handle the call works on (IOO_C_*HANDLE*) */
 };
 
+/* How the IO_URING layer reads a request (ioobserve/probes/async_table.py): one entry per
+ * io_uring opcode in the `uring_specs` array map; op 0 = not traced. */
+#define IOO_U_RW     0x1  /* struct io_rw: offset, buffer address and length */
+#define IOO_U_VEC    0x2  /* ... the length is a count of iovecs at that address */
+#define IOO_U_SYNC   0x4  /* struct io_sync: offset and length (fsync, sync_file_range, fallocate) */
+#define IOO_U_RET_FD 0x8  /* the result is a new descriptor naming the file (openat) */
+#define IOO_U_FD     0x10 /* the request's descriptor names its file, resolved at submission (close) */
+#define IOO_URING_OPS 256
+#define IOO_RING_UNKNOWN 0xffffffffffffffffULL
+struct ioo_uring_spec {
+	__u16 op;
+	__u16 how;  /* IOO_U_* */
+};
+
+/* The AIO layer: the op of each IOCB_CMD_* (the `aio_ops` array map; 0 = not traced). */
+#define IOO_AIO_CMDS 16
+
 /* Global switches written once by user space before the probes attach. */
 struct ioo_config {
 	__u32 self_tgid;      /* ioobserve itself: never traced */
@@ -171,6 +202,7 @@ struct ioo_config {
 /* 0x1 is free: a syscall finds its parent call by its thread's count of open calls */
 #define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
 #define IOO_LAYER_PYTHON  0x4 /* walk the Python stack of processes in `py_procs` on each traced syscall */
+#define IOO_LAYER_AIO     0x8 /* the iocbs of io_submit and their completions (aio.bpf.c) */
 
 /* Bits of ioo_event.flags. */
 #define IOO_F_FILE      0x0001 /* dev and ino name the file */
@@ -183,6 +215,9 @@ struct ioo_config {
 #define IOO_F_ASYNC     0x0080 /* not caused by a traced call in flight (writeback, a kernel thread) */
 #define IOO_F_WRITEBACK 0x0100 /* a block write the kernel's flusher issued for dirty pages */
 #define IOO_F_PARENT    0x0200 /* another event names this one as its parent (its parent_ts is our ts_ns) */
+#define IOO_F_FIXED     0x0400 /* an io_uring request's fd is an index into its ring's registered files */
+#define IOO_F_SQPOLL    0x0800 /* an io_uring request the ring's SQPOLL thread submitted (pid, tid and
+				* comm are the ring's owner's) */
 
 /* The hot record: one per traced call (syscall or library function), block request or page
  * cache change, fixed size so a batch decodes in one frombuffer. */
@@ -195,7 +230,8 @@ struct ioo_event {
 	__u64 ino;
 	__u64 cgroup_id;   /* cgroup v2 id of the task */
 	__u64 arg;         /* op-specific: open flags, whence, mode, new fd, other fd; block: ns queued;
-			    * readahead: pages asked for */
+			    * readahead: pages asked for; io_uring: the ring's fd (IOO_RING_UNKNOWN: not
+			    * known); AIO: the context's id (io_setup's) */
 	__u64 parent_ts;   /* ts_ns of the event of the same thread this one happened inside (the
 			    * enclosing call one layer up); 0 if none */
 	__u32 dev;         /* kernel dev_t: major << 20 | minor */

@@ -260,11 +260,11 @@ static __always_inline int cgroup_selected(void)
 	return 0;
 }
 
-/* The process filters: pid tree, cgroup, comm; ioobserve and its helper processes are never
- * traced. Helpers are our children, never in a traced pid tree, so only a recording without
- * one looks them up. Once the recording stops, nothing is selected: the programs detach
- * while the rings are drained. */
-static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
+/* The process filters: pid tree, cgroup, comm (`comm`, or the current thread's if NULL);
+ * ioobserve and its helper processes are never traced. Helpers are our children, never in a
+ * traced pid tree, so only a recording without one looks them up. Once the recording stops,
+ * nothing is selected: the programs detach while the rings are drained. */
+static __always_inline int process_selected_as(struct ioo_config *cfg, u32 tgid, const char *comm)
 {
 	if (tgid == cfg->self_tgid || tgid == 0 || cfg->stopped)
 		return 0;
@@ -278,11 +278,19 @@ static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
 		return 0;
 	if (cfg->filter_comm) {
 		struct comm_key key = {};
-		bpf_get_current_comm(&key.comm, sizeof(key.comm));
+		if (comm)
+			__builtin_memcpy(key.comm, comm, IOO_COMM_LEN);
+		else
+			bpf_get_current_comm(&key.comm, sizeof(key.comm));
 		if (!comms.lookup(&key))
 			return 0;
 	}
 	return 1;
+}
+
+static __always_inline int process_selected(struct ioo_config *cfg, u32 tgid)
+{
+	return process_selected_as(cfg, tgid, NULL);
 }
 
 /* The current thread's inflight record if its process is selected, else NULL. Whether it is

@@ -58,13 +58,27 @@ OP_NAMES: tuple[str, ...] = (
     "MPI_File_read_all", "MPI_File_write_all", "MPI_File_read_at_all", "MPI_File_write_at_all",
     "MPI_File_read_shared", "MPI_File_write_shared", "MPI_File_read_ordered", "MPI_File_write_ordered",
     "py_import", "py_open",
+    "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
+    "io_pgetevents", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "uring_read", "uring_write", "uring_readv", "uring_writev",
+    "uring_read_fixed", "uring_write_fixed", "uring_readv_fixed", "uring_writev_fixed",
+    "uring_fsync", "uring_sync_file_range", "uring_fallocate", "uring_ftruncate",
+    "uring_openat", "uring_openat2", "uring_close", "uring_statx",
+    "uring_renameat", "uring_unlinkat", "uring_mkdirat",
+    "aio_pread", "aio_pwrite", "aio_fsync", "aio_fdsync", "aio_preadv", "aio_pwritev",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
 PYTHON_PREFIX = "py_"
+URING_PREFIX = "uring_"
+AIO_PREFIX = "aio_"
 # What the trace calls each op: libc's wrappers by their function name, like the syscall;
-# the interpreter's by what the program wrote (import, open).
-OP_LABELS: tuple[str, ...] = tuple(name.removeprefix(POSIX_PREFIX).removeprefix(PYTHON_PREFIX) for name in OP_NAMES)
+# the interpreter's by what the program wrote (import, open); an io_uring or AIO request by
+# its own op's name (IORING_OP_READ_FIXED: read_fixed; IOCB_CMD_PREAD: pread).
+OP_LABELS: tuple[str, ...] = tuple(
+    name if name.startswith("io_") else
+    name.removeprefix(POSIX_PREFIX).removeprefix(PYTHON_PREFIX).removeprefix(URING_PREFIX).removeprefix(AIO_PREFIX)
+    for name in OP_NAMES)
 
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
@@ -79,15 +93,21 @@ FIRST_VFS_OP = OP_CODES["vfs_read"]
 FIRST_HDF5_OP = OP_CODES["H5Fcreate"]
 FIRST_MPIIO_OP = OP_CODES["MPI_File_open"]
 FIRST_PYTHON_OP = OP_CODES["py_import"]
+FIRST_ASYNC_SYSCALL_OP = OP_CODES["io_setup"]  # the syscall layer again
+FIRST_URING_OP = OP_CODES["uring_read"]
+FIRST_AIO_OP = OP_CODES["aio_pread"]
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
 VFS_BYTES_OPS = frozenset({"vfs_read", "vfs_write"})
+# The io_uring and AIO requests that move data (their labels): ret is bytes moved.
+ASYNC_READ_LABELS = frozenset({"read", "readv", "read_fixed", "readv_fixed", "pread", "preadv"})
+ASYNC_WRITE_LABELS = frozenset({"write", "writev", "write_fixed", "writev_fixed", "pwrite", "pwritev"})
 # MPI-IO reads and writes: ret is MPI's error code; on success the bytes asked for moved.
 MPIIO_TRANSFER_OPS = frozenset(name for name in OP_NAMES if name.startswith(("MPI_File_read", "MPI_File_write")))
 # Labels of ops whose return is bytes moved, whatever their layer.
 BYTES_OPS = (READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS
-             | CACHE_BYTES_OPS | VFS_BYTES_OPS)
+             | CACHE_BYTES_OPS | VFS_BYTES_OPS | ASYNC_READ_LABELS | ASYNC_WRITE_LABELS)
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008
@@ -97,9 +117,16 @@ S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 F_BLOCK, F_ASYNC, F_WRITEBACK, F_PARENT = 0x40, 0x80, 0x100, 0x200
+F_FIXED, F_SQPOLL = 0x400, 0x800
+
+# ioo_uring_spec.how, and the io_uring and AIO tables' sizes
+U_RW, U_VEC, U_SYNC, U_RET_FD, U_FD = 0x1, 0x2, 0x4, 0x8, 0x10
+URING_OPS, AIO_CMDS = 256, 16
+RING_UNKNOWN = 0xFFFFFFFFFFFFFFFF  # an io_uring event's arg when its ring's fd is not known
+URING_SPEC = np.dtype([("op", "<u2"), ("how", "<u2")])
 
 # ioo_config.layers
-LAYER_LIBS, LAYER_PYTHON = 0x2, 0x4
+LAYER_LIBS, LAYER_PYTHON, LAYER_AIO = 0x2, 0x4, 0x8
 
 AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE = 1, 2, 3, 4, 5, 6, 7
 AUX_KINDS = 8  # loss counters per auxiliary record kind

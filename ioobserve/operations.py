@@ -19,18 +19,20 @@ DATA_KINDS = (READ, WRITE)
 
 # By the name each layer gives its ops in a trace (POSIX wrappers are labelled like the
 # syscall: "read", "pread"; DFTracer's POSIX layer uses libc's names: "read", "pread64").
-READ_NAMES = frozenset(ev.READ_OPS | {"pread", "fread", "fgets", "fscanf", "vfscanf", "vfs_read", "block_read",
-                                      "H5Dread", "H5Aread"}
+READ_NAMES = frozenset(ev.READ_OPS | ev.ASYNC_READ_LABELS | {"pread", "fread", "fgets", "fscanf", "vfscanf", "vfs_read",
+                                                               "block_read", "H5Dread", "H5Aread"}
                        | {name for name in ev.OP_NAMES if name.startswith("MPI_File_read")})
-WRITE_NAMES = frozenset(ev.WRITE_OPS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf", "vfs_write", "block_write",
-                                        "H5Dwrite", "H5Awrite"}
+WRITE_NAMES = frozenset(ev.WRITE_OPS | ev.ASYNC_WRITE_LABELS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf",
+                                                                  "vfs_write", "block_write", "H5Dwrite", "H5Awrite"}
                         | {name for name in ev.OP_NAMES if name.startswith("MPI_File_write")})
-SYNC_NAMES = frozenset({"fsync", "fdatasync", "sync_file_range", "syncfs", "vfs_fsync", "block_flush", "fflush",
-                        "H5Fflush", "MPI_File_sync", "msync"})
+SYNC_NAMES = frozenset({"fsync", "fdatasync", "fdsync", "sync_file_range", "syncfs", "vfs_fsync", "block_flush",
+                        "fflush", "H5Fflush", "MPI_File_sync", "msync"})
 # Not I/O of a file's data or its metadata: the page cache's and the interpreter's view of the
 # same work, and descriptor bookkeeping.
+# The syscalls of asynchronous I/O carry requests the IO_URING and AIO layers count.
+ASYNC_SYSCALL_NAMES = frozenset(ev.OP_NAMES[ev.FIRST_ASYNC_SYSCALL_OP:ev.FIRST_URING_OP])
 OTHER_NAMES = frozenset({"cache_miss", "cache_add", "readahead", "readahead_async", "block_discard", "block_other",
-                         "import", "dup", "dup2", "dup3", "fcntl", "mmap", "setvbuf"})
+                         "import", "dup", "dup2", "dup3", "fcntl", "mmap", "setvbuf"} | ASYNC_SYSCALL_NAMES)
 OPEN_NAMES = frozenset({"open", "openat", "openat2", "creat", "open64", "openat64", "fopen", "fopen64", "fdopen"})
 STAT_NAMES = frozenset({"stat", "lstat", "fstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
                         "xstat", "xstat64", "lxstat", "lxstat64", "fxstat", "fxstat64", "__xstat", "__xstat64",
@@ -38,6 +40,10 @@ STAT_NAMES = frozenset({"stat", "lstat", "fstat", "newfstatat", "statx", "access
 # The layers that see every call a program made, best first: the totals come from one of
 # them, so that the same I/O seen at several layers is counted once.
 IO_LAYERS = (s.LAYER_SYSCALL, s.LAYER_POSIX, s.LAYER_STDIO, s.LAYER_MPIIO, s.LAYER_HDF5)
+# The kernel's view, counted as one: every file syscall, and the io_uring and AIO requests,
+# whose I/O no read or write syscall carries (the syscall layer sees only io_uring_enter and
+# io_submit, which are OTHER).
+KERNEL_VIEW = (s.LAYER_SYSCALL, s.LAYER_IO_URING, s.LAYER_AIO)
 
 KIND_OF: dict[str, str] = {
     **dict.fromkeys(OTHER_NAMES, OTHER), **dict.fromkeys(SYNC_NAMES, SYNC), **dict.fromkeys(READ_NAMES | ev.COPY_OPS, READ),
@@ -66,7 +72,8 @@ def op_kind(op: pl.Expr | None = None, layer: pl.Expr | None = None, copy_out: p
 def layer_of(code: int) -> str:
     """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
     runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
-            (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5),
+            (ev.FIRST_AIO_OP, s.LAYER_AIO), (ev.FIRST_URING_OP, s.LAYER_IO_URING),
+            (ev.FIRST_ASYNC_SYSCALL_OP, s.LAYER_SYSCALL), (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5),
             (ev.FIRST_VFS_OP, s.LAYER_VFS), (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),
             (ev.FIRST_CACHE_OP, s.LAYER_CACHE), (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))
     for first, layer in runs:
@@ -76,7 +83,25 @@ def layer_of(code: int) -> str:
 
 
 def io_layer(layers: Iterable[str]) -> str | None:
-    """The layer totals are taken from: the syscall layer when the trace has it (ours), else
-    the highest library layer present (DFTracer's POSIX), else None."""
+    """The layer totals are taken from: the syscall layer when the trace has it (ours, with
+    the IO_URING and AIO layers: totals_layers), else the highest library layer present
+    (DFTracer's POSIX), else None."""
     present = set(layers)
+    if present & set(KERNEL_VIEW):
+        return s.LAYER_SYSCALL
     return next((layer for layer in IO_LAYERS if layer in present), None)
+
+
+def kernel_view(layer: pl.Expr | None = None) -> pl.Expr:
+    """LAYER (Categorical) with the IO_URING and AIO layers' events given to the syscall
+    layer: the kernel's view of a program's I/O, analysed as one."""
+    layer = pl.col(s.LAYER) if layer is None else layer
+    return (pl.when(layer.is_in(KERNEL_VIEW)).then(pl.lit(s.LAYER_SYSCALL)).otherwise(layer.cast(pl.String))
+            .cast(pl.Categorical).alias(s.LAYER))
+
+
+def totals_layers(layer: str | None) -> tuple[str, ...]:
+    """The layers whose events make the totals when io_layer() chose `layer`."""
+    if layer is None:
+        return ()
+    return KERNEL_VIEW if layer == s.LAYER_SYSCALL else (layer,)

@@ -8,7 +8,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.model import Process
-from ioobserve.operations import KIND, READ, WRITE, op_kind
+from ioobserve.operations import KERNEL_VIEW, KIND, READ, WRITE, op_kind
 
 MAX_DISAGREEING = 20
 MAX_TAG_VALUES = 8  # per tag key, for the summary line
@@ -63,10 +63,10 @@ class SummarySink:
         out.records += frame.height
         for layer, n in frame.group_by(s.LAYER).len().iter_rows():
             out.layers[layer] = out.layers.get(layer, 0) + n
-        # Calls, bytes and files are the syscall layer's (the ground truth): the layers above
-        # and below describe the same I/O again.
+        # Calls, bytes and files are the kernel's view (syscalls, io_uring and AIO requests:
+        # the ground truth): the layers above and below describe the same I/O again.
         out.pids.update(frame.get_column(s.PID).unique().to_list())
-        frame = frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL)
+        frame = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW))
         counted = frame.filter(pl.col(s.COUNTED))
         out.calls += counted.height
         for op, n in counted.group_by(s.OP).len().iter_rows():

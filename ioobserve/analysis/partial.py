@@ -23,7 +23,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
-from ioobserve.operations import DATA_KINDS, IO_LAYERS, KIND, METADATA, OTHER, op_kind
+from ioobserve.operations import DATA_KINDS, IO_LAYERS, KIND, METADATA, OTHER, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
@@ -95,6 +95,10 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     host = processes.get_column(s.HOST).first() if processes.height else tables.host
     # Eager, once: every frame below reads them; in time order, so that merges need not sort.
     events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
+    # Totals keep each event's layer; the rest analyse the kernel's view (syscalls and the
+    # io_uring and AIO requests) as one layer, whose I/O it all is.
+    by_layer = events.lazy()
+    events = events.with_columns(kernel_view())
     io = events.filter(pl.col(s.LAYER).is_in(IO_LAYERS)).lazy()
     # Of the Python spans, the innermost: the calls the I/O was made in (outer ones hold them).
     timed = events.filter(pl.col(s.LAYER).is_in(TIMED_LAYERS) & (pl.col(s.PY_FRAME).fill_null(0) == 0)).lazy()
@@ -105,7 +109,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     timing = _interval_frames(timed, owners, host, max(span // LANE_DETAIL, 1))
     metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
     frames = {
-        "totals": events.group_by(TOTAL_KEYS).agg(
+        "totals": by_layer.group_by(TOTAL_KEYS).agg(
             pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
             ((pl.col(s.RET) < 0) & (pl.col(KIND) != OTHER)).sum().cast(pl.UInt64).alias(ERRORS),
             pl.col(s.BYTES).filter(pl.col(s.OFFSET) >= 0).sum().alias(PLACED_BYTES),

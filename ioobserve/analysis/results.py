@@ -10,7 +10,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, length, merge_now, uncovered
-from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer
+from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
 from ioobserve.analysis.partial import (
     BYTES,
     COUNT,
@@ -106,7 +106,7 @@ def results(part: Partial) -> Analysis:
         .join(files, on=s.FILE_ID, how="left")
         .join(part.processes.select(s.HOST, s.PID, s.PPID, s.COMM), on=[s.HOST, s.PID], how="left")
     )
-    io = named.filter(pl.col(s.LAYER) == (layer or ""))
+    io = named.filter(pl.col(s.LAYER).cast(pl.String).is_in(totals_layers(layer)))
     busy = part.busy.filter(pl.col(s.LAYER) == (layer or ""))
     groups = part.group_busy.filter(pl.col(s.LAYER) == (layer or ""))
     timed = part.intervals.filter(pl.col(s.LAYER).cast(pl.String).is_in([layer or "", s.LAYER_PYTHON]))

@@ -19,7 +19,7 @@ def short_path(path: str, width: int = 44) -> str:
 
 
 LAYER_ORDER = (s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAYER_POSIX, s.LAYER_SYSCALL,
-               s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
+               s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
 
 
 def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None,

@@ -200,7 +200,7 @@ class Recording:
                 if child and status is None:
                     status = _reap(child)
         return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
-                               dict(self.probes.attached_layers), collector.dropped_at_stop,
+                               self.probes.layer_report(), collector.dropped_at_stop,
                                collector.abandoned or self.deadline.passed())
 
     def _start_accounting(self) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.operations import KIND, METADATA, READ, WRITE, op_kind
+from ioobserve.operations import KERNEL_VIEW, KIND, METADATA, READ, WRITE, op_kind
 
 STREAM_ROWS = 500  # the most recent events kept for the event stream
 HISTORY = 120  # samples kept for sparklines
@@ -46,8 +46,9 @@ def _resum(frames: list[pl.DataFrame], keys: list[str], names: list[str] = ()) -
 
 
 def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
-    """The syscall layer's calls (the ground truth; other layers repeat them), with their KIND."""
-    return frame.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL).with_columns(op_kind().alias(KIND))
+    """The kernel's view: the syscall layer's calls and the io_uring and AIO requests (the
+    ground truth; other layers repeat them), with their KIND."""
+    return frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)).with_columns(op_kind().alias(KIND))
 
 
 def process_sums(calls: pl.DataFrame, by: Sequence[str | pl.Expr] = ()) -> pl.DataFrame:
@@ -160,7 +161,7 @@ class WindowAggregator:
 def rates_per_second(frame: pl.DataFrame, start_ns: int, end_ns: int) -> dict[str, list[float]]:
     """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)."""
     seconds = max(1, -(-(end_ns - start_ns) // 1_000_000_000))
-    calls = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns))
+    calls = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW) & (pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns))
     kind = pl.col(KIND)
     per_second = calls.with_columns(op_kind().alias(KIND)).group_by(((pl.col(s.TS) - start_ns) // 1_000_000_000).alias("_s")).agg(
         pl.col(s.BYTES).filter(kind == READ).sum().alias("read_bps"), pl.col(s.BYTES).filter(kind == WRITE).sum().alias("write_bps"),

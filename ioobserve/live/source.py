@@ -108,7 +108,7 @@ class LiveSource:
     def unavailable(self) -> dict[str, str]:
         """Layers asked for but not captured: refused up front, or that did not attach."""
         probes = self.recording.probes
-        failed = {layer: "did not attach" for layer in sorted(probes.layers)
+        failed = {layer: probes.unavailable_layers.get(layer, "did not attach") for layer in sorted(probes.layers)
                   if self.ready.is_set() and layer not in probes.attached_layers}
         return {**self.missing, **failed}
 

@@ -15,7 +15,7 @@ from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
 from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.headers import HeadersMissing, find_headers
-from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.kernel_layout import layout_from_btf, uring_layout_ok
 from ioobserve.probes.object_cache import cache_dir
 from ioobserve.probes.syscall_attach import MechanismUnavailable
 from ioobserve.probes.syscall_attach import choose as choose_syscall_entry
@@ -185,7 +185,17 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
         plan[layer] = (f"uprobes on {what} where the selected processes map it (opt-in: --layers {layer})"
                        if ready and ok.get("uprobes") else "unavailable: no uprobes")
     plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
+    plan["io_uring"] = uring_plan(_uring_layout_ok()) if ready else "unavailable (see failed checks)"
+    plan["aio"] = ("the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"
+                   if ready else "unavailable (see failed checks)")
     return plan
+
+
+def _uring_layout_ok() -> bool:
+    try:
+        return uring_layout_ok(layout_from_btf(Btf.load()))
+    except BtfError:
+        return False
 
 
 def syscall_mechanism() -> str:
@@ -204,6 +214,36 @@ def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:
     if fentry:
         return None, "unavailable: fentry only, and the VFS layer's probes are kprobes"
     return None, "unavailable: no fentry and no kprobes on this kernel"
+
+
+URING_TRACEPOINTS = ("io_uring/io_uring_submit_req", "io_uring/io_uring_complete", "io_uring/io_uring_create")
+URING_DISABLED = Path("/proc/sys/kernel/io_uring_disabled")
+
+
+def uring_unavailable(layout_ok: bool) -> str | None:
+    """Why this kernel cannot give the IO_URING layer, or None if it can: its tracepoints
+    and the io_kiocb fields the probes read (layout_ok: kernel_layout.uring_layout_ok)."""
+    tracefs = tracefs_dir()
+    missing = [name for name in URING_TRACEPOINTS if not _tracepoint(tracefs, name)]
+    if missing:
+        return f"no io_uring tracepoints ({', '.join(missing)}): a kernel before 5.5, or built without io_uring"
+    if not layout_ok:
+        return "BTF lacks the io_uring request fields the probes read (io_kiocb, io_rw, io_sync)"
+    return None
+
+
+def uring_plan(layout_ok: bool) -> str:
+    """What the doctor says of the IO_URING layer."""
+    why = uring_unavailable(layout_ok)
+    if why:
+        return f"unavailable: {why}"
+    what = "raw tracepoints io_uring_submit_req/io_uring_complete/io_uring_create"
+    try:
+        if URING_DISABLED.read_text().strip() == "2":
+            what += " (kernel.io_uring_disabled=2: no process can use io_uring here)"
+    except OSError:
+        pass
+    return what
 
 
 def uprobes_available() -> bool:

@@ -68,6 +68,24 @@ OPTIONAL_FIELDS: dict[str, tuple[str, str]] = {
     "TASK_THREAD_FSBASE": ("task_struct", "thread.fsbase"),  # x86_64: the thread pointer, pthread_self()
 }
 
+# OFF_<macro> -> (struct, member) the IO_URING layer reads: io_uring's own structs, absent
+# from a kernel built without it (-1 there, and the layer is unavailable: uring_layout_ok).
+URING_FIELDS: dict[str, tuple[str, str]] = {
+    "IO_KIOCB_FILE": ("io_kiocb", "file"),
+    "IO_KIOCB_OPCODE": ("io_kiocb", "opcode"),
+    "IO_KIOCB_FLAGS": ("io_kiocb", "flags"),
+    "IO_KIOCB_CQE_FD": ("io_kiocb", "cqe.fd"),  # the SQE's fd until the request completes
+    "IO_KIOCB_CQE_RES": ("io_kiocb", "cqe.res"),
+    "IO_KIOCB_CTX": ("io_kiocb", "ctx"),
+    # A request's op data (io_kiocb.cmd, at the same place as file) as read and write fill it
+    "IO_RW_POS": ("io_rw", "kiocb.ki_pos"),
+    "IO_RW_ADDR": ("io_rw", "addr"),
+    "IO_RW_LEN": ("io_rw", "len"),
+    "IO_SYNC_OFF": ("io_sync", "off"),
+    "IO_SYNC_LEN": ("io_sync", "len"),
+    "IO_OPEN_FILE_SLOT": ("io_open", "file_slot"),  # nonzero: the file goes to a registered slot, not an fd
+}
+
 # SIZEOF_<macro> -> struct
 SIZES: dict[str, str] = {
     "UPID": "upid",  # struct pid's numbers[], one per pid namespace level
@@ -92,7 +110,7 @@ class KernelLayout:
     def cflags(self) -> list[str]:
         """-D flags: OFF_<field> for struct members, SIZEOF_<struct> for sizes, SYSCALL_ARGS_LO/HI
         for the pt_regs span."""
-        bare = ("SYSCALL_ARGS_", "SIZEOF_")
+        bare = ("SYSCALL_ARGS_", "SIZEOF_", "URING_SPAN")
         return [f"-D{'' if name.startswith(bare) else 'OFF_'}{name}={value}" for name, value in sorted(self.offsets.items())]
 
 
@@ -107,7 +125,7 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
     arch = arch or machine_arch()
     offsets = {name: btf.offset(struct, member) for name, (struct, member) in FIELDS.items()}
     offsets.update({name: btf.offset(struct, member) if btf.has_member(struct, member) else -1
-                    for name, (struct, member) in OPTIONAL_FIELDS.items()})
+                    for name, (struct, member) in (OPTIONAL_FIELDS | URING_FIELDS).items()})
     offsets.update({f"SIZEOF_{name}": btf.struct_size(struct) for name, struct in SIZES.items()})
     regs = SYSCALL_ARG_REGS.get(arch)
     if regs is None:
@@ -117,4 +135,11 @@ def layout_from_btf(btf: Btf, arch: str | None = None) -> KernelLayout:
     offsets["SYSCALL_NR"] = _reg_offset(btf, SYSCALL_NR_REG[arch])
     args = [offsets[f"SYSCALL_ARG{i}"] for i in range(6)]
     offsets["SYSCALL_ARGS_LO"], offsets["SYSCALL_ARGS_HI"] = min(args), max(args)
+    # The bytes at the start of an io_kiocb that hold every field read: one copy per probe.
+    offsets["URING_SPAN"] = (max(offsets[name] for name in URING_FIELDS) + 8 + 7) // 8 * 8
     return KernelLayout(offsets, "BTF")
+
+
+def uring_layout_ok(layout: KernelLayout) -> bool:
+    """Whether the kernel has every io_uring struct member the IO_URING layer reads."""
+    return all(layout.offsets.get(name, -1) >= 0 for name in URING_FIELDS)

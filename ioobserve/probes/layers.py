@@ -4,9 +4,10 @@ from __future__ import annotations
 
 SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO = "syscall", "block", "cache", "libc", "vfs", "hdf5", "mpiio"
 PYTHON = "python"  # the Python stack of each syscall a CPython process makes
-KNOWN = (SYSCALL, BLOCK, CACHE, PYTHON, LIBC, VFS, HDF5, MPIIO)
+IO_URING, AIO = "io_uring", "aio"  # asynchronous requests: I/O no read or write syscall carries
+KNOWN = (SYSCALL, IO_URING, AIO, BLOCK, CACHE, PYTHON, LIBC, VFS, HDF5, MPIIO)
 LIBRARY_LAYERS = (LIBC, HDF5, MPIIO)  # uprobes on shared libraries
-DEFAULT = frozenset({SYSCALL, BLOCK, CACHE, PYTHON})
+DEFAULT = frozenset({SYSCALL, IO_URING, AIO, BLOCK, CACHE, PYTHON})
 
 
 class LayerError(ValueError):

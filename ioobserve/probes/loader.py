@@ -16,12 +16,13 @@ from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.bpf_syscall import prog_load, prog_run_stats, tracing_attach
+from ioobserve.probes.async_table import uring_spec_array
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_entries, call_spec_array
-from ioobserve.probes.capabilities import tracefs_dir
+from ioobserve.probes.capabilities import tracefs_dir, uring_unavailable
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
-from ioobserve.probes.kernel_layout import KernelLayout
+from ioobserve.probes.kernel_layout import KernelLayout, uring_layout_ok
 from ioobserve.probes.libraries import (HDF5_FILE, LIBC_FILE, MPI_FILE, MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM,
                                         LibraryProbes, mapped_files)
 from ioobserve.probes.object_cache import cache_key, extract, lookup, program_image, store
@@ -34,8 +35,8 @@ from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 # A file per layer, compiled as one unit in this order (each uses what the ones before it
 # define): bcc rewrites map calls only in its main file.
-SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "block.bpf.c", "cache.bpf.c",
-           "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
+SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "io_uring.bpf.c", "block.bpf.c",
+           "cache.bpf.c", "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
 
 # Process lineage: (raw tracepoint, program) pairs, attached in this order (before the
 # syscall layer, so no process is born unseen) and detached in reverse.
@@ -53,6 +54,9 @@ BLOCK_ATTACHMENTS = (
     (("block_rq_issue", "on_block_rq_issue"),),
     (("block_io_start", "on_block_io_start"), ("block_bio_queue", "on_block_bio_queue")),
 )
+# The IO_URING layer, completion first so no request is submitted unseen.
+URING_ATTACHMENTS = (("io_uring_complete", "on_uring_complete"), ("io_uring_submit_req", "on_uring_submit"),
+                     ("io_uring_create", "on_uring_create"))
 # The page cache: classic tracepoints, read by the offsets of their format files.
 CACHE_ATTACHMENTS = (
     (FILEMAP_ADD, (("filemap:mm_filemap_add_to_page_cache", "on_filemap_add"),)),
@@ -124,6 +128,9 @@ class SyscallProbes:
         self._attached_classic: list[str] = []
         self._kprobes: list[str] = []
         self.attached_layers: dict[str, str] = {}  # layer -> how it is probed here, once attach() ran
+        self.unavailable_layers: dict[str, str] = {}  # layer asked for -> why this kernel cannot give it
+        if ly.IO_URING in layers and (why := uring_unavailable(uring_layout_ok(layout))):
+            self.unavailable_layers[ly.IO_URING] = why
         source_dir = probes_source_dir()
         tracefs = tracefs_dir(mount=False)
         self._cache_fields = {spec.macro: spec.offsets(tracefs) for spec, _ in CACHE_ATTACHMENTS}
@@ -169,12 +176,22 @@ class SyscallProbes:
         wanted += [(program, RAW) for _, program in ATTACHMENTS]
         if self.python is not None:  # tail-called by the enter program: loaded as its kind
             wanted += [(program, entry.enter) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
+        if self._wants(ly.IO_URING):
+            wanted += [(program, RAW) for _, program in URING_ATTACHMENTS]
         if ly.BLOCK in self.layers:
             wanted += [(program, RAW) for candidates in BLOCK_ATTACHMENTS for _, program in candidates]
         if ly.CACHE in self.layers:
             wanted += [(program, ProgramKind(BPF.TRACEPOINT)) for spec, pairs in CACHE_ATTACHMENTS
                        if self._cache_fields[spec.macro] is not None for _, program in pairs]
         return list(dict.fromkeys(wanted))
+
+    def _wants(self, layer: str) -> bool:
+        """Whether `layer` was asked for and this kernel can give it."""
+        return layer in self.layers and layer not in self.unavailable_layers
+
+    def layer_report(self) -> dict[str, str]:
+        """How each layer asked for is probed here, or why it is unavailable."""
+        return {**self.attached_layers, **{layer: f"unavailable: {why}" for layer, why in self.unavailable_layers.items()}}
 
     def load_program(self, name: str, kind: ProgramKind) -> int:
         """Load (verify) a program as this kind, once; its fd. bcc loads the kinds it knows;
@@ -222,10 +239,11 @@ class SyscallProbes:
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
-        specs = self.bpf["syscall_specs"]
-        for nr, row in enumerate(spec_array()):
-            if row["op"]:
-                specs[ctypes.c_int(nr)] = specs.Leaf.from_buffer_copy(row.tobytes())
+        for name, rows in (("syscall_specs", spec_array()), ("uring_specs", uring_spec_array())):
+            table = self.bpf[name]
+            for index, row in enumerate(rows):
+                if row["op"]:
+                    table[ctypes.c_int(index)] = table.Leaf.from_buffer_copy(row.tobytes())
         self._fill_set("traced_tgids", (ctypes.c_uint32(p) for p in filters.pids))
         self._fill_set("cgroups", (ctypes.c_uint64(c) for c in filters.cgroup_ids))
         comms = self.bpf["comms"]
@@ -335,6 +353,8 @@ class SyscallProbes:
             self.detach()
             raise ProbeError(f"attaching {program} to raw tracepoint {tracepoint} failed: {exc}") from exc
         self._attach_syscalls()
+        if self._wants(ly.IO_URING):
+            self._attach_uring()
         if self.python is not None:
             self._attach_python()
         if ly.BLOCK in self.layers and (block := self._attach_block()):
@@ -394,6 +414,23 @@ class SyscallProbes:
             self.detach()
             raise ProbeError(f"the VFS layer could not attach to {function}: {exc}") from exc
         self.attached_layers[ly.VFS] = f"kprobes on {', '.join(f for f, _ in VFS_FUNCTIONS)}"
+
+    def _attach_uring(self) -> None:
+        """The IO_URING layer's tracepoints; if one does not attach, none of them (the
+        syscall layer still sees io_uring_enter)."""
+        attached = []
+        try:
+            for tracepoint, program in URING_ATTACHMENTS:
+                self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+                attached.append(tracepoint)
+        except Exception as exc:  # bcc raises bare Exceptions
+            for tracepoint in attached:
+                with contextlib.suppress(Exception):
+                    self.bpf.detach_raw_tracepoint(tp=tracepoint.encode())
+            self.unavailable_layers[ly.IO_URING] = f"{tracepoint} did not attach: {exc}"
+            return
+        self._attached.extend(attached)
+        self.attached_layers[ly.IO_URING] = f"raw tracepoints {', '.join(attached)}"
 
     def _attach_block(self) -> str | None:
         """Attach the block layer where the kernel has its tracepoints; None (and nothing of

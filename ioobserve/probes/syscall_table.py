@@ -84,6 +84,17 @@ SPECS: tuple[Spec, ...] = (
     Spec("dup2", fd=0, aux=1),
     Spec("dup3", fd=0, aux=1),
     Spec("fcntl", ev.S_FCNTL_DUP, fd=0, aux=1),
+    # Asynchronous I/O: the requests are the IO_URING and AIO layers' events (their parent is
+    # the call that submitted them); arg is the AIO context's id or the ring's fd.
+    Spec("io_setup", aux=0),
+    Spec("io_destroy", aux=0),
+    Spec("io_submit", aux=0),
+    Spec("io_cancel", aux=0),
+    Spec("io_getevents", aux=0),
+    Spec("io_pgetevents", aux=0),
+    Spec("io_uring_setup", aux=0),
+    Spec("io_uring_enter", aux=0),
+    Spec("io_uring_register", aux=0),
 )
 
 # Syscall numbers are kernel ABI: fixed per architecture. aarch64 uses the generic table,
@@ -99,7 +110,9 @@ NUMBERS: dict[str, dict[str, int]] = {
         "splice": 275, "sync_file_range": 277, "fallocate": 285, "dup3": 292, "preadv": 295,
         "pwritev": 296, "syncfs": 306, "renameat2": 316, "copy_file_range": 326,
         "preadv2": 327, "pwritev2": 328, "statx": 332, "close_range": 436, "openat2": 437,
-        "faccessat2": 439,
+        "faccessat2": 439, "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209,
+        "io_cancel": 210, "io_pgetevents": 333, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427,
     },
     "aarch64": {
         "getdents64": 61, "read": 63, "write": 64, "readv": 65, "writev": 66, "pread64": 67,
@@ -109,7 +122,9 @@ NUMBERS: dict[str, dict[str, int]] = {
         "truncate": 45, "ftruncate": 46, "fallocate": 47, "faccessat": 48, "dup": 23,
         "dup3": 24, "fcntl": 25, "mmap": 222, "syncfs": 267, "renameat2": 276,
         "copy_file_range": 285, "preadv2": 286, "pwritev2": 287, "statx": 291,
-        "close_range": 436, "openat2": 437, "faccessat2": 439,
+        "close_range": 436, "openat2": 437, "faccessat2": 439, "io_setup": 0, "io_destroy": 1,
+        "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427,
     },
 }
 

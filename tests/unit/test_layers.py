@@ -32,7 +32,8 @@ format:
 def test_layers_add_to_the_defaults_and_remove_with_no():
     assert ly.parse_layers(None) == ly.DEFAULT
     assert ly.parse_layers("libc") == ly.DEFAULT | {ly.LIBC}
-    assert ly.parse_layers("libc, no-cache") == {ly.SYSCALL, ly.BLOCK, ly.PYTHON, ly.LIBC}
+    assert ly.parse_layers("libc, no-cache") == {ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.PYTHON, ly.LIBC}
+    assert ly.parse_layers("no-io_uring,no-aio") == {ly.SYSCALL, ly.BLOCK, ly.CACHE, ly.PYTHON}
     assert ly.parse_layers("all,no-vfs") == set(ly.KNOWN) - {ly.VFS}
     assert ly.parse_layers("hdf5,mpiio") == ly.DEFAULT | {ly.HDF5, ly.MPIIO}
 
@@ -52,7 +53,7 @@ def test_library_layers_refused_without_uprobes(monkeypatch):
     monkeypatch.setattr(capabilities, "uprobes_available", lambda: False)
     with pytest.raises(UserError, match=r"--layers libc,hdf5: this kernel has no uprobes"):
         build_layers("hdf5,libc")
-    assert build_layers("no-cache") == {ly.SYSCALL, ly.BLOCK, ly.PYTHON}  # the other layers need none
+    assert build_layers("no-cache") == {ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.PYTHON}  # the others need none
 
 
 def test_vfs_plan_follows_the_kernel():
