@@ -68,6 +68,8 @@ struct inflight {
 	u16 op;
 	u16 have;  /* HAVE_* */
 	u32 py_text;  /* an mmap of an interpreter's text: 1 + its py_images index (0: none) */
+	u32 aio_next;   /* io_submit, io_getevents: the next iocb or completion to read ... */
+	u32 aio_count;  /* ... of this many (the call's return) */
 	/* Between calls: */
 	u32 calls_open;     /* library calls open on the thread (call_frames' depth) */
 	u32 selected;       /* process_selected(), decided ... */
@@ -233,6 +235,11 @@ BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 #define PY_PROG_CODES 1
 #define PY_PROG_WALK 2
 BPF_PROG_ARRAY(py_programs, 3);
+/* The AIO layer's programs (aio.bpf.c), which the syscall layer's exit program tail-calls
+ * after io_submit and io_getevents; loaded as that program's kind. */
+#define AIO_PROG_SUBMITTED 0
+#define AIO_PROG_REAPED 1
+BPF_PROG_ARRAY(aio_programs, 2);
 
 
 static __always_inline void count_lost(u32 index)

@@ -413,7 +413,20 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	/* Worked on in place (no copy: the stack holds the event); the thread's next syscall
 	 * rewrites the record, and nothing reads it once op is 0. */
+	u16 op = st->op;
+	int aio = (op == IOO_OP_IO_SUBMIT || op == IOO_OP_IO_GETEVENTS || op == IOO_OP_IO_PGETEVENTS) && ret > 0;
+	if (aio) {
+		struct ioo_config *cfg = get_config();
+		aio = cfg && (cfg->layers & IOO_LAYER_AIO);
+	}
+	if (aio && op == IOO_OP_IO_SUBMIT)
+		st->have |= HAVE_CHILD;  /* its iocbs, sent next, name it as their parent */
 	syscall_returned(st, ret);
+	if (aio) {
+		st->aio_next = 0;
+		st->aio_count = ret;
+		aio_programs.call(ctx, op == IOO_OP_IO_SUBMIT ? AIO_PROG_SUBMITTED : AIO_PROG_REAPED);  /* ends the call */
+	}
 	st->op = 0;
 	return 0;
 }

@@ -46,7 +46,7 @@ def uring_spec_array() -> np.ndarray:
 
 def aio_op_array() -> np.ndarray:
     """The contents of the `aio_ops` map: our op code per IOCB_CMD_*."""
-    table = np.zeros(ev.AIO_CMDS, dtype=np.uint16)
+    table = np.zeros(ev.AIO_CMDS, dtype=[("op", "<u2")])
     for cmd, op in AIO_CMDS.items():
         table[cmd] = ev.OP_CODES[op]
     return table

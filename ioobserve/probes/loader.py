@@ -16,7 +16,7 @@ from ioobserve import __version__
 from ioobserve import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.bpf_syscall import prog_load, prog_run_stats, tracing_attach
-from ioobserve.probes.async_table import uring_spec_array
+from ioobserve.probes.async_table import aio_op_array, uring_spec_array
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_entries, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir, uring_unavailable
 from ioobserve.probes.compile import ProbeError, compile_bpf
@@ -35,8 +35,8 @@ from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 # A file per layer, compiled as one unit in this order (each uses what the ones before it
 # define): bcc rewrites map calls only in its main file.
-SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "io_uring.bpf.c", "block.bpf.c",
-           "cache.bpf.c", "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
+SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "io_uring.bpf.c", "aio.bpf.c",
+           "block.bpf.c", "cache.bpf.c", "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
 
 # Process lineage: (raw tracepoint, program) pairs, attached in this order (before the
 # syscall layer, so no process is born unseen) and detached in reverse.
@@ -57,6 +57,8 @@ BLOCK_ATTACHMENTS = (
 # The IO_URING layer, completion first so no request is submitted unseen.
 URING_ATTACHMENTS = (("io_uring_complete", "on_uring_complete"), ("io_uring_submit_req", "on_uring_submit"),
                      ("io_uring_create", "on_uring_create"))
+# The AIO layer: programs the syscall layer's exit program tail-calls (aio_programs), by index.
+AIO_PROGRAMS = ("aio_submitted", "aio_reaped")
 # The page cache: classic tracepoints, read by the offsets of their format files.
 CACHE_ATTACHMENTS = (
     (FILEMAP_ADD, (("filemap:mm_filemap_add_to_page_cache", "on_filemap_add"),)),
@@ -178,6 +180,8 @@ class SyscallProbes:
             wanted += [(program, entry.enter) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
         if self._wants(ly.IO_URING):
             wanted += [(program, RAW) for _, program in URING_ATTACHMENTS]
+        if ly.AIO in self.layers:  # tail-called by the exit program: loaded as its kind
+            wanted += [(program, entry.exit) for program in AIO_PROGRAMS]
         if ly.BLOCK in self.layers:
             wanted += [(program, RAW) for candidates in BLOCK_ATTACHMENTS for _, program in candidates]
         if ly.CACHE in self.layers:
@@ -239,7 +243,7 @@ class SyscallProbes:
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:
         """Fill the syscall table and filter maps; call before attach()."""
-        for name, rows in (("syscall_specs", spec_array()), ("uring_specs", uring_spec_array())):
+        for name, rows in (("syscall_specs", spec_array()), ("uring_specs", uring_spec_array()), ("aio_ops", aio_op_array())):
             table = self.bpf[name]
             for index, row in enumerate(rows):
                 if row["op"]:
@@ -278,6 +282,8 @@ class SyscallProbes:
                     calls[ctypes.c_int(op)] = calls.Leaf.from_buffer_copy(row.tobytes())
         if self.python is not None:  # libpython is found through the kernel's report of mappings
             cfg["layers"] |= ev.LAYER_PYTHON
+        if ly.AIO in self.layers:
+            cfg["layers"] |= ev.LAYER_AIO
         with self._config_lock:
             self._config = cfg
             self._write_config()
@@ -367,9 +373,13 @@ class SyscallProbes:
             self._attach_vfs()
 
     def _attach_syscalls(self) -> None:
-        """The syscall layer by its way in here, exits first (an enter's record waits for one)."""
+        """The syscall layer by its way in here, exits first (an enter's record waits for one),
+        with the AIO layer's programs its exit program tail-calls."""
         entry = self.entry
         try:
+            if ly.AIO in self.layers:
+                for index, program in enumerate(AIO_PROGRAMS):
+                    self.bpf["aio_programs"][ctypes.c_int(index)] = ctypes.c_int(self.load_program(program, entry.exit))
             if entry.mechanism == "raw":
                 for tracepoint, program in RAW_SYSCALL_ATTACHMENTS:
                     self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
@@ -390,6 +400,8 @@ class SyscallProbes:
             self.detach()
             raise ProbeError(f"attaching the syscall layer by {entry.describe()} failed: {exc}") from exc
         self.attached_layers[ly.SYSCALL] = entry.describe()
+        if ly.AIO in self.layers:
+            self.attached_layers[ly.AIO] = "the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents"
 
     def _link(self, program: str, kind: ProgramKind) -> None:
         """Load a tracing program for its attach point and attach it there."""
