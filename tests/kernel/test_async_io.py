@@ -1,0 +1,130 @@
+"""The IO_URING and AIO layers: fio's io_uring and libaio jobs, recorded system-wide by
+`ioobserve record`, are traced request for request and byte for byte as fio itself counts
+them; each request belongs to fio's job process, lasts a positive time inside the job's
+life, and names the io_uring_enter or io_submit that submitted it as its parent."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.trace.reader import load
+from tests.kernel.recorder import record_command
+
+BLOCK_SIZE = 4096
+FILE_SIZE = 4 << 20
+REQUESTS = 256
+DEPTH = 8
+PATH, COMM = "path", "comm"
+# (id, ioengine and its options, rw, layer, the ops its requests must have, the filter recorded with)
+JOBS = [
+    ("uring-randread", ["--ioengine=io_uring"], "randread", s.LAYER_IO_URING, {"read", "readv"}, None),
+    ("uring-randwrite", ["--ioengine=io_uring"], "randwrite", s.LAYER_IO_URING, {"write", "writev"}, PATH),
+    ("uring-fixed-randread", ["--ioengine=io_uring", "--fixedbufs=1", "--registerfiles=1"], "randread",
+     s.LAYER_IO_URING, {"read_fixed"}, PATH),
+    ("uring-fixed-randwrite", ["--ioengine=io_uring", "--fixedbufs=1", "--registerfiles=1"], "randwrite",
+     s.LAYER_IO_URING, {"write_fixed"}, None),
+    # the SQPOLL thread is named iou-sqp-PID: a comm filter asks about the ring's owner
+    ("uring-sqpoll-randread", ["--ioengine=io_uring", "--sqthread_poll=1"], "randread", s.LAYER_IO_URING,
+     {"read", "readv"}, COMM),
+    ("uring-sqpoll-randwrite", ["--ioengine=io_uring", "--sqthread_poll=1"], "randwrite", s.LAYER_IO_URING,
+     {"write", "writev"}, PATH),
+    ("libaio-randread", ["--ioengine=libaio", "--direct=1"], "randread", s.LAYER_AIO, {"pread"}, COMM),
+    ("libaio-randwrite", ["--ioengine=libaio", "--direct=1"], "randwrite", s.LAYER_AIO, {"pwrite"}, PATH),
+]
+SUBMITTED_BY = {s.LAYER_IO_URING: "io_uring_enter", s.LAYER_AIO: "io_submit"}
+
+
+@pytest.fixture
+def fio(root_required) -> str:
+    path = shutil.which("fio")
+    if path is None:
+        pytest.fail("fio is missing: make setup installs it")
+    return path
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A directory on a block-device file system (libaio's --direct=1 needs O_DIRECT; /tmp
+    may be tmpfs), with fio's file laid out before the recording."""
+    directory = Path("/var/tmp") / f"ioobserve-async-{os.getpid()}-{tmp_path.name}"
+    directory.mkdir()
+    (directory / "data").write_bytes(os.urandom(FILE_SIZE))
+    yield directory
+    shutil.rmtree(directory)
+
+
+def _run_fio(fio: str, tmp_path: Path, data: Path, engine: list[str], rw: str, *options: str) -> tuple[dict, pl.DataFrame]:
+    """fio's JSON report (the job's, and when fio wrote it: "timestamp_ms") and the recorded trace."""
+    report_path = tmp_path / "fio.json"
+    command = [fio, "--name=job", f"--filename={data}", f"--size={FILE_SIZE}", f"--bs={BLOCK_SIZE}", *engine,
+               f"--rw={rw}", f"--iodepth={DEPTH}", f"--io_size={REQUESTS * BLOCK_SIZE}", "--randrepeat=0",
+               "--output-format=json", f"--output={report_path}"]
+    done = record_command(tmp_path / "trace", command, *options)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(report_path.read_text())
+    return {**report["jobs"][0], "timestamp_ms": report["timestamp_ms"]}, load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("name, engine, rw, layer, ops, recorded_filter", JOBS, ids=[job[0] for job in JOBS])
+def test_fio_requests_are_traced_exactly(fio, data_dir, tmp_path, name, engine, rw, layer, ops, recorded_filter):
+    data = data_dir / "data"
+    options = {PATH: ("--path-prefix", str(data_dir)), COMM: ("--comm", "fio"), None: ()}[recorded_filter]
+    job, frame = _run_fio(fio, tmp_path, data, engine, rw, *options)
+    side = job["read"] if rw == "randread" else job["write"]
+    assert side["total_ios"] == REQUESTS and side["io_bytes"] == REQUESTS * BLOCK_SIZE, side  # fio did what was asked
+
+    requests = frame.filter((pl.col(s.LAYER) == layer) & (pl.col(s.PATH) == str(data)))
+    assert set(requests.get_column(s.OP).cast(pl.String).unique()) <= ops, requests.get_column(s.OP).unique()
+    assert requests.height == side["total_ios"]
+    assert requests.get_column(s.BYTES).sum() == side["io_bytes"]
+    assert requests.get_column(s.BYTES_REQ).sum() == side["io_bytes"]
+    assert (requests.get_column(s.RET) == BLOCK_SIZE).all()
+    offsets = requests.get_column(s.OFFSET)
+    assert ((offsets >= 0) & (offsets < FILE_SIZE) & (offsets % BLOCK_SIZE == 0)).all()
+    assert requests.filter(pl.col(s.LAYER) != layer).height == 0
+    if recorded_filter == PATH:  # nothing outside the prefix but calls that name no file
+        assert frame.filter(pl.col(s.PATH).is_not_null() & ~pl.col(s.PATH).str.starts_with(str(data_dir))).height == 0
+    if recorded_filter == COMM:
+        assert set(frame.get_column(s.COMM).unique()) == {"fio"}
+
+    # fio's job process (forked by the fio command), its one thread: not the SQPOLL thread
+    pids = requests.get_column(s.PID).unique()
+    assert pids.len() == 1
+    job_pid = pids.item()
+    job_events = frame.filter(pl.col(s.PID) == job_pid)
+    parent = job_events.get_column(s.PPID).drop_nulls().unique()
+    assert parent.len() == 1 and parent.item() != job_pid
+    assert frame.filter(pl.col(s.PID) == parent.item()).get_column(s.COMM).unique().to_list() == ["fio"]  # fio's main process
+    assert set(requests.get_column(s.TID).unique()) == {job_pid}
+    assert set(requests.get_column(s.COMM).unique()) == {"fio"}
+
+    # each lasts a positive time inside the job's life: from its process's first call to fio's
+    # report, written once the job ended (in whole ms: one more allowed)
+    calls = job_events.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL)
+    first, last = job_events.get_column(s.TS).min(), (job["timestamp_ms"] + 1) * 1_000_000
+    assert (requests.get_column(s.DUR) > 0).all()
+    assert (requests.get_column(s.TS) >= first).all() and ((requests.get_column(s.TS) + requests.get_column(s.DUR)) <= last).all()
+    assert (requests.get_column(s.DUR) < last - first).all()
+
+    # the call that submitted each one is its parent; a SQPOLL thread's requests have none
+    submitters = calls.filter(pl.col(s.OP) == SUBMITTED_BY[layer]).select(s.TID, pl.col(s.TS).alias(s.PARENT_TS))
+    sqpoll = "--sqthread_poll=1" in engine
+    if sqpoll:
+        assert requests.get_column(s.PARENT_TS).null_count() == requests.height
+        assert ((requests.get_column(s.FLAGS) & ev.F_SQPOLL) != 0).all()
+    else:
+        assert requests.join(submitters, on=[s.TID, s.PARENT_TS], how="anti").height == 0
+    if layer == s.LAYER_IO_URING:
+        ring_fds = requests.get_column(s.ARG).unique()
+        assert ring_fds.len() == 1 and ring_fds.item() < 1024  # one ring, named by its descriptor
+        fixed = "--registerfiles=1" in engine or sqpoll  # fio registers its files for SQPOLL
+        assert ((requests.get_column(s.FLAGS) & ev.F_FIXED) != 0).all() == fixed
