@@ -9,9 +9,15 @@
  * each request they complete. A request's time runs from its io_submit's entry (+1 ns: it
  * never shares its parent's key) to its reaping: the latency an application sees, and an
  * upper bound of the device's. Requests are read AIO_BATCH at a time; each program tail-
- * calls itself for the next batch (or descriptor), up to the kernel's tail-call limit.
+ * calls itself for the next batch (or descriptor), up to the kernel's tail-call limit (33):
+ * beyond it, what a call carries is counted lost under its op (bcc cannot build bpf_loop's
+ * callbacks).
  */
+#ifdef IOO_AGGREGATE
+#define AIO_BATCH 8   /* each pass adds to the aggregates: the verifier's work grows fast with it */
+#else
 #define AIO_BATCH 32
+#endif
 #define AIO_INFLIGHT 32768
 
 struct aio_key {

@@ -398,6 +398,16 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 		submit_cache(st);
 }
 
+/* Whether the AIO layer reads what this io_submit or io_getevents call returned. */
+static __always_inline int aio_follows(struct inflight *st, s64 ret)
+{
+	u16 op = st->op;
+	if (ret <= 0 || (op != IOO_OP_IO_SUBMIT && op != IOO_OP_IO_GETEVENTS && op != IOO_OP_IO_PGETEVENTS))
+		return 0;
+	struct ioo_config *cfg = get_config();
+	return cfg && (cfg->layers & IOO_LAYER_AIO);
+}
+
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct inflight *st = inflight.task_storage_get(bpf_get_current_task_btf(), 0, 0);
@@ -413,19 +423,16 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	/* Worked on in place (no copy: the stack holds the event); the thread's next syscall
 	 * rewrites the record, and nothing reads it once op is 0. */
-	u16 op = st->op;
-	int aio = (op == IOO_OP_IO_SUBMIT || op == IOO_OP_IO_GETEVENTS || op == IOO_OP_IO_PGETEVENTS) && ret > 0;
-	if (aio) {
-		struct ioo_config *cfg = get_config();
-		aio = cfg && (cfg->layers & IOO_LAYER_AIO);
-	}
-	if (aio && op == IOO_OP_IO_SUBMIT)
+	/* Decided twice, on copies of the return read afresh: a branch on `ret` itself, or a
+	 * verdict kept in a register, would split the states the verifier walks through
+	 * syscall_returned (its bounds differ on each side). */
+	if (st->op == IOO_OP_IO_SUBMIT && aio_follows(st, ctx->args[1]))
 		st->have |= HAVE_CHILD;  /* its iocbs, sent next, name it as their parent */
 	syscall_returned(st, ret);
-	if (aio) {
+	if (aio_follows(st, ctx->args[1])) {
 		st->aio_next = 0;
 		st->aio_count = ret;
-		aio_programs.call(ctx, op == IOO_OP_IO_SUBMIT ? AIO_PROG_SUBMITTED : AIO_PROG_REAPED);  /* ends the call */
+		aio_programs.call(ctx, st->op == IOO_OP_IO_SUBMIT ? AIO_PROG_SUBMITTED : AIO_PROG_REAPED);  /* ends the call */
 	}
 	st->op = 0;
 	return 0;

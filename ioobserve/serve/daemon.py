@@ -21,7 +21,7 @@ AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; h
 DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for
 # Aggregated (and recorded for a job) on every node: the kernel-side layers that cost no
 # probe in a process's own address space. The library and Python layers are `record`'s.
-SERVE_LAYERS = frozenset({ly.SYSCALL, ly.BLOCK, ly.CACHE})
+SERVE_LAYERS = frozenset({ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.CACHE})
 
 
 class ServeError(Exception):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,10 +32,12 @@ from tests.waiting import wait_until, wait_until_async
 JOB = "5151"
 STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
 WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
-# The syscall, block (kernel 6.5+: block_io_start) and page cache layers' programs, by the
-# kernel's 15-character names; the older kernels' bio_queue program may be loaded too.
+# The syscall, io_uring, AIO, block (kernel 6.5+: block_io_start) and page cache layers'
+# programs, by the kernel's 15-character names; the older kernels' bio_queue program may be
+# loaded too.
 SERVE_PROGRAMS = {name[:15] for name in (
     "on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit",
+    "on_uring_complete", "on_uring_submit", "on_uring_create", "aio_submitted", "aio_reaped",
     "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete",
     "on_filemap_add", "on_readahead_sync", "on_readahead_async")}
 MAYBE_LOADED = {"on_block_bio_queue"[:15]}
@@ -203,6 +206,34 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
     assert "stopped" in out and not service.socket.exists()  # SIGTERM: clean exit, socket removed
     # the kernel frees detached programs after an RCU grace period
     wait_until(lambda: not service.programs & programs.loaded().keys(), "the daemon's BPF programs unloaded after SIGTERM")
+
+
+@pytest.mark.kernel
+def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.fail("fio is missing: make setup installs it")
+    data = Path("/var/tmp") / f"ioobserve-serve-{os.getpid()}.bin"  # libaio's --direct=1 needs O_DIRECT
+    data.write_bytes(os.urandom(1 << 20))
+    service = Service(tmp_path)
+    try:
+        jobs = {}
+        for layer, engine in (("io_uring", ["--ioengine=io_uring", "--fixedbufs=1"]), ("aio", ["--ioengine=libaio", "--direct=1"])):
+            report = tmp_path / f"{layer}.json"
+            command = [fio, "--name=job", f"--filename={data}", "--size=1M", "--bs=4k", *engine, "--rw=randread",
+                       "--iodepth=8", "--io_size=128k", "--output-format=json", f"--output={report}"]
+            subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(job_cgroup), *command],
+                           check=True, timeout=120)
+            jobs[layer] = json.loads(report.read_text())["jobs"][0]["read"]
+        metrics = service.metrics()
+        for layer, op in (("io_uring", "read_fixed"), ("aio", "pread")):
+            mine = {"job": JOB, "mountpoint": _mountpoint(data), "layer": layer, "op": op}
+            assert _value(metrics, "ioobserve_calls_total", **mine) == jobs[layer]["total_ios"] == 32
+            assert _value(metrics, "ioobserve_read_bytes_total", **mine) == jobs[layer]["io_bytes"]
+            assert _value(metrics, "ioobserve_call_duration_seconds_count", **mine) == 32
+    finally:
+        data.unlink()
+        service.stop()
 
 
 @pytest.mark.kernel
