@@ -71,7 +71,7 @@ static __always_inline u64 uring_ring_fd(u64 ring_key, struct uring_ring *ring, 
 {
 	if (!st || st->op != IOO_OP_IO_URING_ENTER || (st->args[3] & IORING_ENTER_REGISTERED_RING_))
 		return ring ? ring->fd : IOO_RING_UNKNOWN;
-	u64 fd = st->args[0];
+	u64 fd = (u32)st->args[0];  /* an unsigned int: the register's upper half is not part of it */
 	if (!ring || ring->fd != fd || ring->tid != (u32)bpf_get_current_pid_tgid()) {
 		struct uring_ring entered = {.fd = fd, .tid = (u32)bpf_get_current_pid_tgid()};
 		current_comm(entered.comm);

@@ -34,8 +34,8 @@ PrefixOption = Annotated[
 ]
 LayersOption = Annotated[
     Optional[str],
-    typer.Option("--layers", help="Layers to add to the defaults (syscall, block, cache, python), comma-separated: libc, hdf5, mpiio, "
-                 "vfs, all; no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
+    typer.Option("--layers", help="Layers to add to the defaults (syscall, io_uring, aio, block, cache, python), comma-separated: "
+                 "libc, hdf5, mpiio, vfs, all; no-NAME leaves one out. E.g. --layers libc or --layers libc,no-cache."),
 ]
 PyStacksOption = Annotated[
     Optional[str],

@@ -131,6 +131,8 @@ def record(
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     except KeyboardInterrupt:
         fail("interrupted while compiling the probes; nothing was recorded", 130)
+    for layer, why in recording.probes.unavailable_layers.items():
+        print(f"ioobserve: warning: the {layer} layer is unavailable here: {why}", file=sys.stderr, flush=True)
     summary = SummarySink()
     details = {
         "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),

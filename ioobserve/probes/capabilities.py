@@ -175,6 +175,9 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
     ok = {c.name: c.ok for c in checks}
     ready = all(c.ok for c in checks if c.required)
     plan = {"syscall": syscall_mechanism() if ready else "unavailable (see failed checks)"}
+    plan["io_uring"] = uring_plan(_uring_layout_ok()) if ready else "unavailable (see failed checks)"
+    plan["aio"] = ("the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"
+                   if ready else "unavailable (see failed checks)")
     plan["block"] = ("raw tracepoints block_io_start (or block_bio_queue)/block_rq_issue/block_rq_complete"
                      if ready and ok.get("block tracepoints") else "unavailable: no block tracepoints")
     plan["cache"] = ("tracepoints mm_filemap_add_to_page_cache, page_cache_sync_ra/async_ra where present"
@@ -185,9 +188,6 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
         plan[layer] = (f"uprobes on {what} where the selected processes map it (opt-in: --layers {layer})"
                        if ready and ok.get("uprobes") else "unavailable: no uprobes")
     plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
-    plan["io_uring"] = uring_plan(_uring_layout_ok()) if ready else "unavailable (see failed checks)"
-    plan["aio"] = ("the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"
-                   if ready else "unavailable (see failed checks)")
     return plan
 
 
