@@ -32,7 +32,7 @@ DEPTHS = (8, 32)
 def fio_command(data: Path, depth: int, seconds: float, direct: bool, report: Path) -> list[str]:
     """fio's io_uring random 4 KiB reads of `data` at `depth`, its JSON report to `report`."""
     return ["fio", "--name=bench", f"--filename={data}", f"--size={FILE_SIZE}", "--bs=4k", "--ioengine=io_uring",
-            "--rw=randread", f"--iodepth={depth}", "--time_based", f"--runtime={seconds}", "--norandommap",
+            "--rw=randread", f"--iodepth={depth}", "--time_based", f"--runtime={seconds}", "--norandommap", "--invalidate=0",
             f"--direct={int(direct)}", "--output-format=json", f"--output={report}"]
 
 
