@@ -76,6 +76,19 @@ static __always_inline struct inflight *aio_call(u16 op1, u16 op2)
 	return st;
 }
 
+/* Read up to index `i` of what the call returned: on to the next batch by a tail call; what
+ * the kernel's tail-call limit leaves unread is counted lost under the call's op. */
+static __always_inline void aio_next_batch(void *ctx, struct inflight *st, u32 i, u32 program)
+{
+	st->aio_next = i;
+	u32 n = st->aio_count;
+	if (i < n) {
+		aio_programs.call(ctx, program);
+		count_lost_n(st->op, n - i);
+	}
+	st->op = 0;
+}
+
 /* The iocb at index `i` of io_submit's array; 0 if it cannot be read. */
 static __always_inline u64 aio_iocb(struct inflight *st, u32 i, struct iocb_head *cb)
 {
@@ -136,12 +149,7 @@ int aio_submitted(void *ctx)
 		}
 		i++;
 	}
-	st->aio_next = i;
-	if (i < n) {
-		aio_programs.call(ctx, AIO_PROG_SUBMITTED);
-		count_lost(IOO_OP_IO_SUBMIT);  /* the tail-call limit: its other iocbs are not followed */
-	}
-	st->op = 0;
+	aio_next_batch(ctx, st, i, AIO_PROG_SUBMITTED);
 	return 0;
 }
 
@@ -189,11 +197,6 @@ int aio_reaped(void *ctx)
 		}
 		aio_requests.delete(&key);
 	}
-	st->aio_next = i;
-	if (i < n) {
-		aio_programs.call(ctx, AIO_PROG_REAPED);
-		count_lost(IOO_OP_IO_GETEVENTS);  /* the tail-call limit: its other completions are not followed */
-	}
-	st->op = 0;
+	aio_next_batch(ctx, st, i, AIO_PROG_REAPED);
 	return 0;
 }

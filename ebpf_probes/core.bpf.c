@@ -242,11 +242,16 @@ BPF_PROG_ARRAY(py_programs, 3);
 BPF_PROG_ARRAY(aio_programs, 2);
 
 
-static __always_inline void count_lost(u32 index)
+static __always_inline void count_lost_n(u32 index, u64 n)
 {
 	u64 *slot = lost.lookup(&index);
 	if (slot)
-		*slot += 1;
+		*slot += n;
+}
+
+static __always_inline void count_lost(u32 index)
+{
+	count_lost_n(index, 1);
 }
 
 static __always_inline struct ioo_config *get_config(void)
