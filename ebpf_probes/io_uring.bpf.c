@@ -96,14 +96,17 @@ int on_uring_submit(struct bpf_raw_tracepoint_args *ctx)
 	u32 tgid = pid_tgid >> 32;
 	int sqpoll = (*(u32 *)((char *)bpf_get_current_task_btf() + OFF_TASK_FLAGS) & PF_IO_WORKER_) != 0;
 	u64 ring_key = SPAN_AT(&span, u64, OFF_IO_KIOCB_CTX);
-	struct uring_ring *ring = uring_rings.lookup(&ring_key);
+	struct uring_ring *ring = NULL;
 	struct inflight *st = NULL;
 	if (sqpoll) {
 		/* its comm is iou-sqp-PID: a comm filter asks about the ring's owner */
+		ring = uring_rings.lookup(&ring_key);
 		if (!process_selected_as(cfg, tgid, ring ? ring->comm : NULL))
 			return 0;
 	} else if (!(st = selected_inflight(cfg, tgid))) {
-		return 0;
+		return 0;  /* before the ring's lookup: unselected processes pay for little */
+	} else {
+		ring = uring_rings.lookup(&ring_key);
 	}
 
 	struct uring_request r = {};

@@ -23,7 +23,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
-from ioobserve.operations import DATA_KINDS, IO_LAYERS, KIND, METADATA, OTHER, kernel_view, op_kind
+from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, OTHER, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
@@ -98,7 +98,8 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     # Totals keep each event's layer; the rest analyse the kernel's view (syscalls and the
     # io_uring and AIO requests) as one layer, whose I/O it all is.
     by_layer = events.lazy()
-    events = events.with_columns(kernel_view())
+    if events.get_column(s.LAYER).is_in(KERNEL_VIEW[1:]).any():  # the relabelling costs a cast of every row
+        events = events.with_columns(kernel_view())
     io = events.filter(pl.col(s.LAYER).is_in(IO_LAYERS)).lazy()
     # Of the Python spans, the innermost: the calls the I/O was made in (outer ones hold them).
     timed = events.filter(pl.col(s.LAYER).is_in(TIMED_LAYERS) & (pl.col(s.PY_FRAME).fill_null(0) == 0)).lazy()
