@@ -422,8 +422,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!st->op)
 		return 0;
 	/* Worked on in place (no copy: the stack holds the event); the thread's next syscall
-	 * rewrites the record, and nothing reads it once op is 0. */
-	/* Decided twice, on copies of the return read afresh: a branch on `ret` itself, or a
+	 * rewrites the record, and nothing reads it once op is 0. Whether the AIO layer follows
+	 * is decided twice, on copies of the return read afresh: a branch on `ret` itself, or a
 	 * verdict kept in a register, would split the states the verifier walks through
 	 * syscall_returned (its bounds differ on each side). */
 	if (st->op == IOO_OP_IO_SUBMIT && aio_follows(st, ctx->args[1]))
