@@ -133,6 +133,7 @@ int aio_submitted(void *ctx)
 	struct aio_key key = {.tgid = pid_tgid >> 32};
 
 	for (int k = 0; k < AIO_BATCH; k++) {
+		LOOP_INDEX(k);
 		if (i >= n)
 			break;
 		u64 iocb = aio_iocb(st, i, &cb);
@@ -165,6 +166,7 @@ int aio_reaped(void *ctx)
 	struct aio_key key = {.tgid = bpf_get_current_pid_tgid() >> 32};
 
 	for (int k = 0; k < AIO_BATCH; k++) {
+		LOOP_INDEX(k);
 		if (i >= n)
 			break;
 		struct aio_completion done = {};

@@ -113,6 +113,7 @@ static __always_inline u32 py_same_calls(struct py_calls *calls)
 	u32 depth = calls->depth;
 	u32 same = 0;
 	for (u32 level = 0; level < IOO_PY_MAX_FRAMES; level++) {
+		LOOP_INDEX(level);
 		if (level >= depth || level >= calls->sent_depth)
 			break;
 		if (calls->sent[py_slot(level)] != calls->walked[py_slot(depth - 1 - level)])
@@ -130,6 +131,7 @@ static __always_inline void py_sent_calls(struct py_calls *calls)
 	if (!depth)
 		return;  /* a cut walk: the next event is compared with the last whole one */
 	for (u32 level = 0; level < IOO_PY_MAX_FRAMES; level++) {
+		LOOP_INDEX(level);
 		if (level >= depth)
 			break;
 		calls->sent[py_slot(level)] = calls->walked[py_slot(depth - 1 - level)];

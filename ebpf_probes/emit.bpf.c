@@ -39,12 +39,13 @@ static __always_inline void event_task(struct ioo_event *ev)
 }
 
 #ifdef IOO_AGGREGATE
-static __always_inline u32 log2_slot(u64 v)
+static __always_inline u64 log2_slot(u64 v)
 {
 	/* ceil(log2(v)): a bucket's bound is inclusive, as Prometheus's `le` (4096 B is "<= 4 KiB");
 	 * bcc's bpf_log2l(x) is floor(log2(x)) + 1 */
-	u32 slot = v > 1 ? bpf_log2l(v - 1) : 0;
-	return slot < IOO_AGG_SLOTS ? slot : IOO_AGG_SLOTS - 1;
+	u64 slot = v > 1 ? bpf_log2l(v - 1) : 0;
+	CLAMP(slot, IOO_AGG_SLOTS - 1);
+	return slot;
 }
 
 static __always_inline void agg_dropped_one(void)

@@ -8,6 +8,16 @@
 #ifndef IOOBSERVE_KERNEL_ACCESS_H
 #define IOOBSERVE_KERNEL_ACCESS_H
 
+/* A loop counter's value hidden from clang (not from the verifier) at the top of a loop's body.
+ * Otherwise clang folds the loop's constant bound into a runtime one ("i != depth") or walks a
+ * pointer in place of the index: loops that verifiers before about 6.7 cannot prove to end,
+ * as they learn no range from a != test. */
+#define LOOP_INDEX(i) asm volatile("" : "+r"(i))
+
+/* v = min(v, max) for a u64 on the register itself, in asm: 6.1's verifier loses a bound that
+ * clang checked on a copy of the register, or on its 32-bit half. */
+#define CLAMP(v, max) asm volatile("if %0 <= %1 goto +1\n\t%0 = %1" : "+r"(v) : "i"(max))
+
 #define S_IFMT_ 00170000
 #define S_IFREG_ 0100000
 #define S_IFDIR_ 0040000
@@ -61,7 +71,12 @@ static __always_inline void *fd_file(s64 fd)
 	if (!array)
 		return NULL;
 	/* fd < max_fds <= fs.nr_open (at most 2^30): the mask only bounds it for the verifier */
+#if IOO_FD_ARRAY_TYPED
 	return array[fd & 0x3fffffff];
+#else
+	/* kernels that type no pointer to pointer (before about 6.13): one helper call */
+	return read_ptr(array, (fd & 0x3fffffff) * sizeof(void *));
+#endif
 }
 
 /* The current task's uid, cgroup v2 id and comm, as plain loads through BTF-typed

@@ -226,9 +226,8 @@ static __always_inline int emit_name(struct ioo_config *cfg, struct inflight *st
 	rec->tid = bpf_get_current_pid_tgid();
 	rec->index = index;
 	rec->len = n > 0 ? n - 1 : 0;
-	u32 size = __builtin_offsetof(struct ioo_name_record, data) + (n > 0 ? n : 0);
-	if (size > sizeof(*rec))
-		size = sizeof(*rec);
+	u64 size = __builtin_offsetof(struct ioo_name_record, data) + (u64)(n > 0 ? n : 0);
+	CLAMP(size, sizeof(*rec));
 	rec->hdr.size = size;
 	if (aux.ringbuf_output(rec, size, 0) != 0) {
 		count_lost(LOST_AUX_BASE + IOO_AUX_NAME);

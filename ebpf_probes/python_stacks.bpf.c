@@ -224,6 +224,7 @@ static __always_inline int py_chain_done(struct bpf_raw_tracepoint_args *ctx, st
 	if (calls) {
 		u32 depth = rec->depth;
 		for (u32 i = 0; i < IOO_PY_MAX_FRAMES; i++) {
+			LOOP_INDEX(i);
 			if (i >= depth)
 				break;
 			calls->walked[py_slot(i)] = rec->frames[py_slot(i)].instance;
@@ -279,6 +280,7 @@ static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, st
 	u32 depth = rec->depth;
 	u32 max_depth = scratch->max_depth;
 	for (int i = 0; i < PY_WALK_STEPS; i++) {
+		LOOP_INDEX(i);
 		if (!frame || depth >= max_depth)
 			break;
 		u64 at = frame - win_lo;
@@ -438,6 +440,7 @@ int py_codes(struct bpf_raw_tracepoint_args *ctx)
 	u32 depth = scratch->chain.depth;
 	u8 one = 1;
 	for (int i = 0; i < IOO_PY_MAX_FRAMES; i++) {
+		LOOP_INDEX(i);
 		if (i >= depth)
 			break;
 		u64 code = scratch->chain.frames[i & (IOO_PY_MAX_FRAMES - 1)].code;

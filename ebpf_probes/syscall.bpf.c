@@ -16,6 +16,7 @@ static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
 {
 	u64 total = 0;
 	for (int i = 0; i < MAX_IOV; i++) {
+		LOOP_INDEX(i);
 		if (i >= count)
 			break;
 		u64 len = 0;

@@ -88,8 +88,20 @@ def prog_load(prog_type: int, insns: bytes, name: bytes, license: bytes, kern_ve
         try:
             return _load(attr)
         except OSError:
-            tail = " | ".join(log.value.decode(errors="replace").strip().splitlines()[-3:])
+            text = log.value.decode(errors="replace")
+            _keep_log(name, text)
+            tail = " | ".join(text.strip().splitlines()[-3:])
             raise OSError(exc.errno, f"{exc.strerror}: {tail}" if tail else exc.strerror) from None
+
+
+def _keep_log(name: bytes, text: str) -> None:
+    """Write a refused program's whole verifier log to $IOOBSERVE_VERIFIER_LOGS/<name>.log
+    (the error keeps only its last lines)."""
+    directory = os.environ.get("IOOBSERVE_VERIFIER_LOGS")
+    if directory:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        with open(os.path.join(directory, f"{name.decode(errors='replace')}.log"), "w") as out:
+            out.write(text)
 
 
 def _load(attr: ctypes.Array) -> int:

@@ -13,6 +13,7 @@ from bcc.table import Array, HashTable, LruHash, PerCpuArray, ProgArray, RingBuf
 
 from ioobserve.probes.bpf_syscall import btf_load, map_create, prog_load
 from ioobserve.probes.object_cache import CompiledObject, relocate
+from ioobserve.probes.portable_cfg import jump_closed_loops
 
 # bcc's table classes by map type: the ones ioobserve reads or fills from user space.
 TABLE_CLASSES = {1: HashTable, 2: Array, 3: ProgArray, 6: PerCpuArray, 9: LruHash, 27: RingBuf}
@@ -55,11 +56,12 @@ class CachedBPF(BPF):
         return function
 
     def instructions(self, name: str) -> bytes:
-        """A program's instructions with this object's map fds in place."""
+        """A program's instructions with this object's map fds in place, its loops closed by
+        jumps (portable_cfg: what older verifiers require)."""
         code = self.compiled.programs.get(name)
         if code is None:
             raise Exception(f"Unknown program {name}")  # as bcc raises it
-        return relocate(code, dict(enumerate(self._map_fds)))
+        return jump_closed_loops(relocate(code, dict(enumerate(self._map_fds))))
 
     def get_table(self, name, keytype=None, leaftype=None, reducer=None):
         """A bcc table over one of the maps."""

@@ -20,17 +20,19 @@ from ioobserve.probes.async_table import aio_op_array, uring_spec_array
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_entries, call_spec_array
 from ioobserve.probes.capabilities import tracefs_dir, uring_unavailable
 from ioobserve.probes.compile import ProbeError, compile_bpf
+from ioobserve.probes.compile_spool import compile_remotely, spool_dir
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import Headers
 from ioobserve.probes.kernel_layout import KernelLayout, uring_layout_ok
 from ioobserve.probes.libraries import (HDF5_FILE, LIBC_FILE, MPI_FILE, MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM,
                                         LibraryProbes, mapped_files)
-from ioobserve.probes.object_cache import cache_key, extract, lookup, program_image, store
+from ioobserve.probes.object_cache import CompiledObject, cache_key, extract, lookup, store
 from ioobserve.probes.python_probes import CHAINED, WALK_PROGRAM, PythonOptions, PythonProbes
 from ioobserve.probes.syscall_attach import BPF_PROG_TYPE_TRACING, RAW, ProgramKind, SyscallEntry
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
+from ioobserve.probes.verifier_features import verifier_cflags
 
 PROBES_DIR = Path(__file__).resolve().parents[2] / "ebpf_probes"
 # A file per layer, compiled as one unit in this order (each uses what the ones before it
@@ -89,25 +91,41 @@ class ProbeSizes:
 
 
 def _probe_object(text: str, cflags: list[str], headers: Headers) -> tuple[object, bool]:
-    """The probes as a bcc BPF object, and whether it came from the cache: an entry matching
-    this source, these flags and this kernel is loaded as it is; otherwise bcc compiles (and
-    the result is kept for the next recording)."""
+    """The probes as a CachedBPF (its maps made and programs loaded by ioobserve, so every
+    program passes through portable_cfg), and whether the compile was kept from before: an
+    entry matching this source, these flags and this kernel is loaded as it is; otherwise the
+    probes are compiled, and the result kept for the next recording."""
+    from ioobserve.probes.cached_bpf import CachedBPF  # deferred: it imports bcc
+
     key = cache_key(text, cflags, headers, __version__)
     compiled = lookup(key)
     if compiled is not None:
-        from ioobserve.probes.cached_bpf import CachedBPF  # deferred: it imports bcc
-
         try:
             return CachedBPF(compiled), True
         except OSError:  # the kernel refused the maps it made before: compile afresh
             pass
+    compiled = _compile(key, text, cflags, headers)
+    with contextlib.suppress(OSError, ValueError):  # a read-only cache only costs the next start
+        store(compiled)
+    return CachedBPF(compiled), False
+
+
+def _compile(key: str, text: str, cflags: list[str], headers: Headers) -> CompiledObject:
+    """Compile the probes here with bcc, or on the spool's host (compile_spool) if one is set."""
+    spool = spool_dir()
+    if spool is not None:
+        try:
+            return compile_remotely(spool, key, text, cflags, headers)
+        except RuntimeError as exc:
+            raise ProbeError(str(exc)) from exc
     try:
         bpf = compile_bpf(text=text, cflags=cflags, headers=headers)
     except ProbeError as exc:
         raise ProbeError(f"compiling {' and '.join(SOURCES)} failed: {exc}") from exc
-    with contextlib.suppress(OSError, ValueError):  # a read-only cache only costs the next start
-        store(extract(bpf, key))
-    return bpf, False
+    try:
+        return extract(bpf, key)
+    finally:
+        bpf.cleanup()
 
 
 def probes_source_dir() -> Path:
@@ -139,7 +157,7 @@ class SyscallProbes:
         tracepoint_flags: dict[str, int] = {}
         for spec, _ in CACHE_ATTACHMENTS:
             tracepoint_flags.update(self._cache_fields[spec.macro] or absent_flags(spec))
-        cflags = layout.cflags() + [
+        cflags = layout.cflags() + verifier_cflags(layout) + [
             f"-I{source_dir}",
             f"-DEVENTS_PAGES={sizes.events_pages}",
             f"-DAUX_PAGES={sizes.aux_pages}",
@@ -161,7 +179,7 @@ class SyscallProbes:
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
         self.python = PythonProbes(self.bpf, python) if ly.PYTHON in layers else None
-        self._preloading = self._preload() if self.from_cache else []
+        self._preloading = self._preload()
 
     def _programs_wanted(self) -> list[tuple[str, ProgramKind]]:
         """(program, kind) of what attach() loads for these layers, the ones the verifier takes
@@ -204,8 +222,9 @@ class SyscallProbes:
             return self.bpf.load_func(name.encode(), kind.prog_type, attach_type=kind.attach_type or -1).fd
         fd = self._tracing.get((name, kind))
         if fd is None:
-            code, license, kern_version = program_image(self.bpf, name)
-            fd = prog_load(kind.prog_type, code, name.encode(), license, kern_version, kind.attach_type, kind.btf_id)
+            compiled = self.bpf.compiled
+            fd = prog_load(kind.prog_type, self.bpf.instructions(name), name.encode(), compiled.license.encode(),
+                           compiled.kern_version, kind.attach_type, kind.btf_id)
             if self._tracing.setdefault((name, kind), fd) != fd:  # another thread loaded it meanwhile
                 os.close(fd)
                 fd = self._tracing[(name, kind)]

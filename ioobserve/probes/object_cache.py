@@ -102,21 +102,6 @@ def extract(bpf, key: str) -> CompiledObject:
                           tuple(maps), programs, btf_blob(btf_id) if btf_id else b"")
 
 
-def program_image(bpf, name: str) -> tuple[bytes, bytes, int]:
-    """(instructions with the maps' fds in place, license, kernel version) of a program of a
-    compiled bcc module or a cached compile (CachedBPF): what BPF_PROG_LOAD takes, for the
-    kinds of program bcc cannot load (tp_btf, fentry)."""
-    if hasattr(bpf, "compiled"):
-        return bpf.instructions(name), bpf.compiled.license.encode(), bpf.compiled.kern_version
-    from bcc.libbcc import lib  # deferred: only probes import bcc
-
-    start = lib.bpf_function_start(bpf.module, name.encode())
-    if not start:
-        raise Exception(f"Unknown program {name}")  # as bcc raises it
-    code = ctypes.string_at(start, lib.bpf_function_size(bpf.module, name.encode()))
-    return code, lib.bpf_module_license(bpf.module), lib.bpf_module_kern_version(bpf.module)
-
-
 def _declare(lib) -> None:
     """Types of the libbcc calls bcc's Python binding does not declare."""
     for name, restype, argtypes in (("bpf_num_tables", ctypes.c_ulonglong, [ctypes.c_void_p]),
@@ -139,8 +124,8 @@ def relocate(code: bytes, mapping: dict[int, int]) -> bytes:
     return bytes(out)
 
 
-def store(compiled: CompiledObject, directory: Path | None = None) -> Path:
-    """Write an entry atomically (0600, in a 0700 directory); older entries beyond KEEP_ENTRIES go."""
+def store(compiled: CompiledObject, directory: Path | None = None, keep: int | None = KEEP_ENTRIES) -> Path:
+    """Write an entry atomically (0600, in a 0700 directory); older entries beyond `keep` go."""
     directory = directory or cache_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     document = asdict(compiled)
@@ -155,8 +140,10 @@ def store(compiled: CompiledObject, directory: Path | None = None) -> Path:
     except BaseException:
         os.unlink(staging)
         raise
+    if keep is None:
+        return target
     entries = sorted(directory.glob("*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for old in entries[KEEP_ENTRIES:]:
+    for old in entries[keep:]:
         old.unlink(missing_ok=True)
     return target
 

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs in each matrix guest on this machine's root (read-only, a tmpfs on top): mounts what a
+# node has, runs the job the host wrote into /mnt/matrix/job.env, leaves its exit status in
+# /mnt/matrix/status and powers off. Its output is the guest's console, which the host reads.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /tmp
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t tracefs tracefs /sys/kernel/tracing
+ip link set lo up 2>/dev/null || busybox ifconfig lo 127.0.0.1 up
+. /mnt/matrix/job.env
+# The kernel's modules (the host unpacked them) where modprobe looks for them.
+mkdir -p "/lib/modules/$(uname -r)"
+mount --bind "$MATRIX_MODULES" "/lib/modules/$(uname -r)"
+# A real block device for the block layer and O_DIRECT: the host's scratch ext4 image.
+modprobe virtio_blk && modprobe ext4 && mount -t ext4 /dev/vda /var/tmp && chmod 1777 /var/tmp
+echo "matrix-guest: $(uname -r) up in $(cut -d' ' -f1 /proc/uptime) s; running: $MATRIX_COMMAND"
+cd "$MATRIX_REPO"
+sh -c "$MATRIX_COMMAND" </dev/null 2>&1
+status=$?
+echo "$status" > /mnt/matrix/status
+echo "matrix-guest: exit status $status after $(cut -d' ' -f1 /proc/uptime) s"
+sync
+echo o > /proc/sysrq-trigger
+sleep 60
