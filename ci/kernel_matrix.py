@@ -187,6 +187,21 @@ def accelerator(kernel: Kernel) -> str:
     return "kvm" if usable else "tcg"
 
 
+def polars_compat() -> dict[str, str]:
+    """The environment that has the guest's Polars run its build for older CPUs, installed
+    beside the venv (once): under software emulation (qemu 7.2's TCG) Polars' AVX2 build
+    crashes in pl.concat, which the same build does not on real hardware."""
+    version = subprocess.run([str(VENV_PYTHON), "-c", "import importlib.metadata as m; print(m.version('polars'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    target = CACHE / f"polars-runtime-compat-{version}"
+    if not (target / ".ready").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                        f"polars-runtime-compat=={version}"], check=True)
+        (target / ".ready").touch()
+    return {"PYTHONPATH": str(target), "POLARS_FORCE_PKG": "compat"}
+
+
 class CompileSpool(threading.Thread):
     """Compiles the guest asks for, on this machine (ioobserve.probes.compile_spool answers each)."""
 
@@ -237,7 +252,7 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     disk = share / "scratch.img"
     subprocess.run(["truncate", "-s", SCRATCH_DISK, str(disk)], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True)
-    cpu = ["-cpu", "host"] if accel == "kvm" else ["-cpu", "max"]
+    cpu = ["-cpu", "host" if accel == "kvm" else os.environ.get("IOOBSERVE_MATRIX_CPU", "max")]
     argv = ["qemu-system-x86_64", "-accel", accel if accel == "kvm" else "tcg,thread=multi", *cpu,
             "-smp", str(os.cpu_count() or 2), "-m", GUEST_MEMORY, "-display", "none", "-monitor", "none",
             "-serial", "stdio", "-no-reboot", "-kernel", str(kernel.vmlinuz), "-initrd", str(kernel.initramfs),
@@ -282,7 +297,10 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     if status is None and not why:
         why = f"the guest reported no exit status (qemu exited with {qemu.returncode})"
     run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), why)
-    shutil.rmtree(share, ignore_errors=True)
+    if os.environ.get("IOOBSERVE_MATRIX_KEEP"):  # what the guest left in /mnt/matrix, to look at
+        log(f"{kernel.name}: its /mnt/matrix is kept in {share}")
+    else:
+        shutil.rmtree(share, ignore_errors=True)
     return run
 
 
@@ -315,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if "IOOBSERVE_MATRIX_FAIL" in os.environ:
         passed_env["IOOBSERVE_MATRIX_FAIL"] = os.environ["IOOBSERVE_MATRIX_FAIL"]
     accel = accelerator(kernels[0])
+    if accel == "tcg":
+        passed_env |= polars_compat()
     runs = [boot(kernel, command, accel, passed_env) for kernel in kernels]
     failed = [run for run in runs if run.why or run.status != 0]
     log("summary:")

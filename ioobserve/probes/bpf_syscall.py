@@ -13,6 +13,8 @@ from ioobserve.probes.syscall_table import machine_arch
 
 BPF_SYSCALL = {"x86_64": 321, "aarch64": 280}
 BPF_MAP_CREATE = 0
+BPF_MAP_UPDATE_ELEM = 2
+BPF_MAP_DELETE_ELEM = 3
 BPF_PROG_LOAD = 5
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_RAW_TRACEPOINT_OPEN = 17
@@ -67,6 +69,22 @@ def map_create(map_type: int, key_size: int, value_size: int, max_entries: int, 
     struct.pack_into("<IIIIIII16sIIII", attr, 0, map_type, key_size, value_size, max_entries, flags, 0, 0,
                      name[:OBJ_NAME_LEN - 1], 0, btf_fd, btf_key_type_id, btf_value_type_id)
     return bpf(BPF_MAP_CREATE, attr)
+
+
+def map_update(fd: int, key: bytes, value: bytes) -> None:
+    """Set a map's entry (any flags: create or replace)."""
+    c_key, c_value = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(value, len(value))
+    attr = new_attr()
+    struct.pack_into("<IIQQQ", attr, 0, fd, 0, ctypes.addressof(c_key), ctypes.addressof(c_value), 0)
+    bpf(BPF_MAP_UPDATE_ELEM, attr)
+
+
+def map_delete(fd: int, key: bytes) -> None:
+    """Remove a map's entry; OSError(ENOENT) if there is none."""
+    c_key = ctypes.create_string_buffer(key, len(key))
+    attr = new_attr()
+    struct.pack_into("<IIQ", attr, 0, fd, 0, ctypes.addressof(c_key))
+    bpf(BPF_MAP_DELETE_ELEM, attr)
 
 
 def prog_load(prog_type: int, insns: bytes, name: bytes, license: bytes, kern_version: int,

@@ -55,13 +55,24 @@ class CachedBPF(BPF):
         function = self.funcs[func_name] = BPF.Function(self, func_name, fd)
         return function
 
-    def instructions(self, name: str) -> bytes:
-        """A program's instructions with this object's map fds in place, its loops closed by
-        jumps (portable_cfg: what older verifiers require)."""
+    def instructions(self, name: str, maps: dict[str, int] | None = None) -> bytes:
+        """A program's instructions with this object's map fds in place (or those of `maps`,
+        by map name: copies made by clone_map), its loops closed by jumps (portable_cfg: what
+        older verifiers require)."""
         code = self.compiled.programs.get(name)
         if code is None:
             raise Exception(f"Unknown program {name}")  # as bcc raises it
-        return jump_closed_loops(relocate(code, dict(enumerate(self._map_fds))))
+        fds = dict(enumerate(self._map_fds))
+        for map_name, fd in (maps or {}).items():
+            fds[self._maps[map_name][0]] = fd
+        return jump_closed_loops(relocate(code, fds))
+
+    def clone_map(self, name: str) -> int:
+        """A new, empty map made like `name` (the caller closes it): a program loaded with it
+        in place (instructions(maps=...)) uses the copy."""
+        spec = self._maps[name][1]
+        return map_create(spec.type, spec.key_size, spec.value_size, spec.max_entries, spec.flags,
+                          spec.name.encode())
 
     def get_table(self, name, keytype=None, leaftype=None, reducer=None):
         """A bcc table over one of the maps."""

@@ -31,6 +31,7 @@ from ioobserve.probes.python_probes import CHAINED, WALK_PROGRAM, PythonOptions,
 from ioobserve.probes.syscall_attach import BPF_PROG_TYPE_TRACING, RAW, ProgramKind, SyscallEntry
 from ioobserve.probes.syscall_table import machine_arch, spec_array
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
+from ioobserve.probes.tail_calls import TailCalls
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI
 from ioobserve.probes.verifier_features import verifier_cflags
 
@@ -142,7 +143,7 @@ class SyscallProbes:
         self.sizes = sizes
         self.layers = layers
         self.entry = entry  # the syscall layer's way in (syscall_attach.choose)
-        self._tracing: dict[tuple[str, ProgramKind], int] = {}  # tp_btf and fentry programs loaded: fd
+        self._tracing: dict[tuple[str, ProgramKind, int], int] = {}  # tp_btf and fentry programs loaded (by group): fd
         self._links: list[int] = []  # their attachments
         self._attached: list[str] = []
         self._attached_classic: list[str] = []
@@ -176,9 +177,10 @@ class SyscallProbes:
         self._config: np.ndarray | None = None  # ev.CONFIG as last written, once configure() ran
         self._config_lock = threading.Lock()  # threads change the config (helpers, serve's stream and jobs)
         self.bpf, self.from_cache = _probe_object(text, cflags, headers)
+        self.tail_calls = TailCalls(self.bpf, entry, self.load_program)
         self.libraries = {layer: LibraryProbes(self.bpf, *LIBRARY_CALLS[layer]) for layer in ly.LIBRARY_LAYERS
                           if layer in layers}
-        self.python = PythonProbes(self.bpf, python) if ly.PYTHON in layers else None
+        self.python = PythonProbes(self.bpf, python, self.tail_calls, entry.enter) if ly.PYTHON in layers else None
         self._preloading = self._preload()
 
     def _programs_wanted(self) -> list[tuple[str, ProgramKind]]:
@@ -190,6 +192,9 @@ class SyscallProbes:
         wanted = [("on_sys_exit", entry.exit), (entry.enter_program, entry.enter)]
         if entry.mechanism == "fentry":  # the stubs, as loaded for the first function (the rest alike)
             wanted += [("syscall_fexit", entry.exit), ("syscall_fentry", entry.enter)]
+            # each further prototype group's bodies
+            wanted += [(program, entry.in_group(kind, group)) for group in range(1, len(entry.anchors))
+                       for program, kind in (("on_sys_exit", entry.exit), (entry.enter_program, entry.enter))]
         if self.libraries or self.python is not None:
             multi = ProgramKind(BPF.KPROBE, BPF_TRACE_UPROBE_MULTI)
             wanted += [(name, multi) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
@@ -215,19 +220,23 @@ class SyscallProbes:
         """How each layer asked for is probed here, or why it is unavailable."""
         return {**self.attached_layers, **{layer: f"unavailable: {why}" for layer, why in self.unavailable_layers.items()}}
 
-    def load_program(self, name: str, kind: ProgramKind) -> int:
+    def load_program(self, name: str, kind: ProgramKind, group: int | None = None) -> int:
         """Load (verify) a program as this kind, once; its fd. bcc loads the kinds it knows;
-        tp_btf and fentry programs, which need a BTF attach point, are loaded here."""
+        tp_btf and fentry programs, which need a BTF attach point, are loaded here, with the
+        program arrays of their prototype group (tail_calls; by default the kind's)."""
         if kind.prog_type != BPF_PROG_TYPE_TRACING:
             return self.bpf.load_func(name.encode(), kind.prog_type, attach_type=kind.attach_type or -1).fd
-        fd = self._tracing.get((name, kind))
+        group = self.entry.group_of(kind) if group is None else group
+        key = (name, kind, group)
+        fd = self._tracing.get(key)
         if fd is None:
             compiled = self.bpf.compiled
-            fd = prog_load(kind.prog_type, self.bpf.instructions(name), name.encode(), compiled.license.encode(),
-                           compiled.kern_version, kind.attach_type, kind.btf_id)
-            if self._tracing.setdefault((name, kind), fd) != fd:  # another thread loaded it meanwhile
+            code = self.bpf.instructions(name, self.tail_calls.maps(group))
+            fd = prog_load(kind.prog_type, code, name.encode(), compiled.license.encode(), compiled.kern_version,
+                           kind.attach_type, kind.btf_id)
+            if self._tracing.setdefault(key, fd) != fd:  # another thread loaded it meanwhile
                 os.close(fd)
-                fd = self._tracing[(name, kind)]
+                fd = self._tracing[key]
         return fd
 
     def _preload(self) -> list[Future]:
@@ -398,7 +407,7 @@ class SyscallProbes:
         try:
             if ly.AIO in self.layers:
                 for index, program in enumerate(AIO_PROGRAMS):
-                    self.bpf["aio_programs"][ctypes.c_int(index)] = ctypes.c_int(self.load_program(program, entry.exit))
+                    self.tail_calls.set("aio_programs", index, program, entry.exit)
             if entry.mechanism == "raw":
                 for tracepoint, program in RAW_SYSCALL_ATTACHMENTS:
                     self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
@@ -407,14 +416,13 @@ class SyscallProbes:
                 self._link("on_sys_exit", entry.exit)
                 self._link(entry.enter_program, entry.enter)
             else:
-                # the bodies the stubs on every function tail-call
-                for table, program, kind in (("syscall_exit_body", "on_sys_exit", entry.exit),
-                                             ("syscall_enter_body", entry.enter_program, entry.enter)):
-                    self.bpf[table][ctypes.c_int(0)] = ctypes.c_int(self.load_program(program, kind))
-                for _, _, exit_id in entry.attach_points:
-                    self._link("syscall_fexit", replace(entry.exit, btf_id=exit_id))
-                for _, enter_id, _ in entry.attach_points:
-                    self._link("syscall_fentry", replace(entry.enter, btf_id=enter_id))
+                # the bodies the stubs on every function tail-call, a set per prototype group
+                self.tail_calls.set("syscall_exit_body", 0, "on_sys_exit", entry.exit)
+                self.tail_calls.set("syscall_enter_body", 0, entry.enter_program, entry.enter)
+                for _, _, exit_id, group in entry.attach_points:
+                    self._link("syscall_fexit", replace(entry.exit, btf_id=exit_id), group)
+                for _, enter_id, _, group in entry.attach_points:
+                    self._link("syscall_fentry", replace(entry.enter, btf_id=enter_id), group)
         except Exception as exc:  # bcc raises bare Exceptions
             self.detach()
             raise ProbeError(f"attaching the syscall layer by {entry.describe()} failed: {exc}") from exc
@@ -422,13 +430,13 @@ class SyscallProbes:
         if ly.AIO in self.layers:
             self.attached_layers[ly.AIO] = "the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents"
 
-    def _link(self, program: str, kind: ProgramKind) -> None:
+    def _link(self, program: str, kind: ProgramKind, group: int | None = None) -> None:
         """Load a tracing program for its attach point and attach it there."""
-        self._links.append(tracing_attach(self.load_program(program, kind)))
+        self._links.append(tracing_attach(self.load_program(program, kind, group)))
 
     def _attach_python(self) -> None:
         try:
-            self.python.attach(lambda name: self.load_program(name, self.entry.enter))
+            self.python.attach()
         except Exception as exc:  # bcc raises bare Exceptions
             self.detach()
             raise ProbeError(f"the Python layer could not attach: {exc}") from exc
@@ -604,6 +612,7 @@ class SyscallProbes:
         while self._tracing:
             with contextlib.suppress(OSError):
                 os.close(self._tracing.popitem()[1])
+        self.tail_calls.close()
         with contextlib.suppress(Exception):
             self.bpf.cleanup()
 
@@ -611,7 +620,7 @@ class SyscallProbes:
         """Each loaded program's (run time in ns, runs), as the kernel counts them while its
         BPF run-time stats are on (kernel.bpf_stats_enabled, or enable_run_stats())."""
         fds = [(name.decode(), function.fd) for name, function in list(self.bpf.funcs.items())]
-        fds += [(name, fd) for (name, _), fd in list(self._tracing.items())]
+        fds += [(name, fd) for (name, _, _), fd in list(self._tracing.items())]
         stats: dict[str, tuple[int, int]] = {}
         for name, fd in fds:  # a fentry stub, loaded once per function, sums its copies
             with contextlib.suppress(OSError):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,8 +52,10 @@ def _children(pid: int) -> list[int]:
 class PythonProbes:
     """The stack walk of one recording and the processes it knows run CPython."""
 
-    def __init__(self, bpf, options: PythonOptions = PythonOptions()):
+    def __init__(self, bpf, options: PythonOptions, tail_calls, kind):
         self.bpf = bpf
+        self.tail_calls = tail_calls  # tail_calls.TailCalls: py_programs in every prototype group
+        self.kind = kind  # the syscall layer's enter program's kind: a tail call stays within one
         self.depth = min(options.depth, ev.PY_MAX_FRAMES)
         self.sample = max(options.sample, 1)
         self.finder = InterpreterFinder()
@@ -65,15 +66,13 @@ class PythonProbes:
         self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods, sites=import_sites)
         self.versions: set[tuple[int, int]] = set()
 
-    def attach(self, load: Callable[[str], int]) -> None:
+    def attach(self) -> None:
         """Load the walk into py_programs: the syscall layer's enter program tail-calls it once
         a traced syscall's inflight record is written (no program of its own on sys_enter:
-        untraced syscalls and processes pay nothing for it). `load` gives a program's fd, of
-        the enter program's kind (a tail call stays within one kind)."""
+        untraced syscalls and processes pay nothing for it)."""
         self.calls.load_programs()
-        programs = self.bpf["py_programs"]
         for name, index in CHAINED:
-            programs[ctypes.c_int(index)] = ctypes.c_int(load(name))
+            self.tail_calls.set("py_programs", index, name, self.kind)
         self._walking = True
         # Every running process, before any command starts: once an interpreter file is
         # read, the kernel places each new process of it from its exec (~0.1 s here).
@@ -162,6 +161,5 @@ class PythonProbes:
         """Detach the walk and the interpreter uprobes (safe to call twice)."""
         self.calls.close()
         if self._walking:
-            with contextlib.suppress(KeyError, OSError):
-                del self.bpf["py_programs"][ctypes.c_int(CHAINED[-1][1])]
+            self.tail_calls.clear("py_programs", CHAINED[-1][1])
             self._walking = False

@@ -19,6 +19,9 @@ BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_PROG_TYPE_TRACING = 17, 26
 BPF_TRACE_RAW_TP, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT = 23, 24, 25
 RETURN_ZERO = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
 TRACEPOINT_TYPES = ("btf_trace_sys_enter", "btf_trace_sys_exit")
+# Prototype groups of the traced functions with bodies of their own: each costs the verifier
+# the bodies again (Debian's 6.1 and 6.12 have 2).
+MAX_PROTOTYPES = 4
 
 
 class MechanismUnavailable(Exception):
@@ -45,10 +48,29 @@ class SyscallEntry:
     mechanism: str
     enter: ProgramKind  # the enter program's, and the Python walk's, which it tail-calls
     exit: ProgramKind
-    # fentry: (function, BTF id of its fentry, of its fexit) per traced syscall; the two are
-    # one function, kept apart so the stubs can also run on sys_enter/sys_exit (tests, here)
-    attach_points: tuple[tuple[str, int, int], ...] = ()
+    # fentry: (function, BTF id of its fentry, of its fexit, its prototype group) per traced
+    # syscall; the two ids are one function, kept apart so the stubs can also run on
+    # sys_enter/sys_exit (tests, here)
+    attach_points: tuple[tuple[str, int, int, int], ...] = ()
+    # fentry: the (enter, exit) BTF ids each prototype group's bodies load against, group 0
+    # first (enter's and exit's); a kernel that tail-calls only between programs of one
+    # prototype needs a set of bodies per prototype
+    anchors: tuple[tuple[int, int], ...] = ()
     why: str = ""  # why the ways before it were not taken
+
+    def in_group(self, kind: ProgramKind, group: int) -> ProgramKind:
+        """The enter or exit kind `kind` (group 0's) as loaded for a prototype group."""
+        if group == 0:
+            return kind
+        enter_id, exit_id = self.anchors[group]
+        return replace(kind, btf_id=enter_id if kind.btf_id == self.enter.btf_id else exit_id)
+
+    def group_of(self, kind: ProgramKind) -> int:
+        """The prototype group a kind was made for (0 for every other way in)."""
+        for group, ids in enumerate(self.anchors):
+            if kind.prog_type == BPF_PROG_TYPE_TRACING and kind.btf_id in ids:
+                return group
+        return 0
 
     @property
     def enter_program(self) -> str:
@@ -57,7 +79,8 @@ class SyscallEntry:
 
     def describe(self) -> str:
         """One line for the doctor and the recording's summary."""
-        what = {"fentry": f"fentry/fexit on the {len(self.attach_points)} traced syscall functions",
+        groups = f", {len(self.anchors)} prototypes" if len(self.anchors) > 1 else ""
+        what = {"fentry": f"fentry/fexit on the {len(self.attach_points)} traced syscall functions{groups}",
                 "tp_btf": "tp_btf sys_enter/sys_exit (BTF-typed arguments)",
                 "raw": "raw tracepoints sys_enter/sys_exit"}[self.mechanism]
         return f"{what} ({self.why})" if self.why else what
@@ -105,18 +128,20 @@ def _try(mechanism: str, btf: Btf | None) -> tuple[SyscallEntry | None, str]:
     if not names or missing:
         return None, f"fentry: no BTF for {missing[0] if missing else 'the syscall functions'}"
     protos = {name: btf.function_proto(ids[name]) for name in names}
-    common = Counter(protos.values()).most_common(1)[0][0]
-    anchor = next(name for name in names if protos[name] == common)  # the bodies load against it
-    enter = ProgramKind(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, ids[anchor])
+    by_use = [proto for proto, _ in Counter(protos.values()).most_common()]
+    if not _tail_calls_need_one_prototype(btf):
+        by_use = by_use[:1]  # one set of bodies serves every function
+    if len(by_use) > MAX_PROTOTYPES:
+        return None, f"fentry: the traced syscall functions have {len(by_use)} prototypes (at most {MAX_PROTOTYPES} here)"
+    group_of = {proto: group for group, proto in enumerate(by_use)}
+    anchors = [ids[next(name for name in names if protos[name] == proto)] for proto in by_use]
+    enter = ProgramKind(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, anchors[0])
     refused = _refusal(enter)
     if refused:
         return None, f"fentry refused: {refused}"
-    odd = [name for name in names if protos[name] != common]
-    if odd and _tail_calls_need_one_prototype(btf):
-        return None, (f"fentry: {', '.join(odd)} differ(s) in prototype from {anchor}, and this kernel "
-                      "refuses tail calls between tracing programs of different prototypes")
-    points = tuple((name, ids[name], ids[name]) for name in names)
-    return SyscallEntry("fentry", enter, replace(enter, attach_type=BPF_TRACE_FEXIT), points), ""
+    points = tuple((name, ids[name], ids[name], group_of.get(protos[name], 0)) for name in names)
+    return SyscallEntry("fentry", enter, replace(enter, attach_type=BPF_TRACE_FEXIT), points,
+                        tuple((anchor, anchor) for anchor in anchors)), ""
 
 
 def _tail_calls_need_one_prototype(btf: Btf) -> bool:

@@ -98,7 +98,7 @@ def test_the_fentry_stubs_and_bodies_trace_exactly_when_run_on_the_syscall_trace
                                                                                          monkeypatch):
     tracepoints = syscall_attach.choose(wanted="tp_btf")
     stand_in = syscall_attach.SyscallEntry("fentry", tracepoints.enter, tracepoints.exit,
-                                           (("sys_enter/sys_exit", tracepoints.enter.btf_id, tracepoints.exit.btf_id),))
+                                           (("sys_enter/sys_exit", tracepoints.enter.btf_id, tracepoints.exit.btf_id, 0),))
     monkeypatch.setattr(recording_module, "choose_syscall_entry", lambda btf: stand_in)
     path = tmp_path / "data"
     path.write_bytes(b"x" * 4096)
