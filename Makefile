@@ -1,5 +1,5 @@
 # Quick start: `make demo` and `make test`; both run set-up when needed.
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-kernels bench clean
 
 VENV := .venv
 STAMP := $(VENV)/.ioobserve-installed
@@ -29,6 +29,11 @@ $(PEERS_STAMP): ci/peers.sh
 
 test: $(STAMP) $(PEERS_STAMP)
 	ci/test.sh
+
+# The kernel matrix alone: Debian's 6.1 and 6.12 (ci/kernels/kernels.toml) booted under qemu
+# with this machine's root, each running the tests marked `matrix` (make test runs it in CI).
+test-kernels: $(STAMP)
+	$(VENV)/bin/python ci/kernel_matrix.py
 
 # Every benchmark in bench/ (root); QUICK=1: small sizes, to see that each one works.
 bench: $(STAMP)

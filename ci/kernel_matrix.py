@@ -100,6 +100,8 @@ def prepare(entry: dict) -> Kernel:
     root = CACHE / f"{package}_{version}"
     if not (root / ".ready").exists():
         if not _available(package, version):
+            subprocess.run(["apt-get", "update", "-qq"], check=True)  # a machine whose package lists are stale
+        if not _available(package, version):
             pinned = f"{package}={version}"
             package, version = _newest_of_series(entry["series"])
             release = package.removeprefix("linux-image-")
@@ -327,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.prepare_only:
         return 0
     pytest_args = " ".join(_quote(arg) for arg in args.pytest_args) if args.pytest_args else DEFAULT_TESTS
-    command = args.command or f".venv/bin/python -m pytest -q -ra -p no:cacheprovider {pytest_args}"
+    command = args.command or f".venv/bin/python -m pytest -q -ra -p no:cacheprovider --color=no {pytest_args}"
     passed_env = {name: value for name, value in os.environ.items() if name.startswith("IOOBSERVE_") and
                   not name.startswith("IOOBSERVE_MATRIX_")} | {"IOOBSERVE_MATRIX_GUEST": "1"}
     if "IOOBSERVE_MATRIX_FAIL" in os.environ:

@@ -81,6 +81,9 @@ enum ioo_op {
 	/* Linux AIO requests (the iocbs of io_submit), from submission to the io_getevents that
 	 * reaped them; the trace names them without the prefix. */
 	IOO_OP_AIO_PREAD, IOO_OP_AIO_PWRITE, IOO_OP_AIO_FSYNC, IOO_OP_AIO_FDSYNC, IOO_OP_AIO_PREADV, IOO_OP_AIO_PWRITEV,
+	/* More of the VFS: what it does that no read or write syscall carries (exec's reads, the
+	 * copies of sendfile, copy_file_range and splice, each with an output side). */
+	IOO_OP_VFS_KERNEL_READ, IOO_OP_VFS_COPY_FILE_RANGE, IOO_OP_VFS_SPLICE_DIRECT, IOO_OP_VFS_SPLICE,
 	IOO_OP_COUNT
 };
 

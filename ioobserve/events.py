@@ -66,6 +66,7 @@ OP_NAMES: tuple[str, ...] = (
     "uring_openat", "uring_openat2", "uring_close", "uring_statx",
     "uring_renameat", "uring_unlinkat", "uring_mkdirat",
     "aio_pread", "aio_pwrite", "aio_fsync", "aio_fdsync", "aio_preadv", "aio_pwritev",
+    "vfs_kernel_read", "vfs_copy_file_range", "vfs_splice_direct", "vfs_splice",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
@@ -83,6 +84,8 @@ OP_LABELS: tuple[str, ...] = tuple(
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
 WRITE_OPS = frozenset({"write", "pwrite64", "writev", "pwritev", "pwritev2"})
 COPY_OPS = frozenset({"sendfile", "copy_file_range", "splice"})
+# The VFS's copies (sendfile's is do_splice_direct): an input side, and an output side (F_PAIR_OUT).
+VFS_COPY_OPS = frozenset({"vfs_copy_file_range", "vfs_splice_direct", "vfs_splice"})
 BLOCK_OPS = frozenset({"block_read", "block_write", "block_flush", "block_discard", "block_other"})
 # Each layer's op codes are one run, starting here (in this order).
 FIRST_BLOCK_OP = OP_CODES["block_read"]
@@ -96,10 +99,11 @@ FIRST_PYTHON_OP = OP_CODES["py_import"]
 FIRST_ASYNC_SYSCALL_OP = OP_CODES["io_setup"]  # the syscall layer again
 FIRST_URING_OP = OP_CODES["uring_read"]
 FIRST_AIO_OP = OP_CODES["aio_pread"]
+FIRST_MORE_VFS_OP = OP_CODES["vfs_kernel_read"]  # the VFS layer again
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
-VFS_BYTES_OPS = frozenset({"vfs_read", "vfs_write"})
+VFS_BYTES_OPS = frozenset({"vfs_read", "vfs_write", "vfs_kernel_read"}) | VFS_COPY_OPS
 # The io_uring and AIO requests that move data (their labels): ret is bytes moved.
 ASYNC_READ_LABELS = frozenset({"read", "readv", "read_fixed", "readv_fixed", "pread", "preadv"})
 ASYNC_WRITE_LABELS = frozenset({"write", "writev", "write_fixed", "writev_fixed", "pwrite", "pwritev"})

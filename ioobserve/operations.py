@@ -20,6 +20,7 @@ DATA_KINDS = (READ, WRITE)
 # By the name each layer gives its ops in a trace (POSIX wrappers are labelled like the
 # syscall: "read", "pread"; DFTracer's POSIX layer uses libc's names: "read", "pread64").
 READ_NAMES = frozenset(ev.READ_OPS | ev.ASYNC_READ_LABELS | {"pread", "fread", "fgets", "fscanf", "vfscanf", "vfs_read",
+                                                               "vfs_kernel_read",
                                                                "block_read", "H5Dread", "H5Aread"}
                        | {name for name in ev.OP_NAMES if name.startswith("MPI_File_read")})
 WRITE_NAMES = frozenset(ev.WRITE_OPS | ev.ASYNC_WRITE_LABELS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf",
@@ -46,7 +47,7 @@ IO_LAYERS = (s.LAYER_SYSCALL, s.LAYER_POSIX, s.LAYER_STDIO, s.LAYER_MPIIO, s.LAY
 KERNEL_VIEW = (s.LAYER_SYSCALL, s.LAYER_IO_URING, s.LAYER_AIO)
 
 KIND_OF: dict[str, str] = {
-    **dict.fromkeys(OTHER_NAMES, OTHER), **dict.fromkeys(SYNC_NAMES, SYNC), **dict.fromkeys(READ_NAMES | ev.COPY_OPS, READ),
+    **dict.fromkeys(OTHER_NAMES, OTHER), **dict.fromkeys(SYNC_NAMES, SYNC), **dict.fromkeys(READ_NAMES | ev.COPY_OPS | ev.VFS_COPY_OPS, READ),
     **dict.fromkeys(WRITE_NAMES, WRITE),
 }
 """Kind by operation name, in any layer but PYTHON's (whose calls are all OTHER); a name not
@@ -63,7 +64,7 @@ def op_kind(op: pl.Expr | None = None, layer: pl.Expr | None = None, copy_out: p
     by_name = op.replace_strict(KIND_OF, default=METADATA, return_dtype=pl.String)
     return (
         pl.when(layer == s.LAYER_PYTHON).then(pl.lit(OTHER))
-        .when(op.is_in(sorted(ev.COPY_OPS)) & copy_out).then(pl.lit(WRITE))
+        .when(op.is_in(sorted(ev.COPY_OPS | ev.VFS_COPY_OPS)) & copy_out).then(pl.lit(WRITE))
         .otherwise(by_name)
         .cast(pl.Enum(KINDS))
     )
@@ -72,7 +73,7 @@ def op_kind(op: pl.Expr | None = None, layer: pl.Expr | None = None, copy_out: p
 def layer_of(code: int) -> str:
     """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
     runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
-            (ev.FIRST_AIO_OP, s.LAYER_AIO), (ev.FIRST_URING_OP, s.LAYER_IO_URING),
+            (ev.FIRST_MORE_VFS_OP, s.LAYER_VFS), (ev.FIRST_AIO_OP, s.LAYER_AIO), (ev.FIRST_URING_OP, s.LAYER_IO_URING),
             (ev.FIRST_ASYNC_SYSCALL_OP, s.LAYER_SYSCALL), (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5),
             (ev.FIRST_VFS_OP, s.LAYER_VFS), (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),
             (ev.FIRST_CACHE_OP, s.LAYER_CACHE), (ev.FIRST_BLOCK_OP, s.LAYER_BLOCK))

@@ -25,6 +25,8 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
     from ioobserve.probes.capabilities import layer_plan, run_checks
 
     checks = run_checks(try_fentry=not quick)
+    if all(check.ok for check in checks if check.required):
+        checks.append(probes_check())
     table = Table(title="ioobserve doctor", title_justify="left")
     table.add_column("check")
     table.add_column("status")
@@ -45,3 +47,28 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
         console.print(f"[red]recording cannot work here:[/] {failed[0].name}: {failed[0].detail}")
         raise typer.Exit(1)
     console.print("[green]recording can work here[/]")
+
+
+def probes_check():
+    """Load the default layers' probes and verify their programs: the first time on a kernel
+    (or ioobserve version) this compiles them, and keeps the result for every recording."""
+    from ioobserve.collect.recording import load_probes
+    from ioobserve.probes.btf import BtfError
+    from ioobserve.probes.capabilities import Check
+    from ioobserve.probes.compile import ProbeError
+    from ioobserve.probes.headers import HeadersMissing
+    from ioobserve.probes.object_cache import cache_dir
+
+    try:
+        probes = load_probes()
+    except (ProbeError, HeadersMissing, BtfError, OSError) as exc:
+        return Check("probes", False, str(exc), True)
+    try:
+        programs = probes.verify()
+    except ProbeError as exc:
+        return Check("probes", False, str(exc), True)
+    finally:
+        probes.close()
+    how = "loaded from the compile kept" if probes.from_cache else "compiled, and the compile kept"
+    return Check("probes", True, f"{how} in {cache_dir()}; {programs} programs pass the verifier "
+                                 f"(syscall layer: {probes.entry.mechanism})", True)

@@ -11,7 +11,7 @@ import typer
 from ioobserve import events as ev
 from ioobserve.cli.errors import UserError
 from ioobserve.context.tags import TAG_DIR
-from ioobserve.probes.capabilities import cgroup2_mount
+from ioobserve.probes.kernel import cgroup2_mount
 from ioobserve.probes.filters import KernelFilters
 
 PidOption = Annotated[Optional[list[int]], typer.Option("--pid", help="Trace this process and all its descendants (repeatable).")]
@@ -58,7 +58,7 @@ def split_layers(text: str | None) -> tuple[frozenset[str], dict[str, str]]:
     missing: dict[str, str] = {}
     libraries = [layer for layer in ly.LIBRARY_LAYERS if layer in layers]
     if libraries:
-        from ioobserve.probes.capabilities import uprobes_available
+        from ioobserve.probes.kernel import uprobes_available
 
         if not uprobes_available():
             missing.update(dict.fromkeys(libraries, "this kernel has no uprobes (CONFIG_UPROBE_EVENTS)"))

@@ -145,7 +145,7 @@ def record(
     def finish_in_background(path: Path) -> None:
         finisher = finish_later(path)
         if finisher is not None:
-            recording.probes.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
+            recording.probes.tables.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
 
     try:
         writer = TraceWriter(directory, trace_name(), details,
@@ -155,7 +155,7 @@ def record(
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
-    recording.probes.exclude_helper(writer.disk_pid)
+    recording.probes.tables.exclude_helper(writer.disk_pid)
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
     try:

@@ -146,7 +146,7 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         except OutputError as exc:
             recording.probes.close()
             fail(str(exc))
-        recording.probes.exclude_helper(writer.disk_pid)
+        recording.probes.tables.exclude_helper(writer.disk_pid)
     source = LiveSource(recording, writer)
     source.missing = missing
     return source

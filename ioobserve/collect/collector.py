@@ -127,7 +127,7 @@ class Collector:
         self.stacks = PythonStacks()
         self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline,
                                  stacks=self.stacks)
-        self._rings = {name: probes.ring(name) for name in ("events", "aux")}
+        self._rings = {name: probes.tables.ring(name) for name in ("events", "aux")}
         self._backlog_bytes = backlog_bytes
         self._capture_nice = capture_nice
         self._capture: CaptureProcess | None = None
@@ -159,7 +159,7 @@ class Collector:
         self.processes.seed_from_proc()
         seed_from_proc(self.timeline, list(self.processes.by_pid))
         self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
-        self.probes.exclude_helper(self._capture.pid)
+        self.probes.tables.exclude_helper(self._capture.pid)
         self._capture.go()
         self._reader.start()
         self._worker.start()
@@ -313,7 +313,7 @@ class Collector:
                 sink.accounting(rows)
 
     def _report_lost(self) -> None:
-        counts = self.probes.lost_counts()
+        counts = self.probes.tables.lost_counts()
         delta = counts - self._lost_seen
         self._lost_seen = counts
         if delta.any():
@@ -323,7 +323,7 @@ class Collector:
 
     def lost_total(self) -> dict[str, int]:
         """Every loss since the start, by name."""
-        return lost_by_name(self.probes.lost_counts())
+        return lost_by_name(self.probes.tables.lost_counts())
 
     def counters(self) -> dict[str, int]:
         """Counts of what user space made of the records (beyond events and losses), and what

@@ -176,8 +176,8 @@ class Enricher:
             return
         # Syscalls and library calls (an open() starts before its openat): not the kernel's
         # own layers, as the pages an exec faults in (CACHE) are not the program's I/O yet.
-        kernel_side = pl.col("op").is_between(ev.FIRST_BLOCK_OP, ev.FIRST_STDIO_OP - 1) | pl.col("op").is_between(
-            ev.FIRST_VFS_OP, ev.FIRST_HDF5_OP - 1)
+        kernel_side = (pl.col("op").is_between(ev.FIRST_BLOCK_OP, ev.FIRST_STDIO_OP - 1)
+                       | pl.col("op").is_between(ev.FIRST_VFS_OP, ev.FIRST_HDF5_OP - 1) | (pl.col("op") >= ev.FIRST_MORE_VFS_OP))
         own_io = frame.filter(pl.col("pid").is_in(sorted(pending)) & ~kernel_side & ~pl.col("op").is_in(_HOUSEKEEPING))
         first = own_io.group_by("pid").agg(pl.col("ts_ns").min())
         self.timeline.confirm_workers(dict(first.iter_rows()))

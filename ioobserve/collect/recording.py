@@ -15,7 +15,7 @@ from ioobserve.collect.priority import restore_priority
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.probes.bpf_syscall import enable_run_stats
 from ioobserve.probes.btf import Btf
-from ioobserve.probes.capabilities import tracefs_dir
+from ioobserve.probes.kernel import tracefs_dir
 from ioobserve.probes.compile import ProbeError
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.headers import find_headers
@@ -23,8 +23,8 @@ from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.loader import ProbeSizes, SyscallProbes
 from ioobserve.probes.python_probes import PythonOptions
-from ioobserve.probes.syscall_attach import MechanismUnavailable
-from ioobserve.probes.syscall_attach import choose as choose_syscall_entry
+from ioobserve.probes.attach.syscall import MechanismUnavailable
+from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
 
 
 @dataclass
@@ -90,7 +90,7 @@ def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
         entry = choose_syscall_entry(btf)
     except MechanismUnavailable as exc:
         raise ProbeError(str(exc)) from exc
-    return SyscallProbes(layout_from_btf(btf), find_headers(), entry, sizes, layers, python)
+    return SyscallProbes(layout_from_btf(btf), find_headers(), entry, sizes, layers, python, btf)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:

@@ -18,7 +18,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.model import CgroupContext, parse_cgroup_path
-from ioobserve.probes.capabilities import cgroup2_mount
+from ioobserve.probes.kernel import cgroup2_mount
 
 RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
 

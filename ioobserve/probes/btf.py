@@ -17,6 +17,7 @@ _MAGIC = 0xEB9F
 _HEADER = struct.Struct("<HBBIIIII")
 _TYPE = struct.Struct("<III")
 _MEMBER = struct.Struct("<III")
+_PARAM = struct.Struct("<II")  # a function prototype's parameter: name, type
 
 # BTF kinds (include/uapi/linux/btf.h) and the bytes that follow each btf_type record.
 _INT, _PTR, _ARRAY, _STRUCT, _UNION, _ENUM, _FWD, _TYPEDEF = 1, 2, 3, 4, 5, 6, 7, 8
@@ -202,3 +203,41 @@ class Btf:
         if entry is None or entry.kind != _FUNC:
             raise BtfError(f"type {function_id} is not a function")
         return entry.size_or_type
+
+    def tracepoint_args(self, tracepoint: str) -> list[str] | None:
+        """The C types of a tracepoint's arguments as a raw or tp_btf program gets them
+        ("struct io_kiocb *", "void *", "bool", ...), from its btf_trace_<name> typedef; None
+        if the kernel has no such tracepoint."""
+        found = self.named_ids("typedef", [f"btf_trace_{tracepoint}"])
+        if not found:
+            return None
+        proto = self._resolve(next(iter(found.values())))
+        if proto.kind == _PTR:
+            proto = self._resolve(proto.size_or_type)
+        if proto.kind != _FUNC_PROTO:
+            raise BtfError(f"btf_trace_{tracepoint} is no function pointer")
+        params = [_PARAM.unpack_from(self._blob, proto.body + i * _PARAM.size)[1] for i in range(proto.vlen)]
+        return [self._c_type(type_id) for type_id in params[1:]]  # the first is the probe's own data
+
+    def _c_type(self, type_id: int) -> str:
+        """A type as C spells it, modifiers left out."""
+        entry = self._type(type_id)
+        while entry is not None and entry.kind in _MODIFIERS:
+            entry = self._type(entry.size_or_type)
+        if entry is None:
+            return "void"
+        if entry.kind == _PTR:
+            return f"{self._c_type(entry.size_or_type)} *"
+        name_off = _TYPE.unpack_from(self._blob, entry.body - _TYPE.size)[0]
+        name = self._name(name_off) if name_off else "?"
+        return {_STRUCT: f"struct {name}", _UNION: f"union {name}", _ENUM: f"enum {name}"}.get(entry.kind, name)
+
+    def function_args(self, function: str) -> list[str] | None:
+        """The C types of a kernel function's arguments, from its BTF prototype; None if the
+        kernel's BTF has no such function (inlined, renamed, or absent)."""
+        found = self.named_ids("function", [function])
+        if not found:
+            return None
+        proto = self._resolve(self.function_proto(next(iter(found.values()))))
+        params = [_PARAM.unpack_from(self._blob, proto.body + i * _PARAM.size)[1] for i in range(proto.vlen)]
+        return [self._c_type(type_id) for type_id in params]

@@ -1,27 +1,27 @@
-"""What this kernel and machine allow, checked rather than assumed (`ioobserve doctor`).
-
-Each probe picks its mechanism from these checks: fentry, then kprobe or tp_btf, then tracepoint.
-"""
+"""What this kernel and machine allow, checked rather than assumed (`ioobserve doctor`), and
+the way each layer would take here, as its attach module (probes/attach/) chooses it."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
+from ioobserve.probes import layers as ly
+from ioobserve.probes.attach.block import BlockLayer
+from ioobserve.probes.attach.cache import CacheLayer
+from ioobserve.probes.attach.io_uring import UringLayer
+from ioobserve.probes.attach.syscall import AIO_DESCRIPTION, MechanismUnavailable
+from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
+from ioobserve.probes.attach.vfs import VfsLayer
 from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
 from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
-from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.headers import HeadersMissing, find_headers
-from ioobserve.probes.kernel_layout import layout_from_btf, uring_layout_ok
-from ioobserve.probes.object_cache import cache_dir
-from ioobserve.probes.syscall_attach import MechanismUnavailable
-from ioobserve.probes.syscall_attach import choose as choose_syscall_entry
+from ioobserve.probes.kernel import (cgroup2_mount, first_tracepoint, kprobes_available, lockdown_mode, tracefs_dir,
+                                     uprobes_available)
+from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.program_kind import fentry_kind, refusal
 from ioobserve.probes.syscall_table import NUMBERS, machine_arch
 
-TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 BPF_MAP_TYPE_RINGBUF = 27
 CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
 
@@ -38,9 +38,10 @@ class Check:
 
 def effective_caps() -> int:
     """The CapEff bit mask of this process."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("CapEff:"):
-            return int(line.split()[1], 16)
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
     return 0
 
 
@@ -52,19 +53,6 @@ def privileges_check() -> Check:
         return Check("privileges", True, "root" if os.geteuid() == 0 else "CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN", True)
     missing = ", ".join(name for name, ok in have.items() if not ok)
     return Check("privileges", False, f"missing {missing}: run as root (sudo ioobserve ...)", True)
-
-
-def tracefs_dir(mount: bool = True) -> Path | None:
-    """The tracefs directory with events/, mounting tracefs if allowed and needed."""
-    for path in TRACEFS_PATHS:
-        if (path / "events").is_dir():
-            return path
-    if mount and os.geteuid() == 0 and TRACEFS_PATHS[0].is_dir():
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS_PATHS[0])], check=True, capture_output=True, timeout=10)
-        if (TRACEFS_PATHS[0] / "events").is_dir():
-            return TRACEFS_PATHS[0]
-    return None
 
 
 def ringbuf_supported(arch: str | None = None) -> bool:
@@ -79,47 +67,48 @@ def ringbuf_supported(arch: str | None = None) -> bool:
     return True
 
 
-def fentry_supported() -> tuple[bool, str]:
-    """Load a trivial fentry program (bcc reports support on kernels that then refuse it)."""
-    from bcc import BPF  # deferred: only probes import bcc
+def fentry_supported(btf: Btf | None) -> tuple[bool, str]:
+    """Load a trivial fentry program on vfs_read (a refusal costs no verifier time)."""
+    if btf is None:
+        return False, "no kernel BTF"
+    found = btf.named_ids("function", ["vfs_read"])
+    if not found:
+        return False, "vfs_read is not in this kernel's BTF"
+    refused = refusal(fentry_kind(found["vfs_read"]))
+    return (False, f"load refused: {refused}") if refused else (True, "fentry/fexit programs load")
 
-    if not BPF.support_kfunc():
-        return False, "no BTF trampoline support"
+
+def lockdown_check() -> Check:
+    """The kernel's lockdown mode: integrity still lets BPF read kernel memory through BTF;
+    confidentiality forbids it (the probes cannot run)."""
+    mode = lockdown_mode()
+    if mode is None:
+        return Check("lockdown", True, "no lockdown LSM")
+    if mode == "confidentiality":
+        return Check("lockdown", False, "confidentiality: the kernel forbids BPF reading its memory; boot with "
+                                        "lockdown=integrity or none", True)
+    return Check("lockdown", True, mode + (": BPF probes allowed" if mode != "none" else ""))
+
+
+def _load_btf() -> Btf | None:
     try:
-        probe = compile_bpf(text="KFUNC_PROBE(vfs_read) { return 0; }")
-    except (ProbeError, HeadersMissing) as exc:
-        return False, f"load refused: {str(exc)[:80]}"
-    probe.cleanup()
-    return True, "fentry/fexit programs load"
-
-
-def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> Path | None:
-    """Where the cgroup v2 hierarchy is mounted (it may sit beside v1 controllers)."""
-    with open(mountinfo) as lines:
-        for line in lines:
-            fields = line.split()
-            if fields[fields.index("-") + 1] == "cgroup2":
-                return Path(fields[4])
-    return None
-
-
-def _tracepoint(tracefs: Path | None, *names: str) -> str | None:
-    for name in names:
-        if tracefs and (tracefs / "events" / name).is_dir():
-            return name
-    return None
+        return Btf.load()
+    except BtfError:
+        return None
 
 
 def run_checks(try_fentry: bool = True) -> list[Check]:
-    """Every check, in the order the doctor shows them."""
+    """Every check of the kernel and machine, in the order the doctor shows them."""
     checks = [privileges_check()]
     release, arch = os.uname().release, machine_arch()
     checks.append(Check("kernel", arch in NUMBERS, f"{release} on {arch}" + ("" if arch in NUMBERS else ": no syscall table for this architecture"), True))
+    btf = _load_btf()
     try:
-        layout_from_btf(Btf.load())
+        layout_from_btf(btf if btf is not None else Btf.load())
         checks.append(Check("BTF", True, f"{VMLINUX_BTF}: struct offsets from the running kernel", True))
     except BtfError as exc:
         checks.append(Check("BTF", False, f"{exc}; a kernel with CONFIG_DEBUG_INFO_BTF=y is needed", True))
+    checks.append(lockdown_check())
     try:
         headers = find_headers()
         checks.append(Check("kernel headers", True, headers.description, True))
@@ -127,133 +116,61 @@ def run_checks(try_fentry: bool = True) -> list[Check]:
         checks.append(Check("kernel headers", False, str(exc), True))
     tracefs = tracefs_dir()
     checks.append(Check("tracefs", tracefs is not None, str(tracefs) if tracefs else "not mounted and could not mount it", True))
-    raw = _tracepoint(tracefs, "raw_syscalls/sys_enter")
+    raw = first_tracepoint("raw_syscalls/sys_enter")
     checks.append(Check("syscall tracepoints", raw is not None, "raw_syscalls:sys_enter/sys_exit (raw tracepoints)" if raw else "raw_syscalls missing", True))
-    sched = _tracepoint(tracefs, "sched/sched_process_fork")
+    sched = first_tracepoint("sched/sched_process_fork")
     checks.append(Check("sched tracepoints", sched is not None, "sched_process_fork/exec/exit" if sched else "missing", True))
-    block = _tracepoint(tracefs, "block/block_io_start", "block/block_rq_issue")
+    block = first_tracepoint("block/block_io_start", "block/block_rq_issue")
     checks.append(Check("block tracepoints", block is not None, block or "missing"))
-    filemap = _tracepoint(tracefs, "filemap/mm_filemap_add_to_page_cache")
+    filemap = first_tracepoint("filemap/mm_filemap_add_to_page_cache")
     checks.append(Check("filemap tracepoints", filemap is not None, filemap or "missing"))
-    kprobes = bool(tracefs and (tracefs / "kprobe_events").exists())
+    kprobes = kprobes_available()
     checks.append(Check("kprobes", kprobes, "kprobe_events present" if kprobes else "absent (CONFIG_KPROBES not set)"))
     if try_fentry:
-        ok, detail = fentry_supported()
+        ok, detail = fentry_supported(btf)
         checks.append(Check("fentry", ok, detail))
-    uprobes = bool(tracefs and (tracefs / "uprobe_events").exists())
+    uprobes = uprobes_available()
     checks.append(Check("uprobes", uprobes, "uprobe_events present" if uprobes else "absent (CONFIG_UPROBE_EVENTS not set)"))
     ring = ringbuf_supported()
     checks.append(Check("BPF ring buffer", ring, "BPF_MAP_TYPE_RINGBUF" if ring else "cannot create one (kernel < 5.8?)", True))
     cgroup = cgroup2_mount()
     checks.append(Check("cgroup v2", cgroup is not None, str(cgroup) if cgroup else "not mounted: --cgroup unavailable"))
-    if all(check.ok for check in checks if check.required):
-        checks.append(probes_check())
     return checks
 
 
-def probes_check() -> Check:
-    """Load the default layers' probes and verify their programs: the first time on a kernel
-    (or ioobserve version) this compiles them, and keeps the result for every recording."""
-    from ioobserve.collect.recording import load_probes  # deferred: it imports the collector
-
-    try:
-        probes = load_probes()
-    except (ProbeError, HeadersMissing, BtfError, OSError) as exc:
-        return Check("probes", False, str(exc), True)
-    try:
-        programs = probes.verify()
-    except ProbeError as exc:
-        return Check("probes", False, str(exc), True)
-    finally:
-        probes.close()
-    how = "loaded from the compile kept" if probes.from_cache else "compiled, and the compile kept"
-    return Check("probes", True, f"{how} in {cache_dir()}; {programs} programs pass the verifier", True)
-
-
 def layer_plan(checks: list[Check]) -> dict[str, str]:
-    """Which mechanism each layer uses here, or why it is unavailable."""
-    ok = {c.name: c.ok for c in checks}
-    ready = all(c.ok for c in checks if c.required)
-    plan = {"syscall": syscall_mechanism() if ready else "unavailable (see failed checks)"}
-    plan["io_uring"] = uring_plan(_uring_layout_ok()) if ready else "unavailable (see failed checks)"
-    plan["aio"] = ("the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"
-                   if ready else "unavailable (see failed checks)")
-    plan["block"] = ("raw tracepoints block_io_start (or block_bio_queue)/block_rq_issue/block_rq_complete"
-                     if ready and ok.get("block tracepoints") else "unavailable: no block tracepoints")
-    plan["cache"] = ("tracepoints mm_filemap_add_to_page_cache, page_cache_sync_ra/async_ra where present"
-                     if ready and ok.get("filemap tracepoints") else "unavailable: no filemap tracepoints")
-    plan["libc"] = ("uprobes on each libc the selected processes map (opt-in: --layers libc)"
-                    if ready and ok.get("uprobes") else "unavailable: no uprobes")
-    for layer, what in (("hdf5", "libhdf5 (also copies inside wheels)"), ("mpiio", "the MPI library")):
-        plan[layer] = (f"uprobes on {what} where the selected processes map it (opt-in: --layers {layer})"
-                       if ready and ok.get("uprobes") else "unavailable: no uprobes")
-    plan["vfs"] = vfs_mechanism(ok.get("fentry", False), ok.get("kprobes", False))[1]
-    return plan
+    """Which way each layer takes here (its attach module's choice), or why it cannot; every
+    layer is unusable while a required check fails."""
+    failed = [check.name for check in checks if check.required and not check.ok]
+    if failed:
+        return dict.fromkeys(ly.KNOWN, f"not usable: recording cannot work here ({', '.join(failed)} failed)")
+    btf = _load_btf()
+    layout = layout_from_btf(btf)
+    plan = {ly.SYSCALL: syscall_mechanism(btf)}
+    for layer in (UringLayer(btf, layout), BlockLayer(), CacheLayer(tracefs_dir())):
+        plan[layer.name] = f"unavailable: {layer.unavailable}" if layer.unavailable else layer.describe()
+    plan[ly.AIO] = AIO_DESCRIPTION
+    plan[ly.PYTHON] = "the stack walk tail-called by the syscall layer; uprobes on each interpreter for imports and open()"
+    uprobes = uprobes_available()
+    for layer, what in ((ly.LIBC, "each libc the selected processes map"), (ly.HDF5, "libhdf5 (also copies inside wheels)"),
+                        (ly.MPIIO, "the MPI library")):
+        plan[layer] = (f"uprobes on {what} (opt-in: --layers {layer})" if uprobes
+                       else "unavailable: no uprobes (CONFIG_UPROBE_EVENTS not set)")
+    vfs = VfsLayer(btf)
+    plan[ly.VFS] = f"unavailable: {vfs.unavailable}" if vfs.unavailable else f"{vfs.describe()} (opt-in: --layers vfs)"
+    return {layer: plan[layer] for layer in ly.KNOWN}
 
 
-def _uring_layout_ok() -> bool:
-    try:
-        return uring_layout_ok(layout_from_btf(Btf.load()))
-    except BtfError:
-        return False
-
-
-def syscall_mechanism() -> str:
+def syscall_mechanism(btf: Btf | None = None) -> str:
     """How the syscall layer enters the kernel here, and why not by the cheaper ways."""
     try:
-        return choose_syscall_entry().describe()
+        return choose_syscall_entry(btf).describe()
     except MechanismUnavailable as exc:
         return str(exc)
 
 
-def vfs_mechanism(fentry: bool, kprobes: bool) -> tuple[str | None, str]:
-    """("kprobes" | None, what the doctor says) for the VFS layer. Its probes are kprobes,
-    which every kernel with fentry also has in practice; fentry is reported, not used."""
-    if kprobes:
-        return "kprobes", "kprobes/kretprobes on vfs_read/write/open/fsync_range (opt-in: --layers vfs)"
-    if fentry:
-        return None, "unavailable: fentry only, and the VFS layer's probes are kprobes"
-    return None, "unavailable: no fentry and no kprobes on this kernel"
-
-
-URING_TRACEPOINTS = ("io_uring/io_uring_submit_req", "io_uring/io_uring_complete", "io_uring/io_uring_create")
-URING_DISABLED = Path("/proc/sys/kernel/io_uring_disabled")
-
-
-def uring_unavailable(layout_ok: bool) -> str | None:
-    """Why this kernel cannot give the IO_URING layer, or None if it can: its tracepoints
-    and the io_kiocb fields the probes read (layout_ok: kernel_layout.uring_layout_ok)."""
-    tracefs = tracefs_dir()
-    missing = [name for name in URING_TRACEPOINTS if not _tracepoint(tracefs, name)]
-    if missing:
-        return f"no io_uring tracepoints ({', '.join(missing)}): a kernel before 5.5, or built without io_uring"
-    if not layout_ok:
-        return "BTF lacks the io_uring request fields the probes read (io_kiocb, io_rw, io_sync)"
-    return None
-
-
-def uring_plan(layout_ok: bool) -> str:
-    """What the doctor says of the IO_URING layer."""
-    why = uring_unavailable(layout_ok)
-    if why:
-        return f"unavailable: {why}"
-    what = "raw tracepoints io_uring_submit_req/io_uring_complete/io_uring_create"
-    try:
-        if URING_DISABLED.read_text().strip() == "2":
-            what += " (kernel.io_uring_disabled=2: no process can use io_uring here)"
-    except OSError:
-        pass
-    return what
-
-
-def uprobes_available() -> bool:
-    """Whether this kernel has uprobes (the library layers' probes)."""
-    tracefs = tracefs_dir()
-    return bool(tracefs and (tracefs / "uprobe_events").exists())
-
-
 def vfs_available() -> tuple[str | None, str]:
-    """The VFS layer's mechanism on this kernel, checked (fentry by loading a program)."""
-    tracefs = tracefs_dir()
-    kprobes = bool(tracefs and (tracefs / "kprobe_events").exists())
-    return vfs_mechanism(fentry_supported()[0], kprobes)
+    """The VFS layer's way in on this kernel ("fentry", "kprobe" or None) and what the doctor
+    says of it (why not, when None)."""
+    vfs = VfsLayer(_load_btf())
+    return vfs.mechanism, vfs.unavailable or vfs.describe()

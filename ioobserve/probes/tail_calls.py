@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 
 from ioobserve.probes.bpf_syscall import map_delete, map_update
-from ioobserve.probes.syscall_attach import ProgramKind, SyscallEntry
+from ioobserve.probes.program_kind import ProgramKind
 
 ARRAYS = ("syscall_enter_body", "syscall_exit_body", "py_programs", "aio_programs")
 
@@ -25,7 +25,8 @@ ARRAYS = ("syscall_enter_body", "syscall_exit_body", "py_programs", "aio_program
 class TailCalls:
     """Fills and empties one program array slot in every group's copy at once."""
 
-    def __init__(self, bpf, entry: SyscallEntry, load: Callable[[str, ProgramKind, int], int]):
+    def __init__(self, bpf, entry, load: Callable[[str, ProgramKind, int], int]):
+        """`entry`: the syscall layer's way in (attach.syscall.SyscallEntry)."""
         self.bpf = bpf
         self.entry = entry
         self._load = load  # (program, kind, group) -> fd

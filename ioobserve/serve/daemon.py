@@ -76,7 +76,7 @@ class Daemon:
                            rotate_bytes=int(self.config.rotate_mb * 1e6) if self.config.rotate_mb else None,
                            rotate_seconds=self.config.rotate_s, stop_timeout=self.config.stop_timeout)
         self.jobs = jobs
-        self.stream = EventStream(server, self._command, lambda on: probes.emit_some(not on))
+        self.stream = EventStream(server, self._command, lambda on: probes.tables.emit_some(not on))
         registry.register(KernelCollector(probes, self.config.node))
         recording.sinks = [jobs, self.stream]
         self.stream.start()

@@ -82,7 +82,7 @@ class JobRecorder:
             if self.wanted(job):  # a rule still records it
                 return None
             for cgroup_id in [c for c, j in self._emitting.items() if j == job]:
-                self.probes.emit_cgroup(cgroup_id, False)
+                self.probes.tables.emit_cgroup(cgroup_id, False)
                 del self._emitting[cgroup_id]
             writer = self.writers.pop(job, None)
         if writer is None:
@@ -100,7 +100,7 @@ class JobRecorder:
         with self._lock:
             gone = self.cgroups.gone(list(self.cgroups.by_id))
             for cgroup_id in gone & self._emitting.keys():
-                self.probes.emit_cgroup(cgroup_id, False)
+                self.probes.tables.emit_cgroup(cgroup_id, False)
                 del self._emitting[cgroup_id]
             self.cgroups.forget(gone)
             if not (self._asked or self.rules):
@@ -108,7 +108,7 @@ class JobRecorder:
             tops = self.cgroups.ids_where(lambda ctx: self.wanted(ctx.job))
             for cgroup_id in tops - self._emitting.keys():
                 self._emitting[cgroup_id] = self.cgroups.by_id[cgroup_id].job
-                self.probes.emit_cgroup(cgroup_id, True)
+                self.probes.tables.emit_cgroup(cgroup_id, True)
 
     def reopen(self) -> None:
         """SIGHUP: every job's trace starts a new part file with its next batch."""
@@ -128,7 +128,7 @@ class JobRecorder:
                 directory, trace_name(), details, rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
                 mounts=read_mounts(),
                 on_trouble=lambda message: self.log(f"ioobserve serve: job {job}: {message}", flush=True))
-            self.probes.exclude_helper(writer.disk_pid)  # its own writes are not the node's I/O
+            self.probes.tables.exclude_helper(writer.disk_pid)  # its own writes are not the node's I/O
             if self._processes:
                 writer.processes(list(self._processes.values()))
         return writer

@@ -63,7 +63,7 @@ class KernelCollector(Collector):
     def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame, int]:
         """The labelled sums and histogram rows, live and carried; the calls not aggregated.
         Entries of cgroups that are gone move from the kernel into the carry."""
-        entries, dropped = self.probes.aggregates()
+        entries, dropped = self.probes.tables.aggregates()
         calls, hist = agg.call_frame(entries), agg.hist_frame(entries)
         self._learn(calls)
         now = self.clock()
@@ -71,7 +71,7 @@ class KernelCollector(Collector):
         if gone:
             dead = pl.col("cgroup_id").is_in(sorted(gone))
             self.carry.add(self.maps.label(agg.call_sums(calls.filter(dead))), self.maps.label(hist.filter(dead)), now)
-            self.probes.forget_aggregates(gone)
+            self.probes.tables.forget_aggregates(gone)
             self.cgroups.forget(gone)  # ids and names of gone cgroups would otherwise pile up for months
             for cgroup_id in gone:
                 self.maps.jobs.pop(cgroup_id, None)
@@ -99,7 +99,7 @@ class KernelCollector(Collector):
         yield family
         lost = CounterMetricFamily("ioobserve_lost_events", "Events the kernel could not hand over (ring buffer full).",
                                    labels=["node"])
-        lost.add_metric([self.maps.node], int(self.probes.lost_counts().sum()))
+        lost.add_metric([self.maps.node], int(self.probes.tables.lost_counts().sum()))
         yield lost
 
     @staticmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.probes.capabilities import cgroup2_mount
+from ioobserve.probes.kernel import cgroup2_mount
 
 
 @contextlib.contextmanager

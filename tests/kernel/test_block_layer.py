@@ -18,6 +18,8 @@ from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import record_command
 
+pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
+
 WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
 SIZE = 4 << 20
 

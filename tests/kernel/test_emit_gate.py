@@ -51,7 +51,7 @@ class _Kept:
         self.batches.append(frame.select(pl.col(s.LAYER, s.OP).cast(pl.String)))
 
     def close(self, deadline=None) -> None:
-        self.aggregates, _ = self.probes.aggregates()
+        self.aggregates, _ = self.probes.tables.aggregates()
 
     def event_layers(self) -> dict[str, int]:
         """Kernel events received per layer (not the Python calls user space makes of their stacks)."""
@@ -88,7 +88,7 @@ def _record(cold_file: Path, gate_open: bool) -> tuple[_Kept, dict[str, str]]:
     recording = Recording(KernelFilters(), [sink], sizes=ProbeSizes(aggregate_entries=4096), layers=layers,
                           stop_timeout=300)
     sink.probes = recording.probes
-    on_start = (lambda: recording.probes.emit_some(False)) if gate_open else None
+    on_start = (lambda: recording.probes.tables.emit_some(False)) if gate_open else None
     result = recording.run(command=[sys.executable, "-c", WORKLOAD, str(cold_file)], on_start=on_start)
     assert result.command_status == 0 and not result.lost, json.dumps(result.lost)
     layers = {layer.upper(): how for layer, how in result.layers.items() if not how.startswith("unavailable")}

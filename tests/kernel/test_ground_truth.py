@@ -19,6 +19,8 @@ from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import json_line, record_command
 
+pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
+
 LOADER = str(ROOT / "tests" / "workloads" / "loader.py")
 OPS = ("openat", "read", "close", "newfstatat", "rename", "unlink")
 ARGS = ["--files", "12", "--size", str(256 * 1024), "--workers", "4", "--threads", "2", "--short", "3"]

@@ -15,6 +15,8 @@ from ioobserve.trace.reader import load
 from tests.kernel.recorder import Recorder
 from tests.kernel.scratch_cgroups import scratch_cgroups
 
+pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
+
 POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
 CID = "3f4b8c2a9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
 LAYOUTS = {
@@ -28,6 +30,7 @@ LAYOUTS = {
 # Moves itself into a cgroup, then does a known number of writes and reads, and says so.
 WORKLOAD = """
 import json, os, sys
+
 cgroup, path = sys.argv[1], sys.argv[2]
 with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
     procs.write(str(os.getpid()))

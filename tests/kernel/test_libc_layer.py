@@ -16,6 +16,8 @@ from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.recorder import record_command
 
+pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
+
 SOURCE = ROOT / "tests" / "workloads" / "stdio_workload.c"
 
 

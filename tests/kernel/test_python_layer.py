@@ -38,6 +38,7 @@ def _reads(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix
 @pytest.mark.parametrize("method", ["spawn", "fork"])
 def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, method):
     """Every read of every worker names Dataset.__getitem__ at its numpy.load line, with

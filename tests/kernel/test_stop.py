@@ -21,7 +21,7 @@ def _run_traced(probes, reader) -> int:
     from ioobserve.collect.recording import GatedCommand
 
     child = GatedCommand(WORKLOAD)
-    probes.trace_pid(child.pid)
+    probes.tables.trace_pid(child.pid)
     child.release()
     assert os.waitpid(child.pid, 0)[1] == 0
     events = reader.read_fixed(ev.EVENT)
@@ -38,7 +38,7 @@ def test_nothing_is_selected_once_the_recording_stops(root_required):
     try:
         probes.configure(KernelFilters(filter_pid=True))
         probes.attach()
-        reader = RingReader(*probes.ring("events"))
+        reader = RingReader(*probes.tables.ring("events"))
         assert _run_traced(probes, reader) >= STATS  # the interpreter's own stats come on top
         probes.stop_selecting()
         assert _run_traced(probes, reader) == 0

@@ -1,4 +1,4 @@
-"""The syscall layer's ways into the kernel (probes/syscall_attach.py) trace the same calls:
+"""The syscall layer's ways into the kernel (probes/attach/syscall.py) trace the same calls:
 the ground-truth DataLoader-like workload, counted exactly by itself, under tp_btf and raw
 tracepoints, and under fentry where the kernel allows it (where it refuses, asking for it is
 one clear line). The fentry path's own programs (stubs tail-calling the bodies through their
@@ -17,12 +17,14 @@ from ioobserve import schema as s
 from ioobserve.collect import recording as recording_module
 from ioobserve.collect.recording import Recording
 from ioobserve.probes import layers as ly
-from ioobserve.probes import syscall_attach
+from ioobserve.probes.attach import syscall as syscall_attach
 from ioobserve.probes.compile import ProbeError, compile_bpf
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.trace.reader import load, own_records
 from tests.kernel.recorder import json_line, record_command
 from tests.kernel.test_ground_truth import ARGS, LOADER, _expected_counts, _trace_counts
+
+pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
 
 DESCRIBED = {"fentry": "fentry/fexit on the", "tp_btf": "tp_btf sys_enter/sys_exit", "raw": "raw tracepoints sys_enter/sys_exit"}
 PREADS = 300  # the stand-in test's workload: exactly these pread64 calls of one file

@@ -1,10 +1,15 @@
-"""The VFS layer: its programs pass this kernel's verifier, and `record --layers vfs` follows
-what the kernel allows: where there are no kprobes it refuses with the reason and writes
-nothing; where there are, each read syscall of a workload has one vfs_read child."""
+"""The VFS layer: its programs of both kinds pass this kernel's verifier, and `record --layers
+vfs` follows what the kernel allows: where it has neither kprobes nor fentry it refuses with
+the reason and writes nothing; where it has one, the VFS's own events are exact: each read
+syscall of a workload has one vfs_read child, each sendfile, copy_file_range and splice its
+copy in the VFS, and an exec's loader reads exactly what the ELF file says, through no
+syscall at all. Run under both ways where the kernel has both (the kernel matrix's guests)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 
 import polars as pl
@@ -18,25 +23,43 @@ from tests.kernel import programs
 from tests.kernel.recorder import record_command
 
 WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
+VFS_WORKLOAD = ROOT / "tests" / "workloads" / "vfs_workload.py"
+# the VFS op each copy syscall becomes (sendfile's is do_splice_direct)
+COPY_OPS = {"sendfile": "vfs_splice_direct", "copy_file_range": "vfs_copy_file_range", "splice": "vfs_splice"}
+
+
+def _ways_in() -> list[str]:
+    from ioobserve.probes.attach.vfs import VfsLayer
+    from ioobserve.probes.btf import Btf
+
+    return [way for way in ("fentry", "kprobe") if VfsLayer(Btf.load(), wanted=way).mechanism]
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix
 def test_vfs_programs_pass_the_verifier(root_required):
-    from bcc import BPF
-
     from ioobserve.collect.recording import load_probes
-    from ioobserve.probes.loader import VFS_FUNCTIONS, VFS_RETURN
+    from ioobserve.probes.attach.vfs import VfsLayer
+    from ioobserve.probes.btf import Btf
+    from ioobserve.probes.program_kind import BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING
 
+    btf = Btf.load()
     probes = load_probes(layers=ly.DEFAULT | {ly.VFS})
     try:
-        for program in [entry for _, entry in VFS_FUNCTIONS] + [VFS_RETURN]:
-            loaded = probes.bpf.load_func(program.encode(), BPF.KPROBE)  # loading needs no kprobes
-            assert programs.program_type(loaded.fd) == BPF.KPROBE, program
+        kprobes = VfsLayer(btf, wanted="kprobe")
+        assert kprobes.functions, kprobes.left_out
+        kprobes.mechanism = "kprobe"  # loading a kprobe program needs no kprobes
+        for program, kind in kprobes.programs():
+            assert programs.program_type(probes.load_program(program, kind)) == BPF_PROG_TYPE_KPROBE, program
+        fentry = VfsLayer(btf, wanted="fentry")
+        for program, kind in fentry.programs():  # none where fentry is refused
+            assert programs.program_type(probes.load_program(program, kind)) == BPF_PROG_TYPE_TRACING, program
     finally:
         probes.close()
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix
 def test_record_vfs_follows_the_kernel(root_required, tmp_path):
     from ioobserve.probes.capabilities import vfs_available
 
@@ -58,3 +81,51 @@ def test_record_vfs_follows_the_kernel(root_required, tmp_path):
     assert reads.height == vfs.height == report["reads"]
     linked = vfs.join(reads.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
     assert linked.height == vfs.height and vfs.get_column(s.BYTES).sum() == report["bytes"]
+
+
+def _children(frame: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
+    """The events of `frame` whose parent is one of `parents` (same thread, its start)."""
+    return frame.join(parents.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
+
+
+@pytest.mark.kernel
+@pytest.mark.matrix
+@pytest.mark.parametrize("way", ["fentry", "kprobe"])
+def test_the_vfs_sees_copies_and_exec_reads_exactly(root_required, tmp_path, way):
+    if way not in _ways_in():
+        from ioobserve.probes.attach.vfs import VfsLayer
+        from ioobserve.probes.btf import Btf
+
+        done = record_command(tmp_path / "trace", ["true"], "--layers", "vfs", env={**os.environ, "IOOBSERVE_VFS_PROBES": way})
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert VfsLayer(Btf.load(), wanted=way).unavailable in done.stderr
+        return
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "trace"
+    done = record_command(out, [sys.executable, str(VFS_WORKLOAD), str(work), shutil.which("true")], "--layers", "vfs",
+                          env={**os.environ, "IOOBSERVE_VFS_PROBES": way})
+    assert done.returncode == 0, done.stderr
+    assert ("fentry/fexit" if way == "fentry" else "kprobes/kretprobes") in " ".join(done.stdout.split())
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
+    frame = load(sorted(out.glob("*.pfw.gz")))
+    mine = frame.filter(pl.col(s.PID) == report["pid"])
+    syscalls = mine.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL)
+    vfs = mine.filter(pl.col(s.LAYER) == s.LAYER_VFS)
+    for call, (count, moved) in report["copies"].items():
+        calls = syscalls.filter((pl.col(s.OP) == call) & ((pl.col(s.FLAGS) & 0x20) == 0))  # once per call
+        assert calls.height == count and calls.get_column(s.RET).sum() == moved, call
+        copies = _children(vfs.filter(pl.col(s.OP) == COPY_OPS[call]), calls)
+        sides = copies.filter((pl.col(s.FLAGS) & 0x20) == 0)  # a call's first side that is a file
+        assert sides.height == count and sides.get_column(s.RET).sum() == moved, (call, copies)
+        assert set(copies.get_column(s.PATH).to_list()) <= {report["src"], report["dst"]}
+    reads = syscalls.filter((pl.col(s.OP) == "read") & (pl.col(s.PATH) == report["src"]))
+    vfs_reads = _children(vfs.filter(pl.col(s.OP) == "vfs_read"), reads)
+    assert reads.height == vfs_reads.height == report["reads"][0]
+    assert vfs_reads.get_column(s.RET).sum() == report["reads"][1]
+    program = report["exec"]["path"]
+    child = frame.filter(pl.col(s.PATH) == program)
+    assert child.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"])).height == 0
+    loads = child.filter((pl.col(s.LAYER) == s.LAYER_VFS) & (pl.col(s.OP) == "vfs_kernel_read"))
+    got = sorted(loads.select(s.OFFSET, s.RET).rows())
+    assert got == sorted(tuple(read) for read in report["exec"]["reads"])

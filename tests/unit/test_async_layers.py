@@ -13,7 +13,6 @@ from ioobserve.analysis.run import trace_partial
 from ioobserve.derived import bytes_moved
 from ioobserve.live.aggregate import READ_BYTES, WRITE_BYTES, WindowAggregator
 from ioobserve.operations import OTHER, READ, SYNC, WRITE, io_layer, kernel_view, layer_of, op_kind, totals_layers
-from ioobserve.probes import capabilities
 from ioobserve.probes.async_table import AIO_CMDS, URING_OPS, aio_op_array, uring_spec_array
 from ioobserve.summary import SummarySink
 from tests.unit.synthetic_traces import T0, Proc, frame, io, write_trace
@@ -113,14 +112,3 @@ def test_the_analysis_counts_requests_with_the_syscalls(tmp_path):
     assert files["/d/f"][r.BYTES_READ] == 8292 and files["/d/h"][r.BYTES_READ] == 1024
     layers = dict(analysis.layers.select(s.LAYER, "events").iter_rows())
     assert layers == {s.LAYER_SYSCALL: 4, s.LAYER_IO_URING: 3, s.LAYER_AIO: 1}
-
-
-def test_the_layer_is_unavailable_without_its_tracepoints_or_fields(monkeypatch, tmp_path):
-    (tmp_path / "events" / "io_uring" / "io_uring_submit_req").mkdir(parents=True)
-    monkeypatch.setattr(capabilities, "tracefs_dir", lambda mount=True: tmp_path)
-    assert "io_uring_complete" in capabilities.uring_unavailable(True)
-    for name in ("io_uring_complete", "io_uring_create"):
-        (tmp_path / "events" / "io_uring" / name).mkdir()
-    assert capabilities.uring_unavailable(True) is None
-    assert "BTF lacks" in capabilities.uring_unavailable(False)
-    assert capabilities.uring_plan(False).startswith("unavailable: ")

@@ -1,5 +1,5 @@
 """Pure logic of the multi-layer capture: --layers, the call table, symbol aliases,
-tracepoint formats, the VFS plan, and the layer of each op."""
+tracepoint formats, and the layer of each op."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ioobserve import schema as s
 from ioobserve.collect.enrich import _LAYERS
 from ioobserve.probes import layers as ly
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
-from ioobserve.probes.capabilities import vfs_mechanism
 from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, resolve_calls
 from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
 
@@ -48,20 +47,12 @@ def test_library_layers_refused_without_uprobes(monkeypatch):
     """A kernel without uprobes: one clear line naming the layers, before anything starts."""
     from ioobserve.cli.errors import UserError
     from ioobserve.cli.filters import build_layers
-    from ioobserve.probes import capabilities
+    from ioobserve.probes import kernel
 
-    monkeypatch.setattr(capabilities, "uprobes_available", lambda: False)
+    monkeypatch.setattr(kernel, "uprobes_available", lambda: False)
     with pytest.raises(UserError, match=r"--layers libc,hdf5: this kernel has no uprobes"):
         build_layers("hdf5,libc")
     assert build_layers("no-cache") == {ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.PYTHON}  # the others need none
-
-
-def test_vfs_plan_follows_the_kernel():
-    assert vfs_mechanism(True, True)[0] == "kprobes"
-    assert vfs_mechanism(False, True)[0] == "kprobes"
-    assert vfs_mechanism(True, False)[0] is None
-    mechanism, why = vfs_mechanism(False, False)
-    assert mechanism is None and "no fentry and no kprobes" in why
 
 
 def test_each_op_has_one_layer():

@@ -13,6 +13,7 @@ class _Probes:
     """The kernel's emit set, as JobRecorder changes it."""
 
     def __init__(self):
+        self.tables = self  # the probes' maps (probes.tables), which this stand-in keeps itself
         self.emitting: set[int] = set()
 
     def emit_cgroup(self, cgroup_id: int, on: bool) -> None:

@@ -1,7 +1,9 @@
-"""How the syscall layer's programs reach the kernel here: fentry/fexit on the traced syscall
-functions only, else tp_btf on sys_enter/sys_exit, else raw tracepoints; the first this
-kernel allows, found by loading a two-instruction program of each kind (a refusal costs no
-verifier time). IOOBSERVE_SYSCALL_PROBES=fentry|tp_btf|raw asks for one (tests, benchmarks)."""
+"""The syscall layer (syscall.bpf.c, with the AIO layer its exit program tail-calls).
+
+Its way in is the cheapest this kernel allows: fentry/fexit on the traced syscall functions
+only, else tp_btf on sys_enter/sys_exit, else raw tracepoints; each found by loading a
+two-instruction program of its kind (a refusal costs no verifier time).
+IOOBSERVE_SYSCALL_PROBES=fentry|tp_btf|raw asks for one (tests, benchmarks)."""
 
 from __future__ import annotations
 
@@ -9,36 +11,29 @@ import os
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from ioobserve.probes.bpf_syscall import prog_load
+from ioobserve.probes import layers as ly
+from ioobserve.probes.attach import Attachments
+from ioobserve.probes.bpf_syscall import tracing_attach
 from ioobserve.probes.btf import Btf, BtfError
+from ioobserve.probes.compile import ProbeError
+from ioobserve.probes.program_kind import (BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT, BPF_TRACE_RAW_TP,
+                                           RAW, ProgramKind, refusal)
 from ioobserve.probes.syscall_table import traced_functions
 
 ENV = "IOOBSERVE_SYSCALL_PROBES"
 MECHANISMS = ("fentry", "tp_btf", "raw")
-BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_PROG_TYPE_TRACING = 17, 26
-BPF_TRACE_RAW_TP, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT = 23, 24, 25
-RETURN_ZERO = bytes.fromhex("b700000000000000" "9500000000000000")  # r0 = 0; exit
 TRACEPOINT_TYPES = ("btf_trace_sys_enter", "btf_trace_sys_exit")
 # Prototype groups of the traced functions with bodies of their own: each costs the verifier
 # the bodies again (Debian's 6.1 and 6.12 have 2).
 MAX_PROTOTYPES = 4
+# The raw tracepoints, exit first (an enter's record waits for one).
+RAW_ATTACHMENTS = (("sys_exit", "on_sys_exit"), ("sys_enter", "on_sys_enter_raw"))
+# The AIO layer: programs the exit program tail-calls (aio_programs), by index.
+AIO_PROGRAMS = ("aio_submitted", "aio_reaped")
 
 
 class MechanismUnavailable(Exception):
     """The way in asked for (IOOBSERVE_SYSCALL_PROBES) is not one this kernel allows."""
-
-
-@dataclass(frozen=True)
-class ProgramKind:
-    """How the kernel is asked to load a program: its type, expected attach type and the BTF
-    type it attaches to (0: none)."""
-
-    prog_type: int
-    attach_type: int = 0
-    btf_id: int = 0
-
-
-RAW = ProgramKind(BPF_PROG_TYPE_RAW_TRACEPOINT)
 
 
 @dataclass(frozen=True)
@@ -118,7 +113,7 @@ def _try(mechanism: str, btf: Btf | None) -> tuple[SyscallEntry | None, str]:
         if len(ids) < len(TRACEPOINT_TYPES):
             return None, "tp_btf: no BTF for the syscall tracepoints"
         enter = ProgramKind(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, ids[TRACEPOINT_TYPES[0]])
-        refused = _refusal(enter)
+        refused = refusal(enter)
         if refused:
             return None, f"tp_btf refused: {refused}"
         return SyscallEntry("tp_btf", enter, replace(enter, btf_id=ids[TRACEPOINT_TYPES[1]])), ""
@@ -136,7 +131,7 @@ def _try(mechanism: str, btf: Btf | None) -> tuple[SyscallEntry | None, str]:
     group_of = {proto: group for group, proto in enumerate(by_use)}
     anchors = [ids[next(name for name in names if protos[name] == proto)] for proto in by_use]
     enter = ProgramKind(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, anchors[0])
-    refused = _refusal(enter)
+    refused = refusal(enter)
     if refused:
         return None, f"fentry refused: {refused}"
     points = tuple((name, ids[name], ids[name], group_of.get(protos[name], 0)) for name in names)
@@ -150,11 +145,63 @@ def _tail_calls_need_one_prototype(btf: Btf) -> bool:
     return btf.has_member("bpf_map", "owner.attach_func_proto") or btf.has_member("bpf_map_owner", "attach_func_proto")
 
 
-def _refusal(kind: ProgramKind) -> str:
-    """Why the kernel refuses a trivial program of this kind ("" if it loads)."""
-    try:
-        fd = prog_load(kind.prog_type, RETURN_ZERO, b"ioo_probe", b"GPL", 0, kind.attach_type, kind.btf_id)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    os.close(fd)
-    return ""
+class SyscallLayer:
+    """The syscall layer's programs by the chosen way in, and the AIO programs its exit
+    program tail-calls."""
+
+    name = ly.SYSCALL
+    unavailable = None
+
+    def __init__(self, entry: SyscallEntry, layers: frozenset[str]):
+        self.entry = entry
+        self.aio = ly.AIO in layers
+        self._attached: Attachments | None = None
+
+    def programs(self) -> list[tuple[str, ProgramKind]]:
+        """What attach() loads, the programs the verifier takes longest over first."""
+        entry = self.entry
+        wanted = [("on_sys_exit", entry.exit), (entry.enter_program, entry.enter)]
+        if entry.mechanism == "fentry":  # the stubs, as loaded for the first function (the rest alike)
+            wanted += [("syscall_fexit", entry.exit), ("syscall_fentry", entry.enter)]
+            wanted += [(program, entry.in_group(kind, group)) for group in range(1, len(entry.anchors))
+                       for program, kind in (("on_sys_exit", entry.exit), (entry.enter_program, entry.enter))]
+        if self.aio:  # tail-called by the exit program: loaded as its kind
+            wanted += [(program, entry.exit) for program in AIO_PROGRAMS]
+        return wanted
+
+    def attach(self, probes) -> str:
+        """Attach by the way in chosen, exits first; ProbeError if it does not attach."""
+        entry = self.entry
+        attached = self._attached = Attachments(probes.bpf)
+        try:
+            if self.aio:
+                for index, program in enumerate(AIO_PROGRAMS):
+                    probes.tail_calls.set("aio_programs", index, program, entry.exit)
+            if entry.mechanism == "raw":
+                for tracepoint, program in RAW_ATTACHMENTS:
+                    attached.raw_tracepoint(tracepoint, program)
+            elif entry.mechanism == "tp_btf":
+                attached.link(tracing_attach(probes.load_program("on_sys_exit", entry.exit)))
+                attached.link(tracing_attach(probes.load_program(entry.enter_program, entry.enter)))
+            else:
+                # the bodies the stubs on every function tail-call, a set per prototype group
+                probes.tail_calls.set("syscall_exit_body", 0, "on_sys_exit", entry.exit)
+                probes.tail_calls.set("syscall_enter_body", 0, entry.enter_program, entry.enter)
+                for _, _, exit_id, group in entry.attach_points:
+                    attached.link(tracing_attach(probes.load_program("syscall_fexit", replace(entry.exit, btf_id=exit_id),
+                                                                     group)))
+                for _, enter_id, _, group in entry.attach_points:
+                    attached.link(tracing_attach(probes.load_program("syscall_fentry",
+                                                                     replace(entry.enter, btf_id=enter_id), group)))
+        except Exception as exc:  # bcc raises bare Exceptions
+            self.detach()
+            raise ProbeError(f"attaching the syscall layer by {entry.describe()} failed: {exc}") from exc
+        return entry.describe()
+
+    def detach(self) -> None:
+        """Detach (safe to call twice)."""
+        if self._attached is not None:
+            self._attached.detach()
+
+
+AIO_DESCRIPTION = "the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"

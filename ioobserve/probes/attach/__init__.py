@@ -1,0 +1,59 @@
+"""Each layer's way into the kernel, one module per layer as ebpf_probes/ has a file per layer.
+
+A layer module chooses its way in from what this kernel has (tracefs, BTF, a trial load;
+never its version number), says why where it has none, lists the programs it loads (for the
+loader's early verification) and attaches and detaches them. Its class has:
+
+- `unavailable`: why this kernel cannot give the layer (None if it can);
+- `programs()`: the (program, ProgramKind) pairs attach() loads;
+- `attach(probes)`: attach, returning how the layer is probed (ProbeError if it cannot);
+- `detach()`: undo it, safe to call twice.
+
+`probes` is the loader's SyscallProbes: its bpf object and load_program().
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+
+class Attachments:
+    """What one layer attached, undone in reverse order by detach()."""
+
+    def __init__(self, bpf) -> None:
+        self.bpf = bpf
+        self._undo: list[Callable[[], None]] = []
+
+    def raw_tracepoint(self, tracepoint: str, program: str) -> None:
+        """Attach a program (loaded by bcc) to a raw tracepoint."""
+        self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+        self._undo.append(lambda: self.bpf.detach_raw_tracepoint(tp=tracepoint.encode()))
+
+    def tracepoint(self, tracepoint: str, program: str) -> None:
+        """Attach a program to a classic tracepoint ("group:name")."""
+        self.bpf.attach_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
+        self._undo.append(lambda: self.bpf.detach_tracepoint(tp=tracepoint.encode()))
+
+    def kprobe(self, function: str, program: str, returns: bool = False) -> None:
+        """Attach a program to a kernel function's entry (or return)."""
+        if returns:
+            self.bpf.attach_kretprobe(event=function.encode(), fn_name=program.encode())
+            self._undo.append(lambda: self.bpf.detach_kretprobe(event=function.encode()))
+        else:
+            self.bpf.attach_kprobe(event=function.encode(), fn_name=program.encode())
+            self._undo.append(lambda: self.bpf.detach_kprobe(event=function.encode()))
+
+    def link(self, fd: int) -> None:
+        """Keep a BPF link's fd (tp_btf, fentry): closing it detaches."""
+        self._undo.append(lambda: os.close(fd))
+
+    def detach(self) -> None:
+        """Undo every attachment, the last first (safe to call twice)."""
+        while self._undo:
+            with contextlib.suppress(Exception):  # bcc raises bare Exceptions
+                self._undo.pop()()
+
+    def __bool__(self) -> bool:
+        return bool(self._undo)

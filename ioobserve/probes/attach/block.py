@@ -1,0 +1,65 @@
+"""The block layer (block.bpf.c): a request from its first bio's submission to its
+completion, by raw tracepoints; the request's fields are read at offsets from BTF. Kernels
+before 6.5 lack block_io_start (a request, in its submitter's context): there the bio's
+queueing stands in."""
+
+from __future__ import annotations
+
+from ioobserve.probes import layers as ly
+from ioobserve.probes.attach import Attachments
+from ioobserve.probes.kernel import first_tracepoint
+from ioobserve.probes.program_kind import RAW, ProgramKind
+
+# Each step's candidates, (tracepoint, program), the first the kernel has taken; completion
+# first, so that no request is issued unseen.
+STEPS = (
+    (("block_rq_complete", "on_block_rq_complete"),),
+    (("block_rq_issue", "on_block_rq_issue"),),
+    (("block_io_start", "on_block_io_start"), ("block_bio_queue", "on_block_bio_queue")),
+)
+
+
+def choose_tracepoints(has_tracepoint=first_tracepoint) -> tuple[list[tuple[str, str]], str | None]:
+    """([(tracepoint, program)] for each step, None), or ([], why the kernel cannot give it)."""
+    chosen = []
+    for candidates in STEPS:
+        found = has_tracepoint(*(f"block/{name}" for name, _ in candidates))
+        if found is None:
+            return [], f"no block tracepoint {' or '.join(name for name, _ in candidates)}"
+        chosen.append(next(pair for pair in candidates if pair[0] == found.split("/")[1]))
+    return chosen, None
+
+
+class BlockLayer:
+    """The block layer's tracepoints, chosen for this kernel."""
+
+    name = ly.BLOCK
+
+    def __init__(self) -> None:
+        self.tracepoints, self.unavailable = choose_tracepoints()
+        self._attached: Attachments | None = None
+
+    def programs(self) -> list[tuple[str, ProgramKind]]:
+        """What attach() loads."""
+        return [(program, RAW) for _, program in self.tracepoints]
+
+    def describe(self) -> str:
+        """How the layer is probed here."""
+        return "raw tracepoints " + ", ".join(name for name, _ in self.tracepoints)
+
+    def attach(self, probes) -> str:
+        """Attach every step, or none (the syscall layer stays whole without it)."""
+        self._attached = Attachments(probes.bpf)
+        for tracepoint, program in self.tracepoints:
+            try:
+                self._attached.raw_tracepoint(tracepoint, program)
+            except Exception as exc:  # bcc raises bare Exceptions
+                self.detach()
+                self.unavailable = f"{tracepoint} did not attach: {exc}"
+                return ""
+        return self.describe()
+
+    def detach(self) -> None:
+        """Detach (safe to call twice)."""
+        if self._attached is not None:
+            self._attached.detach()

@@ -1,0 +1,71 @@
+"""The library layers (calls.bpf.c): libc, HDF5 and MPI-IO calls by uprobes on each copy of
+their library that selected processes map: one uprobe_multi link per file and direction
+where the kernel has them (6.6+), one uprobe per function where it does not."""
+
+from __future__ import annotations
+
+from ioobserve.probes import layers as ly
+from ioobserve.probes.call_table import HDF5, LIBC, MPIIO
+from ioobserve.probes.compile import ProbeError
+from ioobserve.probes.kernel import uprobes_available
+from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
+
+# Each layer's calls and the files (by name) that implement them.
+LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPIIO: (MPIIO, MPI_FILE)}
+# The names the system's linker knows them by (probed from the start, before any process maps them).
+SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO: ("mpi", "mpich")}
+
+
+class LibraryLayer:
+    """One library layer's uprobes: the system's copy of its library from the start, the
+    copies running processes map, and those mapped later as the kernel reports them."""
+
+    def __init__(self, bpf, layer: str):
+        self.name = layer
+        self.probes = LibraryProbes(bpf, *LIBRARY_CALLS[layer])
+        self.unavailable = None if uprobes_available() else "no uprobes (CONFIG_UPROBE_EVENTS not set)"
+
+    def programs(self) -> list:
+        """Loaded by attach() through LibraryProbes (their kind depends on uprobe_multi)."""
+        return []
+
+    def attach(self, probes) -> str:
+        """Probe the system's copy (libc: else a running process's); ProbeError if libc has none."""
+        from bcc import BPF  # deferred: only probes import bcc
+
+        library = self.probes
+        library.load_programs()
+        for name in SYSTEM_LIBRARIES[self.name]:
+            found = BPF.find_library(name.encode())
+            if found:
+                library.attach_file(found.decode())
+        if self.name == ly.LIBC and not library.functions:  # no system libc: a running process's copy, then
+            for path in mapped_files(library.pattern):
+                library.attach_file(path)
+        if self.name == ly.LIBC and not library.functions:  # every process has a libc: something is wrong
+            why = "; ".join(f"{path}: {reason}" for path, reason in library.failures.items()) or "no libc found"
+            raise ProbeError(f"the libc layer could not probe any libc ({why})")
+        return self.describe()
+
+    def running_copies(self) -> list[str]:
+        """The copies of the library running processes map (containers' own libc, say)."""
+        return mapped_files(self.probes.pattern)
+
+    def consider(self, pid: int, path: str) -> bool:
+        """A selected process mapped `path` executable: probe it if it is this layer's library."""
+        return bool(self.probes.consider(pid, path))
+
+    def describe(self) -> str:
+        """How the layer is probed so far (HDF5 and MPI-IO grow as processes map them)."""
+        library = self.probes
+        how = "uprobes" if library.multi is False else "uprobe_multi links"
+        what = f"{how} on {library.functions} functions in {len(library.files)} {self.name} file(s)"
+        if self.name != ly.LIBC:
+            what += ", probed as processes map them"
+        if library.failures:
+            what += f" ({len(library.failures)} could not be probed: {next(iter(library.failures.values()))})"
+        return what
+
+    def detach(self) -> None:
+        """Detach every uprobe (safe to call twice)."""
+        self.probes.close()

@@ -1,0 +1,45 @@
+"""The kernel matrix (ci/kernel_matrix.py) fails when a guest's test fails: one guest of the
+list runs the canary test made to fail (IOOBSERVE_MATRIX_FAIL=1), and the run exits non-zero
+with the guest's own last lines; the same guest with the canary passing exits 0."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+MATRIX = ROOT / "ci" / "kernel_matrix.py"
+CANARY = "tests/kernel/test_matrix_canary.py"
+
+
+def _kernel() -> str:
+    """The first kernel of the list."""
+    import tomllib
+
+    with open(ROOT / "ci" / "kernels" / "kernels.toml", "rb") as source:
+        return tomllib.load(source)["kernel"][0]["name"]
+
+
+def _run(fail: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IOOBSERVE_MATRIX_TIMEOUT": "900"}
+    env.pop("IOOBSERVE_MATRIX_FAIL", None)
+    if fail:
+        env["IOOBSERVE_MATRIX_FAIL"] = "1"
+    return subprocess.run([sys.executable, str(MATRIX), "--kernel", _kernel(), "--", CANARY],
+                          capture_output=True, text=True, env=env, timeout=1200)
+
+
+@pytest.mark.kernel
+def test_a_failing_guest_fails_the_matrix_with_its_last_lines(root_required):
+    failed = _run(fail=True)
+    assert failed.returncode != 0, failed.stdout[-2000:] + failed.stderr[-2000:]
+    assert "failed (exit status 1)" in failed.stderr, failed.stderr[-2000:]
+    tail = failed.stderr.split("its last lines:", 1)[1]
+    assert "failing on purpose on" in tail and "1 failed" in tail, tail
+    passed = _run(fail=False)
+    assert passed.returncode == 0, passed.stdout[-2000:] + passed.stderr[-2000:]
+    assert f"{_kernel()}: passed" in passed.stderr
