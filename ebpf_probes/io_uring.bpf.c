@@ -114,7 +114,9 @@ int on_uring_submit(struct bpf_raw_tracepoint_args *ctx)
 	r.op = spec->op;
 	u16 how = spec->how;
 	r.fd = SPAN_AT(&span, s32, OFF_IO_KIOCB_CQE_FD);
-	r.flags = (SPAN_AT(&span, u64, OFF_IO_KIOCB_FLAGS) & IOSQE_FIXED_FILE_) ? IOO_F_FIXED : 0;
+	/* flags is a u32 in 6.1 and a u64 since 6.10 (the u64 read on 6.1 is misaligned, which its
+	 * verifier refuses): the bit lies in the low half, where a u32 read finds it on both */
+	r.flags = (SPAN_AT(&span, u32, OFF_IO_KIOCB_FLAGS) & IOSQE_FIXED_FILE_) ? IOO_F_FIXED : 0;
 	r.offset = -1;
 	if (how & IOO_U_RW) {
 		r.offset = SPAN_AT(&span, s64, OFF_IO_RW_POS);

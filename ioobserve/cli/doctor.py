@@ -25,8 +25,10 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
     from ioobserve.probes.capabilities import layer_plan, run_checks
 
     checks = run_checks(try_fentry=not quick)
+    refused: dict[str, str] = {}  # layers whose programs this kernel's verifier refused
     if all(check.ok for check in checks if check.required):
-        checks.append(probes_check())
+        check, refused = probes_check()
+        checks.append(check)
     table = Table(title="ioobserve doctor", title_justify="left")
     table.add_column("check")
     table.add_column("status")
@@ -39,7 +41,7 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
     plan = Table(title="layers", title_justify="left")
     plan.add_column("layer")
     plan.add_column("mechanism", overflow="fold")
-    for layer, mechanism in layer_plan(checks).items():
+    for layer, mechanism in {**layer_plan(checks), **{layer: f"unavailable: {why}" for layer, why in refused.items()}}.items():
         plan.add_row(layer, mechanism)
     console.print(plan)
     failed = [c for c in checks if c.required and not c.ok]
@@ -51,7 +53,8 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
 
 def probes_check():
     """Load the default layers' probes and verify their programs: the first time on a kernel
-    (or ioobserve version) this compiles them, and keeps the result for every recording."""
+    (or ioobserve version) this compiles them, and keeps the result for every recording.
+    The check, and the default layers unavailable here with why."""
     from ioobserve.collect.recording import load_probes
     from ioobserve.probes.btf import BtfError
     from ioobserve.probes.capabilities import Check
@@ -62,13 +65,13 @@ def probes_check():
     try:
         probes = load_probes()
     except (ProbeError, HeadersMissing, BtfError, OSError) as exc:
-        return Check("probes", False, str(exc), True)
+        return Check("probes", False, str(exc), True), {}
     try:
         programs = probes.verify()
     except ProbeError as exc:
-        return Check("probes", False, str(exc), True)
+        return Check("probes", False, str(exc), True), {}
     finally:
         probes.close()
     how = "loaded from the compile kept" if probes.from_cache else "compiled, and the compile kept"
     return Check("probes", True, f"{how} in {cache_dir()}; {programs} programs pass the verifier "
-                                 f"(syscall layer: {probes.entry.mechanism})", True)
+                                 f"(syscall layer: {probes.entry.mechanism})", True), dict(probes.unavailable_layers)

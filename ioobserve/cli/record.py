@@ -163,9 +163,7 @@ def record(
                                trace_command=not all_processes, on_start=lambda: print(
             f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
     except ProbeError as exc:  # attaching failed: nothing was recorded, so nothing is left behind
-        writer.close()
-        for path in writer.paths:
-            path.unlink(missing_ok=True)
+        writer.discard()
         fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
     print_summary(summary.summary, result, writer.paths, unwritten=result.dropped_at_stop + writer.unwritten)
     incomplete = incomplete_line(writer, result)

@@ -151,20 +151,20 @@ class SyscallProbes:
         self.python = PythonProbes(self.bpf, python, self.tail_calls, entry.enter) if ly.PYTHON in layers else None
         self._preloading = self._preload()
 
-    def _programs_wanted(self) -> list[tuple[str, ProgramKind]]:
-        """(program, kind) of what attach() loads for these layers, the ones the verifier takes
-        longest over first."""
+    def _programs_wanted(self) -> list[tuple[str, str, ProgramKind]]:
+        """(layer, program, kind) of what attach() loads for these layers, the ones the
+        verifier takes longest over first."""
         lineage, syscall, *others = self._layers
-        wanted = syscall.programs()
+        wanted = [(syscall.name, *program) for program in syscall.programs()]
         if self.libraries or self.python is not None:
             multi = ProgramKind(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI)
-            wanted += [(name, multi) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
-        wanted += lineage.programs()
+            wanted += [("uprobe_multi", name, multi) for name in (MULTI_RETURN_PROGRAM, MULTI_ENTRY_PROGRAM)]
+        wanted += [(lineage.name, *program) for program in lineage.programs()]
         if self.python is not None:  # tail-called by the enter program: loaded as its kind
-            wanted += [(program, self.entry.enter) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
+            wanted += [(ly.PYTHON, program, self.entry.enter) for program in (WALK_PROGRAM, *(name for name, _ in CHAINED))]
         for layer in others:
             if not layer.unavailable:
-                wanted += layer.programs()
+                wanted += [(layer.name, *program) for program in layer.programs()]
         return list(dict.fromkeys(wanted))
 
     def layer_report(self) -> dict[str, str]:
@@ -201,23 +201,27 @@ class SyscallProbes:
 
         pool = ThreadPoolExecutor(max_workers=min(PRELOAD_THREADS, os.cpu_count() or 1),
                                   thread_name_prefix="ioobserve-verify")
-        futures = [pool.submit(load, *program) for program in self._programs_wanted()]
+        futures = [pool.submit(load, name, kind) for _, name, kind in self._programs_wanted()]
         pool.shutdown(wait=False)  # the queued loads still run
         return futures
 
     def verify(self) -> int:
         """Load (verify) the programs attach() would, without attaching; how many loaded.
-        Raises ProbeError with the first one the kernel refuses, but for the uprobe_multi
-        programs, which a kernel before 6.6 refuses (their layers then take one uprobe each)."""
+        Raises ProbeError with the first one of lineage, the syscall layer or the Python
+        layer the kernel refuses; a refused program of another layer makes that layer
+        unavailable (as attach() would leave it out), and the uprobe_multi programs, which a
+        kernel before 6.6 refuses, leave their layers one uprobe per function."""
         wait(self._preloading)
         loaded = 0
-        for name, kind in self._programs_wanted():
+        for layer, name, kind in self._programs_wanted():
             try:
                 self.load_program(name, kind)
                 loaded += 1
             except Exception as exc:  # bcc raises bare Exceptions
-                if name not in (MULTI_ENTRY_PROGRAM, MULTI_RETURN_PROGRAM):
+                if layer in ("lineage", ly.SYSCALL, ly.PYTHON):
                     raise ProbeError(f"the kernel refused program {name}: {exc}") from exc
+                if layer != "uprobe_multi":
+                    self.unavailable_layers.setdefault(layer, f"the kernel refused program {name}: {exc}")
         return loaded
 
     def configure(self, filters: KernelFilters, self_tgid: int | None = None) -> None:

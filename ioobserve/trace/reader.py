@@ -52,6 +52,8 @@ def scan(paths, *, pids: Iterable[int] | None = None, start_ns: int | None = Non
 
 
 def _scan(files: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None) -> pl.LazyFrame:
+    if not files:
+        raise TraceError("no traces were given: pass one or more trace files (.pfw.gz)")
     def source(with_columns, predicate, n_rows, _batch_size):
         frames = [file_events(path, selection, damage, progress) for path in files]
         frame = frames[0] if len(frames) == 1 else pl.concat(frames).sort(s.TS, maintain_order=True)

@@ -32,7 +32,7 @@ from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
 from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
 from ioobserve.trace.disk import RESUME_CHECK_S
-from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats
+from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_path
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
 
@@ -102,8 +102,10 @@ class TraceWriter:
         self._precision = precision
         self._name = name
         self._dropped_frames = 0  # events dropped unformatted by the format thread
+        self._discarding = False  # discard(): the files go, nothing finishes them
         self._parts = Parts(self.directory, part_name(name, 0), on_trouble,  # errors here reach the caller
-                            lambda: self._dropped_frames + self._parts.dropped, on_closed)
+                            lambda: self._dropped_frames + self._parts.dropped,
+                            (lambda path: None if self._discarding else on_closed(path)) if on_closed else None)
         self._pid = os.getpid()
         self._hhash = string_hash(socket.gethostname())
         self._recording = {**recording, "precision": precision}
@@ -379,6 +381,17 @@ class TraceWriter:
         self._abandoned.set()
         self._queue.abandon()
         self._disk_queue.abandon()
+
+    def discard(self) -> None:
+        """Close and delete every file of the trace, its index included, with nothing left to
+        finish it: a recording that never started leaves nothing behind."""
+        self._discarding = True
+        try:
+            self.close()
+        finally:
+            for path in self.paths:
+                for leftover in (path, index_path(path)):
+                    leftover.unlink(missing_ok=True)
 
     def close(self, deadline: StopDeadline | None = None) -> None:
         """Write the end record, flush, fsync and close, by the deadline (None: however long it

@@ -14,6 +14,7 @@ import pytest
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.probes.kernel import first_tracepoint
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import record_command
@@ -70,7 +71,9 @@ def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_pa
     # the kernel picks: how many events, and how many readaheads, it alone knows).
     assert set(misses.get_column(s.PATH).to_list()) == {str(data_on_disk)}
     assert misses.get_column(s.BYTES).sum() == SIZE
-    assert cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height >= 1
+    readaheads = cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height
+    # the readahead tracepoints are newer than the page cache's (Debian's 6.1 has none)
+    assert readaheads >= 1 if first_tracepoint("readahead/page_cache_sync_ra") else readaheads == 0
     assert set(inside.get_column(s.OP).unique().to_list()) == {"block_read"}
     # Every byte of the file came from the disk inside one of the workload's read calls, each
     # request issued while its read was in flight, and none marked asynchronous (a file written

@@ -62,3 +62,10 @@ def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, t
     loaded = load(writer.path).filter(pl.col(s.PATH).is_not_null())
     assert loaded.get_column(s.PATH).to_list() == ["/data/a", "/data/a", "/data/a", "/data/a"]
     assert loaded.filter(pl.col(s.PATH2).is_not_null()).get_column(s.PATH2).to_list() == ["/data/b", "/data/b"]
+
+
+def test_a_discarded_trace_leaves_no_file_and_is_not_finished(tmp_path):
+    closed = []
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, on_closed=closed.append)
+    writer.discard()
+    assert list(tmp_path.iterdir()) == [] and closed == []

@@ -54,3 +54,11 @@ def test_not_a_trace_is_one_clear_error(tmp_path):
     path.write_text("hello\n")
     with pytest.raises(TraceError, match="not a gzip trace"):
         load(path)
+
+
+def test_no_traces_is_one_clear_error():
+    import ioobserve
+
+    for call in (ioobserve.load, ioobserve.scan):
+        with pytest.raises(TraceError, match="no traces were given"):
+            call([])
