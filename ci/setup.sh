@@ -61,6 +61,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q -e ".[dev]"
     touch "$stamp"
 fi
+# The kernel matrix's kernels (Debian's packages, unpacked under /var/cache/ioobserve/kernels),
+# where make test runs the matrix: in CI, or when asked for.
+case "${CI:-}" in 1|true|yes) IOOBSERVE_KERNEL_MATRIX=1 ;; esac
+if [ "${IOOBSERVE_KERNEL_MATRIX:-0}" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+    .venv/bin/python ci/kernel_matrix.py --prepare-only
+fi
 # Prepare the merged header tree and check the machine (mounts tracefs when needed).
 if [ "$(id -u)" -eq 0 ]; then
     .venv/bin/ioobserve doctor --quick >/dev/null || .venv/bin/ioobserve doctor --quick

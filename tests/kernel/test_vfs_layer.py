@@ -125,9 +125,11 @@ def test_the_vfs_sees_copies_and_exec_reads_exactly(root_required, tmp_path, way
     vfs_reads = _children(vfs.filter(pl.col(s.OP) == "vfs_read"), reads)
     assert reads.height == vfs_reads.height == report["reads"][0]
     assert vfs_reads.get_column(s.RET).sum() == report["reads"][1]
-    program = report["exec"]["path"]
-    child = frame.filter(pl.col(s.PATH) == program)
-    assert child.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"])).height == 0
-    loads = child.filter((pl.col(s.LAYER) == s.LAYER_VFS) & (pl.col(s.OP) == "vfs_kernel_read"))
+    program = frame.filter(pl.col(s.PATH) == report["exec"]["path"])
+    loads = program.filter((pl.col(s.LAYER) == s.LAYER_VFS) & (pl.col(s.OP) == "vfs_kernel_read"))
     got = sorted(loads.select(s.OFFSET, s.RET).rows())
     assert got == sorted(tuple(read) for read in report["exec"]["reads"])
+    (child,) = loads.get_column(s.PID).unique().to_list()  # the exec'd process: its loader read through no syscall
+    assert child != report["pid"]
+    assert program.filter((pl.col(s.PID) == child) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
+                          & pl.col(s.OP).is_in(["read", "pread64"])).height == 0

@@ -34,3 +34,20 @@ def test_the_trace_package_imports_no_capture_code(module):
 def test_the_leaves_import_only_the_schema_and_the_event_layout(leaf):
     ours = {name for name in _imports(PACKAGE / leaf) if name.startswith("ioobserve")}
     assert ours <= {"ioobserve.schema", "ioobserve.events"}, ours
+
+
+ABOVE_PROBES = ("ioobserve.collect", "ioobserve.cli", "ioobserve.serve", "ioobserve.live", "ioobserve.analysis", "tui")
+
+
+@pytest.mark.parametrize("module", sorted((PACKAGE / "probes").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_probes_import_nothing_above_them(module):
+    """probes sits under collect (DESIGN.md §3): an import back up made the circle
+    collect.recording -> probes.loader -> probes.capabilities -> collect.recording."""
+    assert not {name for name in _imports(module) if name.startswith(ABOVE_PROBES)}
+
+
+@pytest.mark.parametrize("module", ["kernel.py", "program_kind.py"])
+def test_the_kernel_facts_are_a_leaf_of_the_probes(module):
+    """Every layer's attach module, the doctor and the context ask probes.kernel; it asks none of them."""
+    ours = {name for name in _imports(PACKAGE / "probes" / module) if name.startswith("ioobserve")}
+    assert ours <= {"ioobserve.probes.bpf_syscall"}, ours
