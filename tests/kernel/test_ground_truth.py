@@ -19,7 +19,6 @@ from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import json_line, record_command
 
-pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
 
 LOADER = str(ROOT / "tests" / "workloads" / "loader.py")
 OPS = ("openat", "read", "close", "newfstatat", "rename", "unlink")
@@ -55,6 +54,7 @@ def loader_run(request, tmp_path_factory):
     return request.param, result, sorted(out.glob("*.pfw.gz"))
 
 
+@pytest.mark.matrix  # also run in each guest of the kernel matrix
 @pytest.mark.kernel
 def test_every_process_call_and_byte_matches_the_workload(root_required, loader_run):
     start, result, traces = loader_run
