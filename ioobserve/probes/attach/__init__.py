@@ -18,6 +18,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
+from ioobserve.probes.program_kind import RAW, ProgramKind
+
 
 class Attachments:
     """What one layer attached, undone in reverse order by detach()."""
@@ -30,6 +32,16 @@ class Attachments:
         """Attach a program (loaded by bcc) to a raw tracepoint."""
         self.bpf.attach_raw_tracepoint(tp=tracepoint.encode(), fn_name=program.encode())
         self._undo.append(lambda: self.bpf.detach_raw_tracepoint(tp=tracepoint.encode()))
+
+    def raw_tracepoints(self, pairs: list[tuple[str, str]]) -> str | None:
+        """Attach every (tracepoint, program) or none: why one did not attach (None if all did)."""
+        for tracepoint, program in pairs:
+            try:
+                self.raw_tracepoint(tracepoint, program)
+            except Exception as exc:  # bcc raises bare Exceptions
+                self.detach()
+                return f"{tracepoint} did not attach: {exc}"
+        return None
 
     def tracepoint(self, tracepoint: str, program: str) -> None:
         """Attach a program to a classic tracepoint ("group:name")."""
@@ -57,3 +69,33 @@ class Attachments:
 
     def __bool__(self) -> bool:
         return bool(self._undo)
+
+
+class RawTracepointLayer:
+    """A layer of raw tracepoints, attached all or none: a subclass chooses `tracepoints`
+    ([(tracepoint, program)]) or says why it cannot (`unavailable`)."""
+
+    name = ""
+    tracepoints: list[tuple[str, str]] = []
+    unavailable: str | None = None
+    _attached: Attachments | None = None
+
+    def programs(self) -> list[tuple[str, ProgramKind]]:
+        """What attach() loads."""
+        return [(program, RAW) for _, program in self.tracepoints]
+
+    def describe(self) -> str:
+        """How the layer is probed here."""
+        return "raw tracepoints " + ", ".join(name for name, _ in self.tracepoints)
+
+    def attach(self, probes) -> str:
+        """Attach every tracepoint, or none: if one does not attach, the layer is unavailable
+        (its reason in `unavailable`) and the recording goes on without it."""
+        self._attached = Attachments(probes.bpf)
+        self.unavailable = self._attached.raw_tracepoints(self.tracepoints)
+        return "" if self.unavailable else self.describe()
+
+    def detach(self) -> None:
+        """Detach (safe to call twice)."""
+        if self._attached is not None:
+            self._attached.detach()

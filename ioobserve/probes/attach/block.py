@@ -6,9 +6,8 @@ queueing stands in."""
 from __future__ import annotations
 
 from ioobserve.probes import layers as ly
-from ioobserve.probes.attach import Attachments
+from ioobserve.probes.attach import RawTracepointLayer
 from ioobserve.probes.kernel import first_tracepoint
-from ioobserve.probes.program_kind import RAW, ProgramKind
 
 # Each step's candidates, (tracepoint, program), the first the kernel has taken; completion
 # first, so that no request is issued unseen.
@@ -30,36 +29,11 @@ def choose_tracepoints(has_tracepoint=first_tracepoint) -> tuple[list[tuple[str,
     return chosen, None
 
 
-class BlockLayer:
-    """The block layer's tracepoints, chosen for this kernel."""
+class BlockLayer(RawTracepointLayer):
+    """The block layer's tracepoints, chosen for this kernel (the syscall layer stays whole
+    without them)."""
 
     name = ly.BLOCK
 
     def __init__(self) -> None:
         self.tracepoints, self.unavailable = choose_tracepoints()
-        self._attached: Attachments | None = None
-
-    def programs(self) -> list[tuple[str, ProgramKind]]:
-        """What attach() loads."""
-        return [(program, RAW) for _, program in self.tracepoints]
-
-    def describe(self) -> str:
-        """How the layer is probed here."""
-        return "raw tracepoints " + ", ".join(name for name, _ in self.tracepoints)
-
-    def attach(self, probes) -> str:
-        """Attach every step, or none (the syscall layer stays whole without it)."""
-        self._attached = Attachments(probes.bpf)
-        for tracepoint, program in self.tracepoints:
-            try:
-                self._attached.raw_tracepoint(tracepoint, program)
-            except Exception as exc:  # bcc raises bare Exceptions
-                self.detach()
-                self.unavailable = f"{tracepoint} did not attach: {exc}"
-                return ""
-        return self.describe()
-
-    def detach(self) -> None:
-        """Detach (safe to call twice)."""
-        if self._attached is not None:
-            self._attached.detach()

@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ioobserve.probes import layers as ly
-from ioobserve.probes.attach import Attachments
+from ioobserve.probes.attach import RawTracepointLayer
 from ioobserve.probes.btf import Btf, BtfError
 from ioobserve.probes.kernel import first_tracepoint
 from ioobserve.probes.kernel_layout import KernelLayout, uring_layout_ok
-from ioobserve.probes.program_kind import RAW, ProgramKind
 
 REQUEST = "struct io_kiocb *"
 # (candidate tracepoints, the argument index the probe reads the request or ring from, the
@@ -47,7 +46,7 @@ def choose_tracepoints(btf: Btf | None, has_tracepoint=first_tracepoint) -> tupl
     return chosen, None
 
 
-class UringLayer:
+class UringLayer(RawTracepointLayer):
     """The IO_URING layer's tracepoints, chosen for this kernel."""
 
     name = ly.IO_URING
@@ -57,36 +56,13 @@ class UringLayer:
         if self.unavailable is None and not uring_layout_ok(layout):
             self.tracepoints, self.unavailable = [], ("BTF lacks the io_uring request fields the probes read "
                                                       "(io_kiocb, io_rw, io_sync)")
-        self._attached: Attachments | None = None
-
-    def programs(self) -> list[tuple[str, ProgramKind]]:
-        """What attach() loads."""
-        return [(program, RAW) for _, program in self.tracepoints]
 
     def describe(self) -> str:
         """How the layer is probed here (the doctor's line)."""
-        what = "raw tracepoints " + ", ".join(name for name, _ in self.tracepoints)
+        what = super().describe()
         try:
             if URING_DISABLED.read_text().strip() == "2":
                 what += " (kernel.io_uring_disabled=2: no process can use io_uring here)"
         except OSError:
             pass
         return what
-
-    def attach(self, probes) -> str:
-        """Attach every tracepoint, or none: if one does not attach, the layer is unavailable
-        (its reason in `unavailable`) and the recording goes on without it."""
-        self._attached = Attachments(probes.bpf)
-        for tracepoint, program in self.tracepoints:
-            try:
-                self._attached.raw_tracepoint(tracepoint, program)
-            except Exception as exc:  # bcc raises bare Exceptions
-                self.detach()
-                self.unavailable = f"{tracepoint} did not attach: {exc}"
-                return ""
-        return self.describe()
-
-    def detach(self) -> None:
-        """Detach (safe to call twice)."""
-        if self._attached is not None:
-            self._attached.detach()
