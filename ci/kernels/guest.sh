@@ -5,6 +5,10 @@
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
+. /mnt/matrix/job.env
+# The repository may lie under /tmp or /var/tmp, which the guest covers: keep it in view.
+mkdir -p /mnt/repo
+mount --bind "$MATRIX_REPO" /mnt/repo
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mkdir -p /dev/pts /dev/shm
@@ -15,12 +19,13 @@ mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t tracefs tracefs /sys/kernel/tracing
 ip link set lo up 2>/dev/null || busybox ifconfig lo 127.0.0.1 up
-. /mnt/matrix/job.env
 # The kernel's modules (the host unpacked them) where modprobe looks for them.
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "$MATRIX_MODULES" "/lib/modules/$(uname -r)"
 # A real block device for the block layer and O_DIRECT: the host's scratch ext4 image.
 modprobe virtio_blk && modprobe ext4 && mount -t ext4 /dev/vda /var/tmp && chmod 1777 /var/tmp
+mkdir -p "$MATRIX_REPO"
+mount --bind /mnt/repo "$MATRIX_REPO"
 echo "matrix-guest: $(uname -r) up in $(cut -d' ' -f1 /proc/uptime) s; running: $MATRIX_COMMAND"
 cd "$MATRIX_REPO"
 sh -c "$MATRIX_COMMAND" </dev/null 2>&1

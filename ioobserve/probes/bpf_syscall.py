@@ -40,6 +40,7 @@ _PROG_INFO_SIZE = 216
 _PROG_RUN_STATS = struct.Struct("<QQ")
 _PROG_RUN_STATS_AT = 192
 _PROG_NAME_AT = 64
+_VERIFIED_INSNS_AT = 216  # after recursion_misses
 _ATTACH_BTF_ID_AT = 108  # in the BPF_PROG_LOAD attr
 # struct bpf_btf_info: btf (pointer), btf_size, id, name (pointer), name_len, kernel_btf.
 _BTF_INFO = struct.Struct("<QIIQII")
@@ -189,6 +190,14 @@ def prog_run_stats(fd: int) -> tuple[str, int, int]:
     name = info.raw[_PROG_NAME_AT:_PROG_NAME_AT + OBJ_NAME_LEN].split(b"\0", 1)[0].decode()
     run_ns, runs = _PROG_RUN_STATS.unpack_from(info.raw, _PROG_RUN_STATS_AT)
     return name, run_ns, runs
+
+
+def prog_verified_insns(fd: int) -> int:
+    """The instructions the verifier processed for a program (bpf_prog_info.verified_insns,
+    kernel 5.16+; 0 where the kernel keeps no count)."""
+    info = ctypes.create_string_buffer(_VERIFIED_INSNS_AT + 4)
+    _object_info(fd, info)
+    return struct.unpack_from("<I", info.raw, _VERIFIED_INSNS_AT)[0]
 
 
 def enable_run_stats() -> int:

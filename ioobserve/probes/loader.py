@@ -20,7 +20,7 @@ from ioobserve.probes.attach.libraries import LibraryLayer
 from ioobserve.probes.attach.lineage import LineageLayer
 from ioobserve.probes.attach.syscall import AIO_DESCRIPTION, SyscallEntry, SyscallLayer
 from ioobserve.probes.attach.vfs import VfsLayer
-from ioobserve.probes.bpf_syscall import prog_load, prog_run_stats
+from ioobserve.probes.bpf_syscall import prog_load, prog_run_stats, prog_verified_insns
 from ioobserve.probes.btf import Btf
 from ioobserve.probes.call_table import call_entries
 from ioobserve.probes.compile import ProbeError, compile_bpf
@@ -335,6 +335,16 @@ class SyscallProbes:
         self.tail_calls.close()
         with contextlib.suppress(Exception):
             self.bpf.cleanup()
+
+    def verified_instructions(self) -> dict[str, int]:
+        """Each loaded program's instructions processed by the verifier (its largest copy)."""
+        fds = [(name.decode(), function.fd) for name, function in list(self.bpf.funcs.items())]
+        fds += [(name, fd) for (name, _, _), fd in list(self._tracing.items())]
+        counts: dict[str, int] = {}
+        for name, fd in fds:
+            with contextlib.suppress(OSError):
+                counts[name] = max(counts.get(name, 0), prog_verified_insns(fd))
+        return dict(sorted(counts.items()))
 
     def run_stats(self) -> dict[str, tuple[int, int]]:
         """Each loaded program's (run time in ns, runs), as the kernel counts them while its
