@@ -35,7 +35,7 @@ INITRAMFS_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 GUEST_MEMORY = os.environ.get("IOOBSERVE_MATRIX_MEMORY", "8G")
 SCRATCH_DISK = "4G"  # the guest's /var/tmp: ext4 on a virtio disk (block layer, O_DIRECT)
 GUEST_TIMEOUT_S = float(os.environ.get("IOOBSERVE_MATRIX_TIMEOUT", 45 * 60))
-SILENCE_S = 15 * 60  # no console line for this long: the guest hangs
+SILENCE_S = 15 * 60  # no console output for this long: the guest hangs
 COMPILE_TIMEOUT_S = 900
 TAIL_LINES = 40
 DEFAULT_TESTS = "-m matrix tests/kernel"
@@ -270,12 +270,17 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     qemu = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def read() -> None:
-        for raw in qemu.stdout:
-            line = raw.decode(errors="replace").rstrip("\r\n")
-            last_line[0] = time.monotonic()
-            tail.append(line)
-            del tail[:-TAIL_LINES]
-            print(f"[{kernel.name}] {line}", flush=True)
+        pending = b""
+        while chunk := os.read(qemu.stdout.fileno(), 65536):
+            last_line[0] = time.monotonic()  # any output is a sign of life, a test's dot too
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                line = raw.decode(errors="replace").rstrip("\r")
+                tail.append(line)
+                del tail[:-TAIL_LINES]
+                print(f"[{kernel.name}] {line}", flush=True)
+        if pending:
+            tail.append(pending.decode(errors="replace"))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -329,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.prepare_only:
         return 0
     pytest_args = " ".join(_quote(arg) for arg in args.pytest_args) if args.pytest_args else DEFAULT_TESTS
-    command = args.command or f".venv/bin/python -m pytest -q -ra -p no:cacheprovider --color=no {pytest_args}"
+    # -v: a line per test, so that the host sees progress (and a hang) test by test
+    command = args.command or f".venv/bin/python -m pytest -v -ra -p no:cacheprovider --color=no {pytest_args}"
     passed_env = {name: value for name, value in os.environ.items() if name.startswith("IOOBSERVE_") and
                   not name.startswith("IOOBSERVE_MATRIX_")} | {"IOOBSERVE_MATRIX_GUEST": "1"}
     if "IOOBSERVE_MATRIX_FAIL" in os.environ:
