@@ -36,7 +36,10 @@ def compile_remotely(directory: Path, key: str, text: str, cflags: list[str], he
     reason, or when no answer comes in time."""
     request = {"key": key, "text": text, "cflags": cflags, "headers": str(headers.path) if headers.path else None,
                "release": os.uname().release}
-    _write_atomically(directory / f"{key}.request", json.dumps(request))
+    try:
+        _write_atomically(directory / f"{key}.request", json.dumps(request))
+    except OSError as exc:
+        raise RuntimeError(f"cannot ask for a compile through {directory} ({ENV}): {exc.strerror or exc}") from exc
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         compiled = lookup(key, directory)
