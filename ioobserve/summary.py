@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.model import Process
 from ioobserve.operations import KERNEL_VIEW, KIND, READ, WRITE, op_kind
 
 MAX_DISAGREEING = 20
 MAX_TAG_VALUES = 8  # per tag key, for the summary line
+_COPY_OUT = "_copy_out"
 
 
 @dataclass
@@ -61,28 +63,35 @@ class SummarySink:
         """Add a batch's counts and bytes (by name: the tables are the trace's)."""
         out = self.summary
         out.records += frame.height
-        for layer, n in frame.group_by(s.LAYER).len().iter_rows():
+        out.pids.update(frame.get_column(s.PID).unique().to_list())
+        # One pass over the events, by ids (a file id names one path, a cgroup one job);
+        # everything else is summed from its few groups.
+        copy_out = ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0).alias(_COPY_OUT)
+        file_key = s.FILE if s.FILE in frame.columns else s.PATH  # a batch's ids, or a frame as `load` gives it
+        groups = frame.group_by(s.LAYER, s.OP, file_key, s.CGROUP, copy_out).agg(
+            pl.len().alias("events"), pl.col(s.COUNTED).sum().alias("calls"), pl.col(s.BYTES).sum().alias("bytes"),
+            *(pl.col(column).first() for column in (s.PATH, s.JOB) if column != file_key))
+        for layer, n in groups.group_by(s.LAYER).agg(pl.col("events").sum()).iter_rows():
             out.layers[layer] = out.layers.get(layer, 0) + n
         # Calls, bytes and files are the kernel's view (syscalls, io_uring and AIO requests:
         # the ground truth): the layers above and below describe the same I/O again.
-        out.pids.update(frame.get_column(s.PID).unique().to_list())
-        frame = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW))
-        counted = frame.filter(pl.col(s.COUNTED))
-        out.calls += counted.height
-        for op, n in counted.group_by(s.OP).len().iter_rows():
+        kernel = groups.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)).with_columns(
+            op_kind(copy_out=pl.col(_COPY_OUT)).alias(KIND))
+        out.calls += int(kernel.get_column("calls").sum() or 0)
+        for op, n in kernel.group_by(s.OP).agg(pl.col("calls").sum()).filter(pl.col("calls") > 0).iter_rows():
             out.ops[op] = out.ops.get(op, 0) + n
-        frame = frame.with_columns(op_kind().alias(KIND))
-        is_read, is_write = pl.col(KIND) == READ, pl.col(KIND) == WRITE
         totals = [
-            pl.col(s.COUNTED).sum().alias("calls"),
-            pl.col(s.BYTES).filter(is_read).sum().alias("read"),
-            pl.col(s.BYTES).filter(is_write).sum().alias("written"),
+            pl.col("calls").sum().alias("calls"),
+            pl.col("bytes").filter(pl.col(KIND) == READ).sum().alias("read"),
+            pl.col("bytes").filter(pl.col(KIND) == WRITE).sum().alias("written"),
         ]
-        _add_totals(out.files, frame.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(totals))
-        _add_totals(out.jobs, frame.filter(pl.col(s.JOB).is_not_null()).group_by(s.JOB).agg(totals))
-        self._add_context(frame)
-        out.bytes_read += int(frame.select(pl.col(s.BYTES).filter(is_read).sum()).item() or 0)
-        out.bytes_written += int(frame.select(pl.col(s.BYTES).filter(is_write).sum()).item() or 0)
+        _add_totals(out.files, kernel.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(totals))
+        _add_totals(out.jobs, kernel.filter(pl.col(s.JOB).is_not_null()).group_by(s.JOB).agg(totals))
+        read, written = kernel.select(totals[1:]).row(0)
+        out.bytes_read += int(read or 0)
+        out.bytes_written += int(written or 0)
+        if frame.get_column(s.RANK).null_count() < frame.height or frame.get_column(s.TAGS).null_count() < frame.height:
+            self._add_context(frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)))
 
     def _add_context(self, frame: pl.DataFrame) -> None:
         """Note the ranks, workers and tags a batch shows (distinct values only)."""

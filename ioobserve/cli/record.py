@@ -69,6 +69,7 @@ def record(
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
     backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
+    writer_threads: Annotated[Optional[int], typer.Option("--writer-threads", min=1, help="Most threads formatting and compressing the trace (default: the cores but one, at most 4); one does the work until the event rate needs more.")] = None,
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, recompress it smaller and write its Parquet copy for fast reading, in the background at the lowest priority.")] = True,
     probe_stats: Annotated[bool, typer.Option("--probe-stats", help="Have the kernel count the probes' own run time while recording (its BPF stats, a few tens of ns per probe run), for the summary's cost line.")] = False,
@@ -151,7 +152,8 @@ def record(
         writer = TraceWriter(directory, trace_name(), details,
                              rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
                              mounts=read_mounts(), precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
-                             on_closed=finish_in_background if compact else None)
+                             on_closed=finish_in_background if compact else None,
+                             **({"writer_threads": writer_threads} if writer_threads else {}))
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))

@@ -21,21 +21,35 @@ from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
 from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.users import UserNames
-from ioobserve.decode import NameRecord, kernel_dev_to_user
+from ioobserve.decode import NameRecord, columns_of, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables, join_process_context
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
-from ioobserve.python.stacks import PythonStacks
+from ioobserve.python.stacks import STACK_FRAME_SCHEMA, PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
 
 _LAYERS = pl.Series("layers", [layer_of(code) for code in range(ev.MAX_OPS)])
 _NAME_KEYS = ["tid", "ts_ns"]
+_RAW_COLUMNS = [name for name in ev.EVENT.names if name != "comm"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
 _HOUSEKEEPING = [ev.OP_CODES[op] for op in ("close", "close_range", "dup", "dup2", "dup3", "fcntl")]
+
+
+def _comms(raw: np.ndarray) -> pl.Series:
+    """The comm column: each distinct 16-byte comm decoded once. Distinct comms are found by
+    a 64-bit mix of the two halves (numpy's unique on bytes is several times slower), checked
+    exactly afterwards: a collision, however unlikely, falls back to comparing the bytes."""
+    halves = np.ascontiguousarray(raw).view("<u8").reshape(-1, 2)
+    mixed = halves[:, 0] ^ (halves[:, 1] * np.uint64(0x9E3779B97F4A7C15))
+    _, first, which = np.unique(mixed, return_index=True, return_inverse=True)
+    if not np.array_equal(halves[first[which]], halves):
+        _, first, which = np.unique(raw, return_index=True, return_inverse=True)
+    names = pl.Series("comm", [raw[row].decode("utf-8", "replace") for row in first], dtype=pl.String)
+    return names.gather(pl.Series(which.astype(np.uint32)))
 
 
 def monotonic_to_epoch_offset(samples: int = 5) -> int:
@@ -75,12 +89,9 @@ class Enricher:
 
     def frame(self, batch: np.ndarray) -> tuple[pl.DataFrame, BatchTables]:
         """The enriched frame of one event batch (schema.BATCH_SCHEMA) and the tables naming its ids."""
-        raw = pl.DataFrame({name: batch[name] for name in batch.dtype.names if name != "comm"})
-        # Decode each distinct comm once, not once per event.
-        comms, which = np.unique(batch["comm"], return_inverse=True)
-        names = pl.Series("comm", [c.decode("utf-8", "replace") for c in comms], dtype=pl.String)
+        raw = pl.DataFrame(columns_of(batch, _RAW_COLUMNS))
         raw = raw.with_columns(
-            names.gather(pl.Series(which.astype(np.uint32))).alias("comm"),
+            _comms(batch["comm"]),
             pl.Series("udev", kernel_dev_to_user(batch["dev"])),
             # py_chain: the chain's id below PY_SAME_SHIFT, the levels shared with the thread's previous stack above
             (pl.col("py_chain") & ev.PY_CHAIN_MASK).alias("py_chain"),
@@ -93,14 +104,13 @@ class Enricher:
         with_names = self._join_names(with_paths)
         self._take_tags(with_names)
         self._confirm_workers(with_names)
-        pids = with_names.get_column("pid").unique().to_list()
-        ppids = self.processes.ppids(pids)
-        ppid_frame = pl.DataFrame({"pid": list(ppids), "ppid": list(ppids.values())}, schema={"pid": pl.UInt32, "ppid": pl.UInt32})
+        ppids = self.processes.ppids(with_names.get_column("pid").unique().to_list())
         codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
-        stacks = self.stacks.frame(with_names.get_column("py_chain"))
         events = (
-            with_names.join(ppid_frame, on="pid", how="left").join(stacks, on="py_chain", how="left")
-            .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER))
+            self._join_stacks(with_names)
+            .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER),
+                          pl.col("pid").replace_strict(list(ppids), list(ppids.values()), default=None,
+                                                       return_dtype=pl.UInt32).alias("ppid"))
             .select(
                 (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
                 pl.col("dur_ns").alias(s.DUR),
@@ -147,6 +157,15 @@ class Enricher:
             first_ns = start if first_ns is None else min(first_ns, start)
             events = pl.concat([events, spans], how="diagonal_relaxed")
         return self._with_context(events, first_ns or 0)
+
+    def _join_stacks(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The frame with its Python stacks' columns (STACK_FRAME_SCHEMA), joined only if any
+        event has one: a join copies every column of the batch."""
+        chains = frame.get_column("py_chain")
+        if chains.max():
+            return frame.join(self.stacks.frame(chains), on="py_chain", how="left")
+        return frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in STACK_FRAME_SCHEMA.items()
+                                  if name != "py_chain")
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the
@@ -201,6 +220,8 @@ class Enricher:
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
         names = self._names
+        if names.is_empty():  # most batches of a busy node: a join copies every column
+            return frame.with_columns(pl.lit(None, pl.String).alias(column) for column in ("name_path", "name_path2", s.PY_MODULE))
         first = names.filter(pl.col("index") == 0).select(*_NAME_KEYS, pl.col("path").alias("name_path"))
         second = names.filter(pl.col("index") == 1).select(*_NAME_KEYS, pl.col("path").alias("name_path2"))
         label = names.filter(pl.col("index") == ev.NAME_LABEL).select(*_NAME_KEYS, pl.col("path").alias(s.PY_MODULE))

@@ -57,11 +57,14 @@ class SpanBuilder:
 
     def __init__(self) -> None:
         self._open = pl.DataFrame(schema=_OPEN_SCHEMA)
+        self._empty: pl.DataFrame | None = None  # no spans, as events (made once)
 
     def add(self, events: pl.DataFrame, levels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(the events, stacked ones parented to their innermost span where they have no
         parent of their own; the spans this batch ends, as events without job context)
         from an enriched batch with a PY_SAME column and its stacks' LEVELS_SCHEMA rows."""
+        if levels.is_empty():  # no event has a stack whose levels are known: nothing to do
+            return events.drop(PY_SAME), self._no_spans()
         indexed = events.with_row_index("_row")
         # Only events whose stack has levels (not one cut at --py-depth): the kernel does not
         # compare the others' calls either, so they neither end nor continue a span.
@@ -95,7 +98,9 @@ class SpanBuilder:
         return _as_events(ending)
 
     def _no_spans(self) -> pl.DataFrame:
-        return _as_events(self._open.clear())
+        if self._empty is None:
+            self._empty = _as_events(self._open.clear())
+        return self._empty
 
 
 class _Batch:

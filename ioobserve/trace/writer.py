@@ -1,8 +1,11 @@
 """The trace sink: DFTracer-layout JSON lines, gzip members per flush.
 
-Two threads of its own, fed in order with frames and ready-made metadata lines, so the
-collector's worker never waits on JSON, deflate or the disk: one formats lines, the other
-compresses and appends. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text)
+Threads of its own, fed in order with frames and ready-made metadata lines, so the
+collector's worker never waits on JSON, deflate or the disk: one describes each batch's ids
+in order (the metadata lines), a pool of `writer_threads` formats batches and compresses
+flushes (independent work, done beside each other where one core is not enough: Polars and
+libdeflate release the GIL), and one appends the members in order. A pool thread that fails
+loses nothing silently: the flush's events are counted as unwritten. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text)
 appends complete gzip members (metadata first, then events per layer) that end on line
 boundaries, so a recorder killed with SIGKILL leaves a file whose every complete member loads.
 
@@ -22,6 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
@@ -43,6 +47,9 @@ HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather th
 DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
 HURRY_QUEUE = QUEUED_EVENTS  # this many waiting (the worker is about to wait): compress fast rather than small
+# The pool starts a thread only when every thread it has is busy: at a quiet node's rate one
+# does all the work, and more start as the rate needs them, up to this many.
+DEFAULT_WRITER_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
 SUFFIX = ".pfw.gz"
 _CGROUP_FIELDS = list(s.CGROUP_CONTEXT_SCHEMA)[1:]  # what a CG line says beside the path
 _STOP = object()
@@ -95,7 +102,7 @@ class TraceWriter:
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
                  rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
                  on_trouble: Callable[[str], None] | None = None, precision: str = "us",
-                 on_closed: Callable[[Path], None] | None = None):
+                 on_closed: Callable[[Path], None] | None = None, writer_threads: int = DEFAULT_WRITER_THREADS):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         self.directory = Path(directory)
@@ -138,6 +145,9 @@ class TraceWriter:
         self.counts: dict[str, int] = {}
         self.error: BaseException | None = None  # a bug in a thread of ours, raised to the next caller
         self._abandoned = threading.Event()
+        self._on_trouble = on_trouble
+        self._pool = ThreadPoolExecutor(max(1, writer_threads), thread_name_prefix="ioobserve-format")
+        self._failed_flushes = 0  # flushes a pool thread could not format or compress (their events: unwritten)
         self._queue = Handoff(QUEUED_EVENTS)
         self._disk_queue = Handoff(DISK_QUEUE)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
@@ -175,6 +185,11 @@ class TraceWriter:
     def events_written(self) -> int:
         """Events in members the disk took (and that were not deleted with their file since)."""
         return self._parts.appended
+
+    @property
+    def failed_flushes(self) -> int:
+        """Flushes whose formatting or compression failed (their events are counted unwritten)."""
+        return self._failed_flushes
 
     @property
     def unwritten(self) -> int:
@@ -406,6 +421,7 @@ class TraceWriter:
         if not join_by([self._thread, self._disk_thread], deadline):
             self.abandon()
             join_by([self._thread, self._disk_thread], grace())  # one stuck on a hung disk is left behind
+        self._pool.shutdown(wait=False, cancel_futures=True)  # its work is done, or abandoned
         if self.error is not None:
             raise self.error
 
@@ -442,8 +458,8 @@ class TraceWriter:
                     if self.trouble is not None or self._abandoned.is_set():
                         self._dropped_frames += item.frame.height
                     elif item.frame.height:
-                        described = self._describe(item.frame, item.tables, pending)
-                        pending.add_events(event_lines(self._without_process_ids(described), self._precision))
+                        described = self._without_process_ids(self._describe(item.frame, item.tables, pending))
+                        pending.add_batch(self._pool.submit(event_lines, described, self._precision), described.height)
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
@@ -455,11 +471,19 @@ class TraceWriter:
                     return
 
     def _emit(self, pending: _Pending) -> None:
-        """Hand what is pending to the disk thread as members, metadata first (FH lines come
-        before the events using them)."""
-        for text, stats in pending.members():
-            self._disk_queue.put((text, stats), 1)
+        """Hand what is pending to the pool, to be made into members (metadata first: FH lines
+        come before the events using them), and its place in the file to the disk thread."""
+        if pending.meta or pending.batches:
+            flush = _Flush(pending.meta, pending.batches, pending.events)
+            self._disk_queue.put((self._pool.submit(self._members, flush), flush.events), 1)
         pending.reset()
+
+    def _members(self, flush: _Flush) -> list[tuple[bytes, MemberStats]]:
+        """A flush's compressed members (in a pool thread; it waits only on formatting submitted
+        before it, so the pool, first in first out, never waits on itself)."""
+        behind = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
+        level = HURRIED_LEVEL if behind else GZIP_LEVEL
+        return [(gzip_member(text, level), stats) for text, stats in flush.members()]
 
     def _disk_run(self) -> None:
         """Compress, append and index members, switch parts, in the order they come; while
@@ -480,17 +504,34 @@ class TraceWriter:
                     parts.finish()
                     parts.start(str(item))
                     continue
-                text, stats = self._end_member(item) if isinstance(item, _End) else item
-                if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
-                    parts.drop(stats.events)
-                    self._ask_resume()
-                    continue
-                behind = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
-                parts.append(gzip_member(text, HURRIED_LEVEL if behind else GZIP_LEVEL), stats)
+                if isinstance(item, _End):
+                    text, stats = self._end_member(item)
+                    members = [(gzip_member(text), stats)]
+                else:
+                    members = self._flush_members(*item)
+                for member, stats in members:
+                    if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
+                        parts.drop(stats.events)
+                        self._ask_resume()
+                        continue
+                    parts.append(member, stats)
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     return
+
+    def _flush_members(self, made: Future, events: int) -> list[tuple[bytes, MemberStats]]:
+        """A flush's members once its pool thread made them; none if it failed: its events are
+        counted as unwritten and the user is told, once."""
+        try:
+            return made.result()
+        except Exception as exc:  # noqa: BLE001 (any failure of formatting or deflate: counted, not fatal)
+            self._failed_flushes += 1
+            self._parts.drop(events)
+            if self._failed_flushes == 1 and self._on_trouble is not None:
+                self._on_trouble(f"a writer thread failed ({type(exc).__name__}: {exc}): "
+                                 f"{events:,} events of a flush were not written (counted as unwritten)")
+            return []
 
     def _ask_resume(self) -> None:
         if self._parts.trouble is not None and not self._rotate_asked and self._parts.resume_due():
@@ -509,14 +550,19 @@ class TraceWriter:
             args["lost_total"] = sum(args["lost"].values())
             if self._stacks_missing:
                 args["counters"] = {**args["counters"], "py_stacks_undescribed": self._stacks_missing}
+            if self._failed_flushes:
+                args["counters"] = {**args["counters"], "writer_failed_flushes": self._failed_flushes}
         text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
         stats = MemberStats(KIND_META)
         stats.add_text(text)
         return text, stats
 
 
+LINE_BYTES_GUESS = 200  # of text per event line, before it is formatted: when to flush
+
+
 class _Pending:
-    """Lines waiting for the next flush: metadata, then events per layer and shape, in separate members."""
+    """What waits for the next flush: metadata lines, then batches being formatted."""
 
     def __init__(self) -> None:
         self.reset()
@@ -524,8 +570,8 @@ class _Pending:
     def reset(self) -> None:
         """Start over after a flush."""
         self.meta: list[bytes] = []
-        self.events: dict[tuple, list[bytes]] = {}
-        self.stats: dict[tuple, MemberStats] = {}
+        self.batches: list[Future] = []
+        self.events = 0
         self.buffered = 0
 
     def add_meta(self, line: bytes) -> None:
@@ -533,21 +579,33 @@ class _Pending:
         self.meta.append(line)
         self.buffered += len(line)
 
-    def add_events(self, groups: dict[tuple, tuple[bytes, pl.DataFrame]]) -> None:
-        """A formatted batch: its lines and their (ts, pid) rows per member (layer and shape)."""
-        for key, (text, rows) in groups.items():
-            stats = self.stats.setdefault(key, MemberStats(KIND_EVENTS))
-            stats.add_text(text, lines=rows.height)
-            stats.add_events(rows)
-            self.events.setdefault(key, []).append(text)
-            self.buffered += len(text)
+    def add_batch(self, formatting: Future, events: int) -> None:
+        """A batch being formatted (event_lines' result to come)."""
+        self.batches.append(formatting)
+        self.events += events
+        self.buffered += events * LINE_BYTES_GUESS
+
+
+class _Flush:
+    """One flush's lines: metadata, then events per layer and shape, in separate members."""
+
+    def __init__(self, meta: list[bytes], batches: list[Future], events: int) -> None:
+        self.meta, self.batches, self.events = meta, batches, events
 
     def members(self):
-        """(text, stats) of each member to write."""
+        """(text, stats) of each member to write, once the batches are formatted."""
         if self.meta:
             text = b"".join(self.meta)
             stats = MemberStats(KIND_META)
             stats.add_text(text)
             yield text, stats
-        for key, texts in self.events.items():
-            yield b"".join(texts), self.stats[key]
+        texts: dict[tuple, list[bytes]] = {}
+        stats_by_key: dict[tuple, MemberStats] = {}
+        for formatting in self.batches:
+            for key, (text, rows) in formatting.result().items():
+                stats = stats_by_key.setdefault(key, MemberStats(KIND_EVENTS))
+                stats.add_text(text, lines=rows.height)
+                stats.add_events(rows)
+                texts.setdefault(key, []).append(text)
+        for key, parts in texts.items():
+            yield b"".join(parts), stats_by_key[key]
