@@ -71,7 +71,7 @@ def record(
     backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
     writer_threads: Annotated[Optional[int], typer.Option("--writer-threads", min=1, help="Most threads formatting and compressing the trace (default: the cores but one, at most 4); one does the work until the event rate needs more.")] = None,
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
-    compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, recompress it smaller and write its Parquet copy for fast reading, in the background at the lowest priority.")] = True,
+    compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, write its Parquet copy for fast reading (and recompress what was written in a hurry, while the writer was behind), in the background at the lowest priority.")] = True,
     probe_stats: Annotated[bool, typer.Option("--probe-stats", help="Have the kernel count the probes' own run time while recording (its BPF stats, a few tens of ns per probe run), for the summary's cost line.")] = False,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
@@ -144,7 +144,7 @@ def record(
         details["python_stacks"] = {"depth": python_options.depth, "sample": python_options.sample}
 
     def finish_in_background(path: Path) -> None:
-        finisher = finish_later(path)
+        finisher = finish_later(path, recompress=writer.hurried(path))
         if finisher is not None:
             recording.probes.tables.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
 

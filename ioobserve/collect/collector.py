@@ -51,8 +51,11 @@ QUEUED_BYTES = 16 << 20
 # no more, since a batch is held as several frames on its way to the disk (memory behind a
 # slow disk: 1 << 18 made the recorder's working set twice as large, 1 GB on a 2 M-event flood).
 MERGED_EVENTS = 1 << 16
-# Below this many events a batch waits up to COALESCE_S for the batches after it.
-COALESCE_EVENTS, COALESCE_S = 1 << 14, 0.1
+# Below this many events a batch waits up to COALESCE_S for the batches after it: a batch's
+# fixed cost is ~10 ms of CPU here (bench/README.md), 1 µs per event at 10 k events, so at a
+# steady 100 k events/s batches of 0.1 s cost the recorder half its CPU; 0.5 s stays within
+# the writer's flush second and within what a live view shows.
+COALESCE_EVENTS, COALESCE_S = MERGED_EVENTS, 0.5
 _NOTHING = object()  # no queue item held back (None is one: the stream's end)
 # The worker keeps many small objects for the whole recording (Python frames and stacks,
 # chains, paths), and the interpreter's default thresholds make its cycle collector walk them

@@ -1,5 +1,6 @@
-"""Finishing closed trace files in the background: each is recompressed smaller
-(ioobserve.trace.compact), then gets its columnar copy (ioobserve.trace.columnar), in a
+"""Finishing closed trace files in the background: each gets its columnar copy
+(ioobserve.trace.columnar), after being recompressed (ioobserve.trace.compact) if the writer
+deflated some of it in a hurry (at a fast level, while it was behind), in a
 detached process at low CPU priority (as niced as the recorder's own work) and the idle I/O
 class, so that the recorder does not wait for it and the jobs it watches do not feel it.
 
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 MARK_SUFFIX = ".finishing"
+RECOMPRESS = "--recompress"  # argument: recompress the traces before building their copies
 FINISHER_NICE = 10  # the recorder's own (ioobserve.collect.priority): at 19 it gets next to no CPU while a job holds every core
 _IOPRIO_SET = 251  # x86-64; elsewhere the call fails and only the CPU priority is lowered
 _IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE = 1, 3
@@ -31,7 +33,7 @@ def mark_path(trace: Path) -> Path:
     return trace.with_name(trace.name + MARK_SUFFIX)
 
 
-def finish_later(trace: Path) -> int | None:
+def finish_later(trace: Path, recompress: bool = False) -> int | None:
     """Start finishing a closed trace in the background; the finisher's pid (None if it could
     not start: the trace stays as written, which is all a reader needs)."""
     from ioobserve.trace.output import OutputError, create_private_file
@@ -43,7 +45,8 @@ def finish_later(trace: Path) -> int | None:
         return None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ioobserve.trace.finish", str(trace)], stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "ioobserve.trace.finish", *([RECOMPRESS] if recompress else []), str(trace)],
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
         )
     except OSError:
@@ -52,13 +55,14 @@ def finish_later(trace: Path) -> int | None:
     return process.pid
 
 
-def finish(trace: Path) -> None:
-    """Recompress a closed trace, then build its copy; the mark goes in every case."""
+def finish(trace: Path, recompress: bool = False) -> None:
+    """Recompress a closed trace if asked, then build its copy; the mark goes in every case."""
     from ioobserve.trace.columnar import build_copy
     from ioobserve.trace.compact import compact
 
     try:
-        compact(trace)
+        if recompress:
+            compact(trace)
         build_copy(trace)
     finally:
         mark_path(trace).unlink(missing_ok=True)
@@ -78,9 +82,12 @@ def main(argv: list[str]) -> int:
     """Finish each trace named; 1 if any failed (nobody reads it: the process is detached)."""
     low_priority()
     failed = 0
+    recompress = RECOMPRESS in argv
     for name in argv:
+        if name == RECOMPRESS:
+            continue
         try:
-            finish(Path(name))
+            finish(Path(name), recompress)
         except Exception:  # noqa: BLE001 - the trace stays as written; the copy is built on first read
             failed = 1
     return failed

@@ -43,6 +43,7 @@ class Parts:
         self.troubles: list[str] = []  # every failure of the recording, in order
         self.appended = 0  # events in members on disk
         self.dropped = 0  # events in members the disk did not take
+        self.hurried: set[Path] = set()  # parts holding members deflated at the hurried level
         self._part_appended = 0
         self._resume_at = self._resume_wait = 0.0  # when to ask the file system again
         self._resuming: str | None = None  # the trouble a new part is trying to end
@@ -52,8 +53,9 @@ class Parts:
         """Bytes in the current part (0 while there is none)."""
         return self.part.size if self.part is not None else 0
 
-    def append(self, member: bytes, stats: MemberStats) -> None:
-        """One member and its index line; a disk failure drops it (counted) and starts the trouble."""
+    def append(self, member: bytes, stats: MemberStats, hurried: bool = False) -> None:
+        """One member and its index line; a disk failure drops it (counted) and starts the trouble.
+        `hurried`: deflated fast rather than small (the finisher recompresses such parts)."""
         if self.part is None:
             self._fail(FileNotFoundError("no trace file is open"), stats.events)
             return
@@ -71,6 +73,8 @@ class Parts:
             return
         self.appended += stats.events
         self._part_appended += stats.events
+        if hurried:
+            self.hurried.add(self.part.path)
         if self._resuming is not None:  # the new part took its first member: the trouble is over
             self._resuming = None
             self._say(f"writing again, in {self.part.path} ({self.lost_so_far():,} events lost meanwhile)")

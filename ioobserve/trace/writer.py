@@ -37,12 +37,12 @@ from ioobserve.handoff import Handoff
 from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_path
+from ioobserve.trace.members import GZIP_LEVEL
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
-GZIP_LEVEL = 6
 HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather than compress well
 DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
@@ -185,6 +185,11 @@ class TraceWriter:
     def events_written(self) -> int:
         """Events in members the disk took (and that were not deleted with their file since)."""
         return self._parts.appended
+
+    def hurried(self, part: Path) -> bool:
+        """Whether a part holds members deflated fast because the writer was behind (worth
+        recompressing once closed)."""
+        return Path(part) in self._parts.hurried
 
     @property
     def failed_flushes(self) -> int:
@@ -475,15 +480,16 @@ class TraceWriter:
         come before the events using them), and its place in the file to the disk thread."""
         if pending.meta or pending.batches:
             flush = _Flush(pending.meta, pending.batches, pending.events)
-            self._disk_queue.put((self._pool.submit(self._members, flush), flush.events), 1)
+            self._disk_queue.put((self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
         pending.reset()
 
-    def _members(self, flush: _Flush) -> list[tuple[bytes, MemberStats]]:
-        """A flush's compressed members (in a pool thread; it waits only on formatting submitted
-        before it, so the pool, first in first out, never waits on itself)."""
-        behind = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
-        level = HURRIED_LEVEL if behind else GZIP_LEVEL
-        return [(gzip_member(text, level), stats) for text, stats in flush.members()]
+    def _members(self, flush: _Flush) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
+        """Whether a flush was deflated in a hurry, and its compressed members (in a pool
+        thread; it waits only on formatting submitted before it, so the pool, first in first
+        out, never waits on itself)."""
+        hurried = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
+        level = HURRIED_LEVEL if hurried else GZIP_LEVEL
+        return hurried, [(gzip_member(text, level), stats) for text, stats in flush.members()]
 
     def _disk_run(self) -> None:
         """Compress, append and index members, switch parts, in the order they come; while
@@ -506,32 +512,32 @@ class TraceWriter:
                     continue
                 if isinstance(item, _End):
                     text, stats = self._end_member(item)
-                    members = [(gzip_member(text), stats)]
+                    hurried, members = False, [(gzip_member(text), stats)]
                 else:
-                    members = self._flush_members(*item)
+                    hurried, members = self._flush_members(*item)
                 for member, stats in members:
                     if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
                         parts.drop(stats.events)
                         self._ask_resume()
                         continue
-                    parts.append(member, stats)
+                    parts.append(member, stats, hurried)
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
                     return
 
-    def _flush_members(self, made: Future, events: int) -> list[tuple[bytes, MemberStats]]:
+    def _flush_members(self, made: Future, events: int, meta_lines: int) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
         """A flush's members once its pool thread made them; none if it failed: its events are
-        counted as unwritten and the user is told, once."""
+        counted as unwritten (and the flushes failed, in the end record) and the user is told, once."""
         try:
             return made.result()
         except Exception as exc:  # noqa: BLE001 (any failure of formatting or deflate: counted, not fatal)
             self._failed_flushes += 1
             self._parts.drop(events)
             if self._failed_flushes == 1 and self._on_trouble is not None:
-                self._on_trouble(f"a writer thread failed ({type(exc).__name__}: {exc}): "
-                                 f"{events:,} events of a flush were not written (counted as unwritten)")
-            return []
+                self._on_trouble(f"a writer thread failed ({type(exc).__name__}: {exc}): a flush of {events:,} events "
+                                 f"and {meta_lines:,} metadata lines was not written (counted as unwritten)")
+            return False, []
 
     def _ask_resume(self) -> None:
         if self._parts.trouble is not None and not self._rotate_asked and self._parts.resume_due():

@@ -1,6 +1,7 @@
 """Finishing a closed trace: recompressed into fewer, larger members that say the same, with
 an index equal to one rebuilt from the file; left alone when it changed meanwhile or has a
-damaged member; finished in the background with its copy, the mark gone when done."""
+damaged member; finished in the background with its copy (recompressed first only when the
+writer hurried), the mark gone when done."""
 
 from __future__ import annotations
 
@@ -79,14 +80,18 @@ def test_a_trace_that_changed_or_is_damaged_is_left_as_it_is(trace, monkeypatch)
     assert [p.name for p in trace.parent.iterdir() if p.name.startswith(".ioo-")] == []
 
 
-def test_the_background_finisher_compacts_and_copies_then_removes_its_mark(trace):
-    expected, size = load(trace), trace.stat().st_size
+@pytest.mark.parametrize("recompress", [True, False])
+def test_the_background_finisher_copies_recompresses_if_asked_then_removes_its_mark(trace, recompress):
+    expected, original = load(trace), trace.read_bytes()
     for made in trace.parent.glob("*.parquet*"):
         made.unlink()
-    assert finish_later(trace) is not None
+    assert finish_later(trace, recompress=recompress) is not None
     assert mark_path(trace).exists()
     # The finisher removes its mark last; it runs niced, so a loaded machine makes it slow.
     wait_until(lambda: not mark_path(trace).exists(), "the finisher done with the trace", timeout=600)
-    assert trace.stat().st_size < size
+    if recompress:
+        assert trace.stat().st_size < len(original)
+    else:
+        assert trace.read_bytes() == original, "a trace written at the usual level is left as written"
     assert valid_copy(trace) is not None
     assert load(trace).equals(expected)

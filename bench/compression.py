@@ -1,0 +1,80 @@
+"""The deflate curve on a recorded trace's own text: bytes per event against CPU per event, per
+level, for the members as the writer cuts them (a flush per layer and shape) and as the
+finisher merges them (up to 32 MiB of text), beside Python's zlib (DFTracer's deflate).
+
+The input is a trace recorded here (`--trace`, written uncompacted: `record --no-compact`, or
+any trace: its members are inflated and compressed again). Each member is deflated on its own,
+as the writer does; times are CPU seconds of this process (libdeflate and zlib run on one thread).
+
+  .venv/bin/python bench/compression.py --trace T.pfw.gz [--levels 1 2 4 6 9 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import deflate
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ioobserve.trace.compact import GROUP_BYTES  # noqa: E402  (run as a script from the checkout)
+from ioobserve.trace.index import read_index  # noqa: E402
+
+
+def member_texts(trace: Path) -> tuple[list[bytes], int]:
+    """The text of each member of the trace, and the events in it (from its index)."""
+    entries = read_index(trace)
+    if entries is None:
+        sys.exit(f"{trace}: no usable index (run `ioobserve index {trace}` first)")
+    data = trace.read_bytes()
+    texts = [zlib.decompress(data[e.offset : e.offset + e.size], 31) for e in entries]
+    return texts, sum(e.events for e in entries)
+
+
+def merged(texts: list[bytes]) -> list[bytes]:
+    """The texts joined into groups of up to GROUP_BYTES, as the finisher merges members."""
+    groups, current, size = [], [], 0
+    for text in texts:
+        if size + len(text) > GROUP_BYTES and current:
+            groups.append(b"".join(current))
+            current, size = [], 0
+        current.append(text)
+        size += len(text)
+    if current:
+        groups.append(b"".join(current))
+    return groups
+
+
+def measure(texts: list[bytes], compress) -> tuple[float, int]:
+    """(CPU seconds, compressed bytes) for every text deflated on its own."""
+    started = time.process_time()
+    size = sum(len(compress(text)) for text in texts)
+    return time.process_time() - started, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4, 6, 9, 12])
+    args = parser.parse_args()
+    texts, events = member_texts(args.trace)
+    raw = sum(len(t) for t in texts)
+    print(f"{args.trace.name}: {events:,} events, {len(texts):,} members, {raw / max(events, 1):.0f} B/event of text")
+    print("| deflate | members | level | CPU ns/event | MB/s of text | B/event |")
+    print("|---|---|---|---|---|---|")
+    for cut, parts in (("as written", texts), ("merged (finisher)", merged(texts))):
+        for level in args.levels:
+            cpu, size = measure(parts, lambda text, level=level: deflate.gzip_compress(text, level))
+            print(f"| libdeflate | {cut} | {level} | {cpu / events * 1e9:.0f} | {raw / cpu / 1e6:.0f} | {size / events:.2f} |")
+        for level in (1, 6):
+            cpu, size = measure(parts, lambda text, level=level: zlib.compress(text, level))
+            print(f"| zlib | {cut} | {level} | {cpu / events * 1e9:.0f} | {raw / cpu / 1e6:.0f} | {size / events:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

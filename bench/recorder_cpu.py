@@ -1,0 +1,138 @@
+"""The recorder's own CPU per event, and whether it keeps up, at paced event rates.
+
+`ioobserve record --comm flood` runs system-wide (the filter in the kernel) while bench/flood.c
+issues pread(64 B) from K processes, paced to each `--rates` value for `--seconds`. Per run:
+the recorder's CPU (its process tree: main, capture process, disk process; user + system,
+from the moment it says it is recording to its exit) per event recorded; the background
+finisher's CPU after it (recompression and the Parquet copy, at low priority) per event; the
+writer's lag (the end record's `writer_lag_max_us`: how long after its call an event reached
+the writer, at worst); the tail (the flood's end to `record` returning); loss; and the trace's
+bytes per event. Rates at which the recorder kept up (no loss, lag <= 1 s) are sustained.
+
+  sudo .venv/bin/python bench/recorder_cpu.py [--rates 100000 300000 1000000] [--seconds 10]
+      [--writer-threads 1 2] [--procs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+
+from ioobserve.trace.reader import own_records  # noqa: E402  (run as a script from the checkout)
+
+IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its live descendants."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICK
+            for task in os.listdir(f"/proc/{current}/task"):
+                todo += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
+        except (OSError, IndexError, ValueError):
+            pass  # ended meanwhile
+    return total
+
+
+def finisher_cpu(trace_dir: Path, timeout: float = 600.0) -> float:
+    """CPU seconds of the background finishers of the traces in `trace_dir`, sampled until they end."""
+    last: dict[int, float] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-f", f"ioobserve.trace.finish {trace_dir}"], capture_output=True, text=True).stdout.split()
+        for pid in map(int, found):
+            last[pid] = max(last.get(pid, 0.0), tree_cpu(pid))
+        if not found and not list(trace_dir.glob("*.finishing")):
+            break
+        time.sleep(0.1)
+    return sum(last.values())
+
+
+def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_threads: int | None) -> dict:
+    """One recorded, paced flood."""
+    out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
+    command = [str(IOOBSERVE), "record", "--comm", "flood", "-o", str(out)]
+    if writer_threads:
+        command += ["--writer-threads", str(writer_threads)]
+    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in recorder.stderr:
+        if "recording to" in line:
+            break
+    else:
+        raise RuntimeError(f"record did not start (status {recorder.wait()})")
+    start_cpu = tree_cpu(recorder.pid)
+    calls = int(rate * seconds / procs)
+    flood = subprocess.run([str(binary), str(work / "flood.dat"), str(procs), str(calls), str(rate)],
+                           capture_output=True, text=True, check=True)
+    flood_end = time.monotonic()
+    recorder.send_signal(signal.SIGINT)
+    recorder.stderr.read()
+    _, status, usage = os.wait4(recorder.pid, 0)
+    tail = time.monotonic() - flood_end
+    if status:
+        raise RuntimeError(f"record exited with status {status}")
+    cpu = usage.ru_utime + usage.ru_stime - start_cpu
+    finish = finisher_cpu(out)
+    traces = sorted(out.glob("*.pfw.gz"))
+    (end,) = own_records(traces[0], "end")
+    events = end["args"]["num_events"]
+    counters = end["args"].get("counters", {})
+    size = sum(p.stat().st_size for p in traces)
+    shutil.rmtree(out, ignore_errors=True)
+    issued = procs * calls
+    return {"rate": rate, "threads": writer_threads or "default", "issued": issued, "flood_s": float(flood.stdout.split('"seconds": ')[1].split(",")[0]),
+            "events": events, "lost": end["args"]["lost_total"], "cpu_us": cpu / max(events, 1) * 1e6,
+            "finisher_us": finish / max(events, 1) * 1e6, "lag_s": counters.get("writer_lag_max_us", 0) / 1e6,
+            "tail_s": tail, "bytes": size / max(events, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", type=int, nargs="+", default=[100_000, 300_000, 1_000_000], help="events/s in all")
+    parser.add_argument("--seconds", type=float, default=10.0, help="flood length per run")
+    parser.add_argument("--procs", type=int, default=2, help="flood processes")
+    parser.add_argument("--writer-threads", type=int, nargs="+", default=[0], help="record --writer-threads values (0: the default)")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/recorder_cpu.py: run as root")
+    work = Path(tempfile.mkdtemp(prefix="ioobserve-recorder-cpu-", dir="/var/tmp"))
+    try:
+        binary = work / "flood"
+        subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "flood.c")], check=True)
+        print("| rate asked (ev/s) | writer threads | flood rate | events | lost | recorder CPU µs/event | finisher CPU µs/event"
+              " | writer lag max s | tail s | trace B/event | kept up |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for _ in range(args.rounds):
+            for rate in args.rates:
+                for threads in args.writer_threads:
+                    r = run(binary, work, args.procs, rate, args.seconds, threads or None)
+                    kept_up = r["lost"] == 0 and r["lag_s"] <= 1.0
+                    print(f"| {rate:,} | {r['threads']} | {r['issued'] / r['flood_s']:,.0f} | {r['events']:,} | {r['lost']:,} | "
+                          f"{r['cpu_us']:.2f} | {r['finisher_us']:.2f} | {r['lag_s']:.2f} | {r['tail_s']:.2f} | {r['bytes']:.1f} | "
+                          f"{'yes' if kept_up else 'no'} |", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
