@@ -2,7 +2,7 @@
 level, for the members as the writer cuts them (a flush per layer and shape) and as the
 finisher merges them (up to 32 MiB of text), beside Python's zlib (DFTracer's deflate).
 
-The input is a trace recorded here (`--trace`, written uncompacted: `record --no-compact`, or
+The input is a trace recorded here (`--trace`; `record --no-compact` leaves it as written, or
 any trace: its members are inflated and compressed again). Each member is deflated on its own,
 as the writer does; times are CPU seconds of this process (libdeflate and zlib run on one thread).
 

@@ -3,8 +3,9 @@
 `ioobserve record --comm flood` runs system-wide (the filter in the kernel) while bench/flood.c
 issues pread(64 B) from K processes, paced to each `--rates` value for `--seconds`. Per run:
 the recorder's CPU (its process tree: main, capture process, disk process; user + system,
-from the moment it says it is recording to its exit) per event recorded; the background
-finisher's CPU after it (recompression and the Parquet copy, at low priority) per event; the
+from the moment it says it is recording to its exit) per event recorded; the finisher's CPU
+per event (the Parquet copy, and recompression where the writer hurried: the end record's
+`writer_hurried_members`), run here as the bench's child after `record --no-compact`; the
 writer's lag (the end record's `writer_lag_max_us`: how long after its call an event reached
 the writer, at worst); the tail (the flood's end to `record` returning); loss; and the trace's
 bytes per event. Rates at which the recorder kept up (no loss, lag <= 1 s) are sustained.
@@ -53,24 +54,20 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def finisher_cpu(trace_dir: Path, timeout: float = 600.0) -> float:
-    """CPU seconds of the background finishers of the traces in `trace_dir`, sampled until they end."""
-    last: dict[int, float] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = subprocess.run(["pgrep", "-f", f"ioobserve.trace.finish {trace_dir}"], capture_output=True, text=True).stdout.split()
-        for pid in map(int, found):
-            last[pid] = max(last.get(pid, 0.0), tree_cpu(pid))
-        if not found and not list(trace_dir.glob("*.finishing")):
-            break
-        time.sleep(0.1)
-    return sum(last.values())
+def finisher_cpu(trace: Path, recompress: bool) -> float:
+    """CPU seconds of finishing a trace as `record` would in the background (the bench runs
+    `record --no-compact` and the finisher itself, as its child, to count its CPU exactly)."""
+    command = [sys.executable, "-m", "ioobserve.trace.finish", *(["--recompress"] if recompress else []), str(trace)]
+    started = os.times()
+    subprocess.run(command, cwd=ROOT, check=True)
+    ended = os.times()
+    return (ended.children_user - started.children_user) + (ended.children_system - started.children_system)
 
 
 def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_threads: int | None) -> dict:
     """One recorded, paced flood."""
     out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
-    command = [str(IOOBSERVE), "record", "--comm", "flood", "-o", str(out)]
+    command = [str(IOOBSERVE), "record", "--comm", "flood", "--no-compact", "-o", str(out)]
     if writer_threads:
         command += ["--writer-threads", str(writer_threads)]
     recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -91,12 +88,12 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
     if status:
         raise RuntimeError(f"record exited with status {status}")
     cpu = usage.ru_utime + usage.ru_stime - start_cpu
-    finish = finisher_cpu(out)
     traces = sorted(out.glob("*.pfw.gz"))
     (end,) = own_records(traces[0], "end")
+    finish = sum(finisher_cpu(trace, end["args"].get("counters", {}).get("writer_hurried_members", 0) > 0) for trace in traces)
     events = end["args"]["num_events"]
     counters = end["args"].get("counters", {})
-    size = sum(p.stat().st_size for p in traces)
+    size = sum(p.stat().st_size for p in traces)  # after the finisher: recompressed where it was hurried
     shutil.rmtree(out, ignore_errors=True)
     issued = procs * calls
     return {"rate": rate, "threads": writer_threads or "default", "issued": issued, "flood_s": float(flood.stdout.split('"seconds": ')[1].split(",")[0]),

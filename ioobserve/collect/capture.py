@@ -28,6 +28,7 @@ import numpy as np
 from ioobserve import events as ev
 from ioobserve.collect.priority import restore_priority
 from ioobserve.collect.ringbuf import RingReader
+from ioobserve.thread_names import name_this_thread
 
 HEADER = struct.Struct("<QQ")
 LENGTH = struct.Struct("<I")
@@ -145,6 +146,7 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
     for signum in (signal.SIGINT, signal.SIGTERM):  # the recorder decides when to stop
         signal.signal(signum, signal.SIG_IGN)
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the recorder
+    name_this_thread("ioo-capture")
     if nice is not None:
         restore_priority(nice)
     try:

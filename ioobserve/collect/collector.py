@@ -35,6 +35,7 @@ from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
 from ioobserve.model import BatchTables
 from ioobserve.python.stacks import PythonStacks
+from ioobserve.thread_names import name_this_thread
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
@@ -170,6 +171,7 @@ class Collector:
     def _read_loop(self) -> None:
         """Take batches off the capture stream, learn their paths, probe newly mapped
         libraries, and queue them for the worker; the stream's end (or error) goes last."""
+        name_this_thread()
         end: BaseException | None = None
         batches = self._capture.batches()
         try:
@@ -222,6 +224,7 @@ class Collector:
         return np.concatenate([batch.view(np.uint8) for batch in batches]).view(ev.EVENT), records
 
     def _work_loop(self) -> None:
+        name_this_thread()
         next_loss = time.monotonic() + self.loss_interval
         while (item := self._take()) is not None:
             if isinstance(item, BaseException):

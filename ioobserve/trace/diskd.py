@@ -19,6 +19,7 @@ import sys
 from multiprocessing.connection import Connection
 
 from ioobserve.trace.output import OutputError, create_private_file
+from ioobserve.thread_names import name_this_thread
 
 
 class _Part:
@@ -130,6 +131,7 @@ def main() -> None:
     """The process's entry point: FD is its end of the socket."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the recorder decides when we end
         signal.signal(signum, signal.SIG_IGN)
+    name_this_thread("ioo-disk")
     serve(Connection(int(sys.argv[1])))
 
 

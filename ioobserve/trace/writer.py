@@ -34,6 +34,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
+from ioobserve.thread_names import name_this_thread
 from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_path
@@ -146,8 +147,10 @@ class TraceWriter:
         self.error: BaseException | None = None  # a bug in a thread of ours, raised to the next caller
         self._abandoned = threading.Event()
         self._on_trouble = on_trouble
-        self._pool = ThreadPoolExecutor(max(1, writer_threads), thread_name_prefix="ioobserve-format")
+        self._pool = ThreadPoolExecutor(max(1, writer_threads), thread_name_prefix="ioobserve-format",
+                                        initializer=name_this_thread)
         self._failed_flushes = 0  # flushes a pool thread could not format or compress (their events: unwritten)
+        self._hurried_members = 0  # members deflated at HURRIED_LEVEL (the writer was behind)
         self._queue = Handoff(QUEUED_EVENTS)
         self._disk_queue = Handoff(DISK_QUEUE)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
@@ -433,6 +436,7 @@ class TraceWriter:
     def _run(self) -> None:
         """Format lines in queue order into members for the disk thread; None asks for a flush.
         While the disk takes nothing (or after abandon) frames are dropped unformatted."""
+        name_this_thread()
         pending = _Pending()
         last_flush = time.monotonic()
         while True:
@@ -494,6 +498,7 @@ class TraceWriter:
     def _disk_run(self) -> None:
         """Compress, append and index members, switch parts, in the order they come; while
         the disk takes nothing, ask from time to time whether it would again."""
+        name_this_thread()
         parts = self._parts
         while True:
             try:
@@ -521,6 +526,7 @@ class TraceWriter:
                         self._ask_resume()
                         continue
                     parts.append(member, stats, hurried)
+                    self._hurried_members += hurried
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
                 if item is _STOP:
@@ -558,6 +564,8 @@ class TraceWriter:
                 args["counters"] = {**args["counters"], "py_stacks_undescribed": self._stacks_missing}
             if self._failed_flushes:
                 args["counters"] = {**args["counters"], "writer_failed_flushes": self._failed_flushes}
+            if self._hurried_members:
+                args["counters"] = {**args["counters"], "writer_hurried_members": self._hurried_members}
         text = complete_line(end.record_id, "end", self._pid, self._pid, end.ts_us, args)
         stats = MemberStats(KIND_META)
         stats.add_text(text)
