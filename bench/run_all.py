@@ -62,6 +62,9 @@ BENCHMARKS = [
     Benchmark("trace_io.py", [], ["--events", "200000"], peers=True, source=True),
     Benchmark("load.py", [], [], peers=True, trace=True),
     Benchmark("soak.py", [], ["--minutes", "1", "--rate", "50000", "--rotate-s", "20"]),
+    Benchmark("recorder_cpu.py", [], ["--rates", "100000", "--seconds", "2"]),
+    Benchmark("recorder_stages.py", [], ["--events", "16384", "--small", "4096"]),
+    Benchmark("compression.py", [], ["--levels", "1", "6"], trace=True),
 ]
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 
 import numpy as np
 
+_U32 = struct.Struct("<I")
 BUSY = 1 << 31
 DISCARD = 1 << 30
 HEADER = 8
@@ -39,6 +41,7 @@ class RingReader:
         self._consumer = np.frombuffer(self._consumer_map, dtype=np.uint64, count=1)
         self._producer = np.frombuffer(self._data_map, dtype=np.uint64, count=1)
         self._data = np.frombuffer(self._data_map, dtype=np.uint8, offset=PAGE)
+        self._view = memoryview(self._data_map)[PAGE:]  # per-record reads: struct is ~10x cheaper than numpy scalars
 
     def pending_bytes(self) -> int:
         """Bytes produced but not yet consumed."""
@@ -75,21 +78,22 @@ class RingReader:
         prod = int(self._producer[0])
         end = prod if limit_bytes is None else min(prod, cons + limit_bytes)
         out: list[bytes] = []
-        data = self._data
+        view, mask, unpack = self._view, self._mask, _U32.unpack_from
         while cons < end:
-            start = cons & self._mask
-            header = int(data[start : start + 4].view(np.uint32)[0])
+            start = cons & mask
+            (header,) = unpack(view, start)
             if header & BUSY:
                 break
             length = header & ~(BUSY | DISCARD)
             if not header & DISCARD:
-                out.append(data[start + HEADER : start + HEADER + length].tobytes())
+                out.append(bytes(view[start + HEADER : start + HEADER + length]))
             cons += (length + HEADER + 7) & ~7
         self._consumer[0] = cons
         return out
 
     def close(self) -> None:
         """Unmap the buffer."""
-        del self._consumer, self._producer, self._data
+        self._view.release()
+        del self._consumer, self._producer, self._data, self._view
         self._consumer_map.close()
         self._data_map.close()

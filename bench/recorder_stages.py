@@ -1,0 +1,120 @@
+"""The recorder's user-side stages one by one, in this process, on one event batch: CPU per
+event of each (all threads of the process, Polars' pool included), at a large and a small batch,
+so that each stage's fixed cost per batch shows too.
+
+The batch is a flood's (bench/flood.c: pread of one file by two processes, no paths named,
+no Python stacks) made as the kernel would write it; `--events` sets the large size. The
+stages are the real code: the capture process's message (encode) and the reader's (decode),
+the columns out of the ring's records, the enrichment (context joins, file ids, spans), the
+summary, the writer's metadata and id columns (describe), the JSON lines, deflate.
+
+  .venv/bin/python bench/recorder_stages.py [--events 65536] [--small 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ioobserve import events as ev  # noqa: E402  (run as a script from the checkout)
+from ioobserve import schema as s  # noqa: E402
+from ioobserve.collect.capture import decode, encode  # noqa: E402
+from ioobserve.collect.enrich import _RAW_COLUMNS, Enricher  # noqa: E402
+from ioobserve.context.files import FileTable  # noqa: E402
+from ioobserve.context.processes import ProcessTable  # noqa: E402
+from ioobserve.decode import columns_of  # noqa: E402
+from ioobserve.model import Process  # noqa: E402
+from ioobserve.summary import SummarySink  # noqa: E402
+from ioobserve.trace import writer as writer_module  # noqa: E402
+from ioobserve.trace.lines import event_lines  # noqa: E402
+from ioobserve.trace.members import GZIP_LEVEL  # noqa: E402
+
+DEV, INO, PIDS = (8 << 20) | 1, 1234, (1000, 1001)
+
+
+def flood_batch(events: int) -> np.ndarray:
+    """Events as the kernel writes them for two processes' pread(64 B) loops."""
+    batch = np.zeros(events, dtype=ev.EVENT)
+    rng = np.random.default_rng(1)
+    batch["ts_ns"] = time.monotonic_ns() + np.arange(events) * 1000 + rng.integers(0, 999, events)
+    batch["dur_ns"] = 600 + rng.integers(0, 500, events)
+    batch["ret"] = batch["bytes_req"] = 64
+    batch["ino"], batch["dev"], batch["cgroup_id"], batch["fd"] = INO, DEV, 5, 3
+    batch["pid"] = batch["tid"] = np.array(PIDS)[np.arange(events) % 2]
+    batch["op"], batch["flags"], batch["comm"] = ev.OP_CODES["pread64"], ev.F_FILE, b"flood"
+    return batch
+
+
+def cpu_ns_per_event(work, events: int, seconds: float = 1.0) -> float:
+    """Process CPU per event of `work`, repeated for about `seconds` after a warm-up run."""
+    work()
+    runs, started, cpu = 0, time.monotonic(), time.process_time()
+    while time.monotonic() - started < seconds or runs < 3:
+        work()
+        runs += 1
+    return (time.process_time() - cpu) / runs / events * 1e9
+
+
+def stages(events: int, writer) -> dict[str, float]:
+    """Each stage's CPU ns per event at this batch size."""
+    batch = flood_batch(events)
+    files, processes = FileTable(), ProcessTable()
+    files.by_id[(DEV, INO)] = "/var/tmp/flood.dat"
+    files._pending.append((DEV, INO, "/var/tmp/flood.dat"))
+    for pid in PIDS:
+        processes.by_pid[pid] = Process(pid, 1, "flood")
+    enricher = Enricher(files, processes, 0)
+    frame, tables = enricher.frame(batch)
+    ids = frame.select(list(s.ID_SCHEMA))
+    described = writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending()))
+    text = b"".join(t for t, _ in event_lines(described).values())
+    message = encode(batch, [])
+    result = {
+        "capture message (encode + decode)": lambda: decode(memoryview(message)[16:16 + batch.nbytes], b""),
+        "columns from the ring's records": lambda: columns_of(batch, _RAW_COLUMNS),
+        "enrichment (names, context, file ids, spans)": lambda: enricher.frame(batch),
+        "summary": lambda: SummarySink().events(frame, tables),
+        "writer: metadata and id columns": lambda: writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending())),
+        "JSON lines": lambda: event_lines(described),
+        f"deflate, level {GZIP_LEVEL}": lambda: writer_module.gzip_member(text),
+        f"deflate, level {writer_module.HURRIED_LEVEL}": lambda: writer_module.gzip_member(text, writer_module.HURRIED_LEVEL),
+    }
+    encode_ns = cpu_ns_per_event(lambda: encode(batch, []), events)
+    out = {name: cpu_ns_per_event(work, events) for name, work in result.items()}
+    out["capture message (encode + decode)"] += encode_ns
+    out["line bytes"] = len(text) / events
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1 << 16)
+    parser.add_argument("--small", type=int, default=1 << 13)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        Path(directory).chmod(0o700)
+        writer = writer_module.TraceWriter(Path(directory), "stages.pfw.gz", {}, mounts=[])
+        writer.processes([Process(pid, 1, "flood") for pid in PIDS])
+        try:
+            large, small = stages(args.events, writer), stages(args.small, writer)
+        finally:
+            writer.close()
+    print(f"| stage | CPU ns/event, batch of {args.events:,} | batch of {args.small:,} |")
+    print("|---|---|---|")
+    for name in large:
+        if name != "line bytes":
+            print(f"| {name} | {large[name]:.0f} | {small[name]:.0f} |")
+    print(f"\nline: {large['line bytes']:.0f} bytes; Polars threads: {pl.thread_pool_size()}")
+
+
+if __name__ == "__main__":
+    main()
