@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ioobserve.cli import environment_given
 from ioobserve.cli.errors import EXIT_FAILURE, EXIT_INCOMPLETE, UserError, fail
 from ioobserve.cli.filters import (
     CgroupOption,
@@ -28,7 +29,6 @@ from ioobserve.cli.filters import (
 )
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
 
-MAX_WORK_THREADS = 2
 EPILOG = """Examples:
 
   sudo ioobserve record -o /var/tmp/traces --duration 60        # the whole node for a minute
@@ -82,13 +82,12 @@ def record(
     as lost, writing resumes in a new file when the disk has room again, and `record` exits
     with the command's status (without a command: 3, the trace is incomplete).
     """
-    # An observer stays small on a big node: Polars would otherwise start a thread per CPU,
-    # and it runs niced (ioobserve/collect/priority.py). The traced command gets the
-    # environment and priority we were given, untouched.
+    # The recorder runs niced (ioobserve/collect/priority.py) with Polars' pool capped
+    # (ioobserve/cli/__init__.py). The traced command gets the environment and priority we
+    # were given, untouched.
     from ioobserve.collect.priority import lower_priority
 
-    command_env = dict(os.environ)
-    os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
+    command_env = environment_given()
     original_nice = lower_priority()
     # Deferred: keep `--help` fast and free of polars/bcc imports.
     from ioobserve.cli.summary_view import incomplete_line, print_summary

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -62,7 +61,6 @@ def serve(
         filters = build_filters(None, None, settings.comm, None)
     except (ConfigError, JobError, UserError) as exc:
         fail(str(exc))
-    os.environ.setdefault("POLARS_MAX_THREADS", "2")
     daemon = Daemon(settings, filters)
     daemon.install_signals()
     host, port = settings.address()

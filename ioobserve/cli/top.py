@@ -112,7 +112,6 @@ def _replay(paths: list[Path]):
 
 def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None):
     """A live source, or one clear error: no privileges, a bad filter, an unusable --record."""
-    from ioobserve.cli.record import MAX_WORK_THREADS
     from ioobserve.collect.priority import lower_priority
     from ioobserve.collect.recording import Recording
     from ioobserve.live.source import LiveSource
@@ -122,7 +121,6 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
-    os.environ.setdefault("POLARS_MAX_THREADS", str(MAX_WORK_THREADS))
     try:
         privileges = privileges_check()
         if not privileges.ok:

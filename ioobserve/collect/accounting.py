@@ -218,15 +218,18 @@ class AccountingCheck:
         self._exited: dict[int, tuple[float, tuple[int, ...]]] = {}  # pid -> (when received, COUNTERS values)
 
     def add_events(self, frame: pl.DataFrame) -> None:
-        """Count a batch's read and write calls and bytes per process (one group-by)."""
+        """Count a batch's read and write calls and bytes per process (one pass over the
+        events, grouped by process and op; the ops are looked at in those few groups)."""
+        groups = frame.group_by(s.PID, s.OP, s.LAYER, s.COUNTED).agg(pl.len().alias("calls"), pl.col(s.BYTES).sum())
         op, counted = pl.col(s.OP), pl.col(s.COUNTED) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
         # The kernel counts a copy (sendfile, splice, copy_file_range) as a read and a write:
         # its records are the call's two file sides, of which one is counted.
         reads = (op.is_in(_READS) | op.is_in(_COPIES)) & counted
         writes = (op.is_in(_WRITES) | op.is_in(_COPIES)) & counted
-        totals = frame.group_by(s.PID).agg(
-            reads.sum().alias("reads"), writes.sum().alias("writes"),
-            pl.col(s.BYTES).filter(reads).sum().alias("read"), pl.col(s.BYTES).filter(writes).sum().alias("written"),
+        calls, moved = pl.col("calls"), pl.col(s.BYTES)
+        totals = groups.group_by(s.PID).agg(
+            calls.filter(reads).sum().alias("reads"), calls.filter(writes).sum().alias("writes"),
+            moved.filter(reads).sum().alias("read"), moved.filter(writes).sum().alias("written"),
         )
         for pid, *values in totals.iter_rows():
             kept = self._traced.setdefault(pid, [0, 0, 0, 0])

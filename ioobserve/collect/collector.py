@@ -38,6 +38,7 @@ from ioobserve.python.stacks import PythonStacks
 from ioobserve.thread_names import name_this_thread
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
+_RENAME_CODES = [ev.OP_CODES[op] for op in RENAME_OPS]
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
@@ -288,7 +289,8 @@ class Collector:
             self._lags_ns.append(time.monotonic_ns() - int((batch["ts_ns"] + batch["dur_ns"]).min()))
             if self._accounting is not None:
                 self._accounting_check.add_events(frame)
-            self._follow_renames(frame)
+            if np.isin(batch["op"], _RENAME_CODES).any():
+                self._follow_renames(frame)
 
     def _follow_renames(self, frame: pl.DataFrame) -> None:
         renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.PATH2).is_not_null())

@@ -351,14 +351,15 @@ class TraceWriter:
         pids = [pid for pid in frame.get_column(s.PID).unique().to_list() if pid in self._part_processes]
         if not pids:
             return frame
-        known = pl.DataFrame(
-            {s.PID: pids, "_uid": [self._part_processes[p][0] for p in pids], "_cg": [self._part_processes[p][1] for p in pids]},
-            schema={s.PID: pl.UInt32, "_uid": pl.UInt32, "_cg": pl.UInt64},
+        # Replacing by pid, not joining: a join copies every column of the batch.
+        uid = pl.col(s.PID).replace_strict(pids, [self._part_processes[p][0] for p in pids], default=None,
+                                           return_dtype=pl.UInt32)
+        cgroup = pl.col(s.PID).replace_strict(pids, [self._part_processes[p][1] for p in pids], default=None,
+                                              return_dtype=pl.UInt64)
+        return frame.with_columns(
+            pl.when(uid.is_null() | (pl.col(s.UID) != uid)).then(pl.col(s.UID)).alias(s.UID),
+            pl.when(cgroup.is_null() | (pl.col(s.CGROUP) != cgroup)).then(pl.col(s.CGROUP)).alias(s.CGROUP),
         )
-        return frame.join(known, on=s.PID, how="left", maintain_order="left").with_columns(
-            pl.when(pl.col("_uid").is_null() | (pl.col(s.UID) != pl.col("_uid"))).then(pl.col(s.UID)).alias(s.UID),
-            pl.when(pl.col("_cg").is_null() | (pl.col(s.CGROUP) != pl.col("_cg"))).then(pl.col(s.CGROUP)).alias(s.CGROUP),
-        ).drop("_uid", "_cg")
 
     def _forget_described(self) -> None:
         self._part_processes.clear()

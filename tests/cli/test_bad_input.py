@@ -45,6 +45,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--py-stacks", "0"], ["--py-stacks 0"]),
         (["--py-depth", "33"], ["--py-depth 33", "between 1 and 32"]),
         (["--precision", "ms"], ["--precision ms", "us, ns"]),
+        (["--writer-threads", "0"], ["--writer-threads", "greater than or equal to 1"]),
     ],
 )
 def test_bad_filters_are_refused_before_anything_is_attached(tmp_path, args, words, root_required):

@@ -73,4 +73,4 @@ def test_the_writer_keeps_the_stacks_used_last_and_says_if_one_was_missing(tmp_p
     first, second = writer.paths
     assert _described(first) == {1, 2, 3} and _described(second) == {2, 1}
     (end,) = own_records(second, "end")
-    assert end["args"]["counters"] == {"py_stacks_undescribed": 1}
+    assert end["args"]["counters"]["py_stacks_undescribed"] == 1
