@@ -54,23 +54,30 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def finisher_cpu(trace: Path, recompress: bool) -> float:
+def finisher_cpu(trace: Path, recompress: bool, checkout: Path) -> float:
     """CPU seconds of finishing a trace as `record` would in the background (the bench runs
     `record --no-compact` and the finisher itself, as its child, to count its CPU exactly)."""
     command = [sys.executable, "-m", "ioobserve.trace.finish", *(["--recompress"] if recompress else []), str(trace)]
     started = os.times()
-    subprocess.run(command, cwd=ROOT, check=True)
+    subprocess.run(command, cwd=checkout, env=_environment(checkout), check=True)
     ended = os.times()
     return (ended.children_user - started.children_user) + (ended.children_system - started.children_system)
 
 
-def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_threads: int | None) -> dict:
+def _environment(checkout: Path) -> dict[str, str]:
+    """The environment running `checkout`'s code with this venv (another commit, to compare)."""
+    return {**os.environ, "PYTHONPATH": str(checkout)} if checkout != ROOT else dict(os.environ)
+
+
+def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_threads: int | None,
+        checkout: Path = ROOT) -> dict:
     """One recorded, paced flood."""
     out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
     command = [str(IOOBSERVE), "record", "--comm", "flood", "--no-compact", "-o", str(out)]
     if writer_threads:
         command += ["--writer-threads", str(writer_threads)]
-    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env=_environment(checkout))
     for line in recorder.stderr:
         if "recording to" in line:
             break
@@ -90,7 +97,8 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
     cpu = usage.ru_utime + usage.ru_stime - start_cpu
     traces = sorted(out.glob("*.pfw.gz"))
     (end,) = own_records(traces[0], "end")
-    finish = sum(finisher_cpu(trace, end["args"].get("counters", {}).get("writer_hurried_members", 0) > 0) for trace in traces)
+    hurried = end["args"].get("counters", {}).get("writer_hurried_members", 0) > 0
+    finish = sum(finisher_cpu(trace, hurried, checkout) for trace in traces)
     events = end["args"]["num_events"]
     counters = end["args"].get("counters", {})
     size = sum(p.stat().st_size for p in traces)  # after the finisher: recompressed where it was hurried
@@ -109,6 +117,8 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=2, help="flood processes")
     parser.add_argument("--writer-threads", type=int, nargs="+", default=[0], help="record --writer-threads values (0: the default)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--checkout", type=Path, default=ROOT,
+                        help="run another checkout's ioobserve (a worktree of an older commit) with this venv, to compare")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/recorder_cpu.py: run as root")
@@ -122,7 +132,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for rate in args.rates:
                 for threads in args.writer_threads:
-                    r = run(binary, work, args.procs, rate, args.seconds, threads or None)
+                    r = run(binary, work, args.procs, rate, args.seconds, threads or None, args.checkout.resolve())
                     kept_up = r["lost"] == 0 and r["lag_s"] <= 1.0
                     print(f"| {rate:,} | {r['threads']} | {r['issued'] / r['flood_s']:,.0f} | {r['events']:,} | {r['lost']:,} | "
                           f"{r['cpu_us']:.2f} | {r['finisher_us']:.2f} | {r['lag_s']:.2f} | {r['tail_s']:.2f} | {r['bytes']:.1f} | "
