@@ -38,6 +38,12 @@ GUEST_TIMEOUT_S = float(os.environ.get("IOOBSERVE_MATRIX_TIMEOUT", 45 * 60))
 SILENCE_S = 15 * 60  # no console output for this long: the guest hangs
 COMPILE_TIMEOUT_S = 900
 TAIL_LINES = 40
+# Under emulation the guest's vCPUs take turns on one host thread. With qemu 7.2's multi-threaded
+# TCG a 6.12 guest once died of an int3 oops in the middle of a patched fentry call site
+# (RIP __x64_sys_newfstatat+0x5, as a trampoline was attached or detached): cross-modifying
+# code, which text_poke_bp relies on, is where multi-threaded TCG is weakest. One thread keeps
+# two vCPUs (per-CPU maps, concurrent workers) at some cost in time.
+TCG_THREADING = os.environ.get("IOOBSERVE_MATRIX_TCG_THREAD", "single")
 DEFAULT_TESTS = "-m matrix tests/kernel"
 
 
@@ -255,7 +261,7 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     subprocess.run(["truncate", "-s", SCRATCH_DISK, str(disk)], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(disk)], check=True)
     cpu = ["-cpu", "host" if accel == "kvm" else os.environ.get("IOOBSERVE_MATRIX_CPU", "max")]
-    argv = ["qemu-system-x86_64", "-accel", accel if accel == "kvm" else "tcg,thread=multi", *cpu,
+    argv = ["qemu-system-x86_64", "-accel", accel if accel == "kvm" else f"tcg,thread={TCG_THREADING}", *cpu,
             "-smp", str(os.cpu_count() or 2), "-m", GUEST_MEMORY, "-display", "none", "-monitor", "none",
             "-serial", "stdio", "-no-reboot", "-kernel", str(kernel.vmlinuz), "-initrd", str(kernel.initramfs),
             "-append", "console=ttyS0 panic=-1 loglevel=4 rdinit=/init",
@@ -302,7 +308,9 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     status_file = share / "status"
     status = int(status_file.read_text()) if status_file.exists() else None
     if status is None and not why:
-        why = f"the guest reported no exit status (qemu exited with {qemu.returncode})"
+        panicked = any("Kernel panic" in line for line in tail)
+        why = ("the guest's kernel panicked (its oops is in the lines above)" if panicked else
+               f"the guest reported no exit status (qemu exited with {qemu.returncode})")
     run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), why)
     if os.environ.get("IOOBSERVE_MATRIX_KEEP"):  # what the guest left in /mnt/matrix, to look at
         log(f"{kernel.name}: its /mnt/matrix is kept in {share}")

@@ -16,12 +16,12 @@ class SchedulerError(Exception):
     """The Dask scheduler cannot be reached or Dask is not installed."""
 
 
-def _task(path: str, filters) -> tuple[Partial, list[Damage]]:
+def _task(path: str, filters, plan) -> tuple[Partial, list[Damage]]:
     """Runs on a Dask worker: the partial of one trace file and what was damaged in it."""
-    from ioobserve.analysis.run import trace_partial
+    from ioobserve.analysis.run import ChunkPlan, trace_partial
 
     damage: list[Damage] = []
-    return trace_partial(Path(path), filters, damage), damage
+    return trace_partial(Path(path), filters, damage, plan or ChunkPlan()), damage
 
 
 def _client(scheduler: str):
@@ -43,12 +43,13 @@ def _client(scheduler: str):
         raise SchedulerError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
 
-def dask_partials(paths: list[Path], filters, scheduler: str, damage: list[Damage] | None = None) -> list[Partial]:
+def dask_partials(paths: list[Path], filters, scheduler: str, damage: list[Damage] | None = None,
+                  plan=None) -> list[Partial]:
     """The partial of each trace, computed as Dask tasks on the cluster at `scheduler`; the
     workers must see the trace files at the same (absolute) paths."""
     client, cluster = _client(scheduler)
     try:
-        futures = client.map(_task, [str(Path(path).resolve()) for path in paths], filters=filters, pure=False)
+        futures = client.map(_task, [str(Path(path).resolve()) for path in paths], filters=filters, plan=plan, pure=False)
         done = client.gather(futures)
     finally:
         client.close()

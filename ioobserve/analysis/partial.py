@@ -23,10 +23,11 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
+from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, OTHER, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
-from ioobserve.analysis.timeline import bin_exponent, binned, lanes, rebin
+from ioobserve.analysis.timeline import BIN, MAX_BINS, MS, bin_exponent, binned, lanes, rebin
 from ioobserve.trace.chunks import TraceTables
 
 BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS = s.BYTES, "time_ns", "errors", "first_ns", "last_ns"
@@ -53,7 +54,7 @@ class Partial:
     streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
     busy: pl.DataFrame  # HOST, PID, LAYER: IO_BUSY_NS, DATA_BUSY_NS
     group_busy: pl.DataFrame  # GROUP (rank|worker), HOST, JOB, RANK, WORKER, LAYER: IO_BUSY_NS, DATA_BUSY_NS
-    intervals: pl.DataFrame  # LAYER, JOB, SCOPE (io|data|compute): START, END, merged
+    intervals: IntervalRuns  # under (LAYER, JOB, SCOPE (io|data|compute)): START, END
     threads: pl.DataFrame  # LAYER, JOB, HOST, PID, TID: FIRST_NS, LAST_NS (compute across chunk seams)
     ranges: pl.DataFrame  # LAYER, FILE_ID: START, END bytes read, merged
     opens: pl.DataFrame  # HOST, PID, LAYER: OPENS, OPENS_AFTER_STAT
@@ -150,12 +151,21 @@ def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_
     return {
         "busy": _busy(processes, data, [s.PID], host),
         "group_busy": _group_busy(io_named, data_named, host),
-        "intervals": intervals,
+        "intervals": _runs(intervals),
         "threads": threads_named.group_by(s.LAYER, s.JOB, s.PID, s.TID).agg(
             pl.col(START).min().alias(FIRST_NS), pl.col(END).max().alias(LAST_NS)).with_columns(pl.lit(host).alias(s.HOST)),
         "lanes": lanes(processes.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
                        lane_tolerance, [s.HOST, s.PID]).collect(),
     }
+
+
+INTERVAL_KEYS = [s.LAYER, s.JOB, SCOPE]
+
+
+def _runs(intervals: pl.DataFrame) -> IntervalRuns:
+    runs = IntervalRuns()
+    runs.add(intervals.with_columns(pl.col(s.LAYER).cast(pl.String)), INTERVAL_KEYS)
+    return runs
 
 
 def _busy(io: pl.DataFrame, data: pl.DataFrame, keys: list[str], host: str, merged: bool = True) -> pl.DataFrame:
@@ -194,9 +204,8 @@ def combine(parts: list[Partial]) -> Partial:
     if len(parts) == 1:
         return parts[0]
     stacked = {f.name: pl.concat([getattr(p, f.name) for p in parts], how="diagonal_relaxed")
-               for f in fields(Partial) if f.name != "bin_exponent"}
+               for f in fields(Partial) if f.name not in ("bin_exponent", "intervals")}
     exponent = max(p.bin_exponent for p in parts)
-    interval_keys = [s.LAYER, s.JOB, SCOPE]
     patterns, streams = _stitch_streams(stacked["patterns"], stacked["streams"])
     return Partial(
         totals=stacked["totals"].group_by(TOTAL_KEYS).agg(
@@ -207,7 +216,7 @@ def combine(parts: list[Partial]) -> Partial:
         busy=_summed(stacked["busy"], [s.HOST, s.PID, s.LAYER], [IO_BUSY_NS, DATA_BUSY_NS]),
         group_busy=_summed(stacked["group_busy"], [GROUP, s.HOST, s.JOB, s.RANK, s.WORKER, s.LAYER],
                           [IO_BUSY_NS, DATA_BUSY_NS]),
-        intervals=_stitch_compute(stacked["intervals"], stacked["threads"], interval_keys),
+        intervals=_stitch_compute([p.intervals for p in parts], stacked["threads"]),
         threads=stacked["threads"].group_by(s.LAYER, s.JOB, s.HOST, s.PID, s.TID).agg(
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
         ranges=merge_now(stacked["ranges"], [s.LAYER, s.FILE_ID]),
@@ -226,20 +235,41 @@ def combine(parts: list[Partial]) -> Partial:
     )
 
 
+def fold(folded: Partial | None, later: list[Partial]) -> Partial:
+    """`folded` (None: nothing yet) with the partials that come after it in time, combined;
+    the timeline and lanes are coarsened as the span grows, so that a long trace's partial
+    stays about as small as a short one's (the report draws at most REPORT_BINS bins)."""
+    part = combine(([folded] if folded is not None else []) + later)
+    if part.bins.height > 4 * MAX_BINS:
+        first, last = part.bins.get_column(BIN).min(), part.bins.get_column(BIN).max()
+        exponent = bin_exponent(int(last - first) + (MS << part.bin_exponent))
+        if exponent > part.bin_exponent:
+            part.bins, part.bin_exponent = rebin(part.bins.lazy(), exponent, [s.LAYER, KIND]).collect(), exponent
+    if part.lanes.height > 4 * LANE_DETAIL:
+        span = int(part.lanes.get_column(END).max() - part.lanes.get_column(START).min())
+        part.lanes = lanes(part.lanes.lazy(), max(span // LANE_DETAIL, 1), [s.HOST, s.PID]).collect()
+    return part
+
+
 def _summed(frame: pl.DataFrame, keys: list[str], columns: list[str]) -> pl.DataFrame:
     return frame.group_by(keys).agg(pl.col(column).sum() for column in columns)
 
 
-def _stitch_compute(intervals: pl.DataFrame, threads: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Intervals merged across partials, with the compute of threads between one partial's
-    last I/O and the next one's first."""
+def _stitch_compute(runs: list[IntervalRuns], threads: pl.DataFrame) -> IntervalRuns:
+    """Intervals of all partials, with the compute of threads between one partial's last I/O
+    and the next one's first."""
     thread = [s.LAYER, s.JOB, s.HOST, s.PID, s.TID]
     seams = (
         threads.sort(FIRST_NS).with_columns(pl.col(LAST_NS).shift(1).over(thread).alias(START))
         .filter(pl.col(START).is_not_null() & (pl.col(FIRST_NS) > pl.col(START)))
-        .select(s.LAYER, s.JOB, pl.lit(SCOPE_COMPUTE).alias(SCOPE), START, pl.col(FIRST_NS).alias(END))
+        .select(pl.col(s.LAYER).cast(pl.String), s.JOB, pl.lit(SCOPE_COMPUTE).alias(SCOPE), START,
+                pl.col(FIRST_NS).alias(END))
     )
-    return merge_now(pl.concat([intervals, seams], how="diagonal_relaxed"), keys)
+    combined = IntervalRuns()
+    for part in runs:
+        combined.extend(part)
+    combined.add(seams, INTERVAL_KEYS)
+    return combined
 
 
 def _stitch_streams(patterns: pl.DataFrame, streams: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

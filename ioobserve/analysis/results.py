@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.intervals import END, START, length, merge_now, uncovered
+from ioobserve.analysis.intervals import length
+from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
 from ioobserve.analysis.partial import (
     BYTES,
@@ -109,21 +110,20 @@ def results(part: Partial) -> Analysis:
     io = named.filter(pl.col(s.LAYER).cast(pl.String).is_in(totals_layers(layer)))
     busy = part.busy.filter(pl.col(s.LAYER) == (layer or ""))
     groups = part.group_busy.filter(pl.col(s.LAYER) == (layer or ""))
-    timed = part.intervals.filter(pl.col(s.LAYER).cast(pl.String).is_in([layer or "", s.LAYER_PYTHON]))
-    every_job = _every_job(timed)
-    whole = _overlap(every_job, [s.LAYER])
-    jobs = timed.get_column(s.JOB).unique()
-    overlap = (whole.with_columns(pl.lit(jobs.first(), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
-               if jobs.len() <= 1 else _overlap(timed, [s.LAYER, s.JOB]))
+    unions = busy_unions(part.intervals, [layer or "", s.LAYER_PYTHON])
+    whole = _overlap(unions, every_job=True)
+    jobs = {job for (timed, job, _) in part.intervals.keys if timed in (layer or "", s.LAYER_PYTHON)}
+    overlap = (whole.with_columns(pl.lit(next(iter(jobs), None), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
+               if len(jobs) <= 1 else _overlap(unions, every_job=False))
     processes = _processes(io, busy)
     return Analysis(
         layer=layer,
         hosts=sorted(set(part.processes.get_column(s.HOST).to_list()) | set(part.totals.get_column(s.HOST).to_list())),
-        overview=_overview(io, every_job, whole, layer),
+        overview=_overview(io, unions, whole, layer),
         layers=named.group_by(s.LAYER).agg(pl.col(COUNT).sum().alias("events"), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
         .with_columns(pl.col(s.LAYER).cast(pl.String)).sort(s.LAYER),
         ops=summarize(io.with_columns(pl.col(s.OP).cast(pl.String)), [s.OP]),
-        jobs=_jobs(io, timed.filter(pl.col(s.LAYER) == (layer or ""))),
+        jobs=_jobs(io, unions.filter(pl.col(s.LAYER) == (layer or ""))),
         ranks=_with_bandwidth(summarize(io.filter(pl.col(s.RANK).is_not_null()), [s.JOB, s.RANK]).join(
             groups.filter(pl.col(GROUP) == GROUP_RANK).select(s.JOB, s.RANK, IO_BUSY_NS, DATA_BUSY_NS),
             on=[s.JOB, s.RANK], how="left", nulls_equal=True)),
@@ -161,28 +161,58 @@ def _processes(io: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
     ).sort(TIME_NS, *keys, descending=[True, False, False])
 
 
-def _jobs(io: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
+EVERY, IO_OR_COMPUTE, LENGTH = "every", "io_or_compute", "length"
+EVERY_JOB = ("every job",)  # the target of every job's intervals together (a job is a string or None)
+
+
+def busy_unions(runs: IntervalRuns, layers: list[str]) -> pl.DataFrame:
+    """LAYER, JOB, EVERY, SCOPE: LENGTH of the union of the intervals of `layers`, per job and
+    over every job (EVERY), for each scope and for I/O and compute together (IO_OR_COMPUTE):
+    the I/O no compute hid is the latter less the compute."""
+    def targets(key: tuple) -> list[tuple]:
+        layer, job, scope = key
+        if layer not in layers:
+            return []
+        scopes = [scope, IO_OR_COMPUTE] if scope in (SCOPE_IO, SCOPE_COMPUTE) else [scope]
+        return [(layer, owner, each) for owner in (job, EVERY_JOB) for each in scopes]
+
+    lengths = runs.union_lengths(targets)
+    rows = [(layer, None if job is EVERY_JOB else job, job is EVERY_JOB, scope, length)
+            for (layer, job, scope), length in lengths.items()]
+    return pl.DataFrame(rows, schema={s.LAYER: pl.String, s.JOB: pl.String, EVERY: pl.Boolean, SCOPE: pl.String,
+                                      LENGTH: pl.UInt64}, orient="row")
+
+
+def _scope_lengths(unions: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
+    """Per group with I/O: IO_BUSY_NS, COMPUTE_NS and UNOVERLAPPED_NS (I/O or compute, less compute)."""
+    def of(scope: str, name: str) -> pl.LazyFrame:
+        return unions.lazy().filter(pl.col(SCOPE) == scope).select(*by, pl.col(LENGTH).alias(name))
+
+    return (
+        of(SCOPE_IO, IO_BUSY_NS).join(of(SCOPE_COMPUTE, COMPUTE_NS), on=by, how="left", nulls_equal=True)
+        .join(of(IO_OR_COMPUTE, "_either"), on=by, how="left", nulls_equal=True)
+        .with_columns(pl.col(COMPUTE_NS).fill_null(0))
+        .with_columns((pl.col("_either") - pl.col(COMPUTE_NS)).cast(pl.UInt64).alias(UNOVERLAPPED_NS))
+        .drop("_either")
+    )
+
+
+def _jobs(io: pl.DataFrame, unions: pl.DataFrame) -> pl.DataFrame:
     """Per job: totals, busy time of all its I/O and of its data I/O (unions across its
     processes and nodes), bandwidth over the latter."""
-    busy = [length(intervals.lazy().filter(pl.col(SCOPE) == scope), [s.JOB], name).collect()
+    per_job = unions.filter(~pl.col(EVERY))
+    busy = [per_job.filter(pl.col(SCOPE) == scope).select(s.JOB, pl.col(LENGTH).alias(name)).sort(s.JOB)
             for scope, name in ((SCOPE_IO, IO_BUSY_NS), (SCOPE_DATA, DATA_BUSY_NS))]
     frame = summarize(io, [s.JOB]).join(busy[0], on=s.JOB, how="left", nulls_equal=True)
     return _with_bandwidth(frame.join(busy[1], on=s.JOB, how="left", nulls_equal=True))
 
 
-def _every_job(intervals: pl.DataFrame) -> pl.DataFrame:
-    """Intervals (merged per layer, job and scope) merged per layer and scope over all jobs."""
-    if intervals.get_column(s.JOB).n_unique() <= 1:
-        return intervals.drop(s.JOB)  # one job: merged already
-    return merge_now(intervals.drop(s.JOB), [s.LAYER, SCOPE])
-
-
-def _overview(io: pl.DataFrame, every_job: pl.DataFrame, overlap: pl.DataFrame, layer: str | None) -> dict:
+def _overview(io: pl.DataFrame, unions: pl.DataFrame, overlap: pl.DataFrame, layer: str | None) -> dict:
     """Whole-trace figures: totals, busy time (the union over every job), bandwidth and overlap."""
     totals = io.select(_sums(pl.col(KIND))).row(0, named=True)
     for scope, name in ((SCOPE_IO, IO_BUSY_NS), (SCOPE_DATA, DATA_BUSY_NS)):
-        union = every_job.filter((pl.col(SCOPE) == scope) & (pl.col(s.LAYER) == (layer or "")))
-        totals[name] = int(union.select((pl.col(END) - pl.col(START)).sum()).item() or 0)
+        union = unions.filter(pl.col(EVERY) & (pl.col(SCOPE) == scope) & (pl.col(s.LAYER) == (layer or "")))
+        totals[name] = int(union.get_column(LENGTH).sum() or 0)
     moved = (totals[BYTES_READ] or 0) + (totals[BYTES_WRITTEN] or 0)
     totals[BYTES_PER_S] = moved * 1e9 / totals[DATA_BUSY_NS] if totals[DATA_BUSY_NS] else None
     totals["processes"] = io.select(pl.struct(s.HOST, s.PID).n_unique()).item()
@@ -203,17 +233,12 @@ def _overview(io: pl.DataFrame, every_job: pl.DataFrame, overlap: pl.DataFrame, 
     return totals
 
 
-def _overlap(merged: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Per group of intervals merged per group and scope: I/O time, compute time and the I/O
+def _overlap(unions: pl.DataFrame, every_job: bool) -> pl.DataFrame:
+    """Per layer (over every job), or per layer and job: I/O time, compute time and the I/O
     no compute hid."""
-    rows = merged.lazy()
-    io, compute = (rows.filter(pl.col(SCOPE) == scope) for scope in (SCOPE_IO, SCOPE_COMPUTE))
-    return (
-        length(io, by, IO_BUSY_NS).join(length(compute, by, COMPUTE_NS), on=by, how="left", nulls_equal=True)
-        .join(uncovered(io, compute, by, UNOVERLAPPED_NS), on=by, how="left", nulls_equal=True)
-        .with_columns(pl.col(COMPUTE_NS).fill_null(0), pl.col(s.LAYER).cast(pl.String))
-        .collect().sort(by, nulls_last=True)
-    )
+    by = [s.LAYER] if every_job else [s.LAYER, s.JOB]
+    chosen = unions.filter(pl.col(EVERY) == every_job)
+    return _scope_lengths(chosen, by).collect().sort(by, nulls_last=True)
 
 
 def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:

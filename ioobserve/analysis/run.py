@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.partial import Partial, chunk_partial, combine, process_table
+from ioobserve.analysis.partial import Partial, chunk_partial, combine, fold, process_table
 from ioobserve.trace.chunks import CHUNK_ROWS, TraceTables, event_chunks, trace_tables
 from ioobserve.trace.index import read_index
 from ioobserve.trace.members import Damage
@@ -21,6 +21,29 @@ from ioobserve.trace.reader import Selection, own_records
 # Much of a chunk's reduction runs on one core (window functions, joins of small frames): two
 # chunks at once took a 10 M-event analysis from 15.3 s to 13.9 s here (2 cores), same results.
 REDUCERS = 2
+FOLD = 8  # chunk partials combined into the trace's at once
+DEFAULT_MEMORY_MB = 512
+# Measured on a 6 M-event flood (bench/analysis.py): the process with the trace's tables, then
+# each chunk row while it is read and reduced, two reducers at once.
+BASE_MB = 150
+ROW_BYTES = 1400
+MIN_CHUNK_ROWS = 16384
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """How a trace is read: `rows` events a chunk, `reducers` chunks reduced at once."""
+
+    rows: int = CHUNK_ROWS
+    reducers: int = REDUCERS
+
+
+def chunk_plan(memory_mb: int = DEFAULT_MEMORY_MB) -> ChunkPlan:
+    """The chunks that keep an analysis's peak memory near `memory_mb`, whatever the trace's size
+    (one reducer below 320 MiB; at least MIN_CHUNK_ROWS a chunk)."""
+    reducers = REDUCERS if memory_mb >= 320 else 1
+    rows = (memory_mb - BASE_MB) * (1 << 20) // ROW_BYTES * REDUCERS // (REDUCERS + reducers - 1)
+    return ChunkPlan(rows=max(MIN_CHUNK_ROWS, rows), reducers=reducers)
 
 
 @dataclass(frozen=True)
@@ -70,25 +93,27 @@ def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
 
 
 def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None,
-                  chunk_rows: int = CHUNK_ROWS) -> Partial:
-    """The partial of one trace file (a Dask task), read `chunk_rows` events at a time."""
+                  plan: ChunkPlan = ChunkPlan()) -> Partial:
+    """The partial of one trace file (a Dask task), read in the chunks of `plan`."""
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
     def reduce(chunk: pl.DataFrame) -> Partial:
         return chunk_partial(filters.events(chunk, tables), tables, processes)
 
-    # Chunks are reduced on REDUCERS threads while the next one is read: REDUCERS + 1 chunks
-    # at most in memory.
-    parts, pending = [], []
-    with ThreadPoolExecutor(max_workers=REDUCERS) as reducer:
-        for chunk in event_chunks(path, filters.selection(), damage, chunk_rows, tables=tables):
-            if len(pending) == REDUCERS:
-                parts.append(pending.pop(0).result())
+    # Chunks are reduced on `reducers` threads while the next one is read: reducers + 1 chunks
+    # at most in memory. Their partials are folded in, in time order, FOLD at a time.
+    folded, done, pending = None, [], []
+    with ThreadPoolExecutor(max_workers=plan.reducers) as reducer:
+        for chunk in event_chunks(path, filters.selection(), damage, plan.rows):
+            if len(pending) == plan.reducers:
+                done.append(pending.pop(0).result())
+            if len(done) == FOLD:
+                folded, done = fold(folded, done), []
             pending.append(reducer.submit(reduce, chunk))
-        parts += [reduced.result() for reduced in pending]
-    if not parts:  # a trace without events (or none selected)
-        parts = [chunk_partial(_no_events(), tables, processes)]
-    return combine(parts)
+        done += [reduced.result() for reduced in pending]
+    if done or folded is None:
+        folded = fold(folded, done or [chunk_partial(_no_events(), tables, processes)])  # no events: an empty partial
+    return folded
 
 
 def _no_events() -> pl.DataFrame:
@@ -96,14 +121,19 @@ def _no_events() -> pl.DataFrame:
 
 
 def analyze_partial(paths: Sequence[Path], filters: Filters = Filters(), scheduler: str | None = None,
-                    damage: list[Damage] | None = None) -> Partial:
+                    damage: list[Damage] | None = None, memory_mb: int = DEFAULT_MEMORY_MB) -> Partial:
     """All traces' events as one partial: here, one trace after the other, or on the Dask
-    cluster at `scheduler` ("local" starts one on this machine), a task per trace."""
+    cluster at `scheduler` ("local" starts one on this machine), a task per trace; each trace
+    is read in chunks that keep a process near `memory_mb`."""
+    plan = chunk_plan(memory_mb)
     if scheduler is None:
-        return combine([trace_partial(Path(path), filters, damage) for path in paths])
+        folded = None
+        for path in paths:  # one trace's partial at a time beside the ones folded
+            folded = fold(folded, [trace_partial(Path(path), filters, damage, plan)])
+        return folded
     from ioobserve.analysis.distributed import dask_partials
 
-    return combine(dask_partials([Path(path) for path in paths], filters, scheduler, damage))
+    return combine(dask_partials([Path(path) for path in paths], filters, scheduler, damage, plan))
 
 
 def trace_start_ns(paths: Sequence[Path]) -> int | None:

@@ -28,6 +28,12 @@ SchedulerOption = Annotated[
     typer.Option("--scheduler", help="Run on this Dask cluster (tcp://HOST:PORT, or a scheduler file), one task per "
                  "trace; 'local' starts one on this machine. Without it, the analysis runs here."),
 ]
+MemoryOption = Annotated[
+    int,
+    typer.Option("--memory", min=200, metavar="MIB",
+                 help="Peak memory to aim for, in MiB, whatever the traces' size: they are read in chunks that fit. "
+                 "Larger is a little faster."),
+]
 
 _RELATIVE = re.compile(r"^\+?(\d+(?:\.\d+)?)\s*(s|m|h)?$")
 _UNIT_S = {None: 1, "s": 1, "m": 60, "h": 3600}
@@ -67,19 +73,19 @@ def build_filters(traces: list[Path], jobs, pids, prefixes, since: str | None, u
     )
 
 
-def run_analysis(traces: list[Path], filters, scheduler: str | None):
+def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: int | None = None):
     """The Analysis of the traces, with its insights; damage is warned about on stderr."""
     import sys
 
     from ioobserve.analysis.distributed import SchedulerError
     from ioobserve.analysis.insights import insights
     from ioobserve.analysis.results import results
-    from ioobserve.analysis.run import analyze_partial
+    from ioobserve.analysis.run import DEFAULT_MEMORY_MB, analyze_partial
     from ioobserve.trace.reader import TraceError
 
     damage: list = []
     try:
-        analysis = results(analyze_partial(traces, filters, scheduler, damage))
+        analysis = results(analyze_partial(traces, filters, scheduler, damage, memory_mb or DEFAULT_MEMORY_MB))
     except (TraceError, SchedulerError) as exc:
         raise UserError(str(exc)) from None
     for found in damage:

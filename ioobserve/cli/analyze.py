@@ -33,6 +33,7 @@ def analyze(
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON (every table, every row).")] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows per table on screen.")] = 10,
     scheduler: opt.SchedulerOption = None,
+    memory: opt.MemoryOption = 512,
 ) -> None:
     """Totals per job, rank, worker, process, file, layer and operation; busy time, bandwidth and
     unoverlapped I/O; access sizes and patterns; and insights with advice."""
@@ -41,7 +42,7 @@ def analyze(
 
     try:
         filters = opt.build_filters(traces, job, pid, path_prefix, since, until)
-        analysis = opt.run_analysis(traces, filters, scheduler)
+        analysis = opt.run_analysis(traces, filters, scheduler, memory)
     except UserError as exc:
         fail(str(exc))
     if as_json:

@@ -31,6 +31,7 @@ def report(
     until: opt.UntilOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
     scheduler: opt.SchedulerOption = None,
+    memory: opt.MemoryOption = 512,
 ) -> None:
     """The analysis as a self-contained HTML report: overview, insights, bandwidth and operations
     over time per layer, a timeline per process, access sizes, top files, metadata vs data time."""
@@ -40,7 +41,7 @@ def report(
 
     try:
         filters = opt.build_filters(traces, job, pid, path_prefix, since, until)
-        analysis = opt.run_analysis(traces, filters, scheduler)
+        analysis = opt.run_analysis(traces, filters, scheduler, memory)
     except UserError as exc:
         fail(str(exc))
     page = render(analysis, [str(trace) for trace in traces]).encode()

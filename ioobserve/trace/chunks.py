@@ -16,7 +16,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.trace import parse
 from ioobserve.trace.members import Damage
-from ioobserve.trace.reader import Selection, file_events, read_lines
+from ioobserve.trace.reader import Selection, file_event_chunks, read_lines
 from ioobserve.trace.tables import (
     cgroup_table,
     context_table,
@@ -26,7 +26,7 @@ from ioobserve.trace.tables import (
     stack_table,
 )
 
-CHUNK_ROWS = 1 << 20
+CHUNK_ROWS = 1 << 18
 _FILE_KEY_SEED = 0xF11E
 
 
@@ -62,17 +62,14 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
 
 
 def event_chunks(path: Path, selection: Selection | None = None, damage: list[Damage] | None = None,
-                 chunk_rows: int = CHUNK_ROWS, progress: bool | None = False,
-                 tables: TraceTables | None = None) -> Iterator[pl.DataFrame]:
-    """The trace's events (schema.CHUNK_SCHEMA) in chunks of time order, read through its copy (as load
-    reads); pids and the time range of `selection` apply (path prefixes do not: filter FILE_ID
-    through the tables, which are read here unless given)."""
+                 chunk_rows: int = CHUNK_ROWS, progress: bool | None = False) -> Iterator[pl.DataFrame]:
+    """The trace's events (schema.CHUNK_SCHEMA) in chunks of about `chunk_rows`, in time
+    order, read through its copy (as load reads); pids and the time range of `selection`
+    apply (path prefixes do not: filter FILE_ID through the tables)."""
     selection = selection or Selection()
     wanted = Selection(selection.pids, selection.start_ns, selection.end_ns)
-    events = file_events(Path(path), wanted, damage, progress).select(_NAMED_COLUMNS)
-    for chunk in events.collect_batches(chunk_size=chunk_rows):
-        if chunk.height:
-            yield _with_ids(chunk)
+    for chunk in file_event_chunks(Path(path), wanted, _NAMED_COLUMNS, chunk_rows, damage, progress):
+        yield _with_ids(chunk)
 
 
 _NAMED_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.LAYER, s.OP, s.PATH, s.DEV, s.INO, s.FD, s.RET, s.BYTES_REQ, s.BYTES,

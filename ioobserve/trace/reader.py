@@ -9,7 +9,7 @@ everything intact loads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import polars as pl
@@ -18,8 +18,8 @@ from polars.io.plugins import register_io_source
 from ioobserve import schema as s
 from ioobserve.model import ACCOUNTING_SCHEMA
 from ioobserve.trace import parse
-from ioobserve.trace.columnar import build_copy, scan_copy, valid_copy
-from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all
+from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy
+from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all, run_chunks
 from ioobserve.trace.members import Damage, iter_members
 from ioobserve.trace.named import name_events
 
@@ -80,6 +80,30 @@ def file_events(path: Path, selection: Selection, damage: list[Damage] | None = 
     if damage is not None and (file_damage or file_damage.notes):
         damage.append(file_damage)
     return selection.keep(scan_copy(copy))
+
+
+def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows: int, damage: list[Damage] | None = None,
+                      progress: bool | None = None) -> Iterator[pl.DataFrame]:
+    """One trace's events that `selection` keeps, `columns` of them, about `rows` at a time:
+    slices of its copy (built now if none matches the trace), in time order, else chunks of
+    its members. Memory stays about one chunk, however long the trace."""
+    found = valid_copy(path) or build_copy(path, progress)
+    if found is None:
+        lines = read_lines(path)
+        for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):
+            yield selection.keep(name_events(parts.file_events(path), lines).lazy()).select(columns).collect()
+        return
+    copy, file_damage = found
+    if damage is not None and (file_damage or file_damage.notes):
+        damage.append(file_damage)
+    # Slices, not collect_batches: a slice reads only the row groups it spans, where the
+    # streaming engine reads ahead by whole row groups (350 MB at 64 Ki rows on 6 M events).
+    events = scan_copy(copy)
+    total = events.select(pl.len()).collect().item()
+    for offset in range(0, total, rows):
+        chunk = selection.keep(events.slice(offset, rows)).select(columns).collect()
+        if chunk.height:
+            yield chunk
 
 
 def records(paths, name: str) -> pl.DataFrame:

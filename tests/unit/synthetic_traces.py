@@ -55,12 +55,15 @@ def frame(rows: list[dict]) -> pl.DataFrame:
     filled = given.with_columns(
         bytes_done.otherwise(0).cast(pl.UInt64).alias(s.BYTES), pl.lit(0, pl.UInt32).alias(s.UID),
         pl.lit("python3").alias(s.COMM),
-        pl.lit(0, pl.UInt64).alias(s.INO), pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit(70, pl.UInt64))
+        pl.lit(0, pl.UInt64).alias(s.INO),
+        # a cgroup per job: 70 is job 7's, 1000 + N job N's; 1 has none
+        pl.when(pl.col(s.JOB) == "7").then(pl.lit(70, pl.UInt64))
+        .when(pl.col(s.JOB).is_not_null()).then(1000 + pl.col(s.JOB).cast(pl.UInt64))
         .otherwise(pl.lit(1, pl.UInt64)).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
         pl.lit(True).alias(s.COUNTED),
-        pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit("/slurm/job_7/step_0")).otherwise(pl.lit("/user.slice"))
-        .alias(s.CGROUP_PATH),
+        pl.when(pl.col(s.JOB).is_not_null()).then(pl.concat_str(pl.lit("/slurm/job_"), pl.col(s.JOB), pl.lit("/step_0")))
+        .otherwise(pl.lit("/user.slice")).alias(s.CGROUP_PATH),
         pl.when(pl.col(s.JOB).is_not_null()).then(pl.lit("0")).alias(s.STEP), pl.lit(None, pl.String).alias(s.PATH2),
         pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
         pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME).fill_null(0)).alias(s.PY_FRAME),

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from ioobserve.analysis import results as r
-from ioobserve.analysis.run import analyze_partial, trace_partial
+from ioobserve.analysis.run import ChunkPlan, analyze_partial, trace_partial
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MAIN, WORKER_0, WORKER_1 = Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0), Proc(12, ppid=10, rank=0, worker=1)
@@ -19,19 +19,19 @@ BATCHES, PER_BATCH = 12, 400
 SEAM_SENSITIVE = {"processes", "ranks", "workers"}
 
 
-def _workload(seed: int = 7) -> list[list[dict]]:
+def _workload(seed: int = 7, threads=THREADS, files: int = 1) -> list[list[dict]]:
     """Batches of events in time order: each thread reads its file mostly in order (now and
     then jumping back), stats and opens, writes; threads overlap one another."""
     rng = random.Random(seed)
-    clock = {tid: rng.uniform(0, 5) for _, tid in THREADS}
-    offsets = {tid: 0 for _, tid in THREADS}
+    clock = {tid: rng.uniform(0, 5) for _, tid in threads}
+    offsets = {tid: 0 for _, tid in threads}
     events = []
     for _ in range(BATCHES * PER_BATCH):
-        proc, tid = rng.choice(THREADS)
+        proc, tid = rng.choice(threads)
         start = clock[tid] + rng.uniform(0.5, 20)
         end = start + rng.uniform(0.5, 10)
         clock[tid] = end
-        path = f"/data/{tid}.bin"
+        path = f"/data/{tid}-{rng.randrange(files)}.bin" if files > 1 else f"/data/{tid}.bin"
         choice = rng.random()
         if choice < 0.7:
             offsets[tid] = 0 if rng.random() < 0.05 else offsets[tid]
@@ -59,7 +59,7 @@ def _tables(analysis: r.Analysis) -> dict:
 
 def test_one_member_at_a_time_gives_the_numbers_of_one_pass(trace):
     whole = _tables(r.results(trace_partial(trace)))
-    pieces = _tables(r.results(trace_partial(trace, chunk_rows=PER_BATCH)))  # 12 chunks
+    pieces = _tables(r.results(trace_partial(trace, plan=ChunkPlan(rows=PER_BATCH))))  # 12 chunks
     assert whole["overview"]["calls"] == BATCHES * PER_BATCH
     differing = {name for name in whole if whole[name] != pieces[name]}
     assert differing <= SEAM_SENSITIVE, differing
@@ -68,6 +68,25 @@ def test_one_member_at_a_time_gives_the_numbers_of_one_pass(trace):
             for key, value in a.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value:
                     assert b[key] == pytest.approx(value, rel=0.01), (name, key)
+
+
+def test_many_jobs_and_files_in_chunks_with_runs_on_disk_give_the_numbers_of_one_pass(tmp_path, monkeypatch):
+    """Jobs 7 and 8 and processes outside any job, 40 files, intervals crossing the 11 seams;
+    the chunked analysis's intervals written to files and merged in small blocks."""
+    from ioobserve.analysis import runs
+
+    procs = [Proc(20, rank=0), Proc(21, ppid=20, rank=0, worker=0), Proc(30, rank=0, job="8"), Proc(40, job=None)]
+    threads = [(procs[0], 20), (procs[0], 25), (procs[1], 21), (procs[2], 30), (procs[3], 40)]
+    trace = write_trace(tmp_path, procs, _workload(seed=11, threads=threads, files=8))
+    whole = _tables(r.results(trace_partial(trace)))
+    monkeypatch.setattr(runs, "SPILL_ROWS", 500)
+    monkeypatch.setattr(runs, "MERGE_BYTES", 256 * runs.ROW.itemsize)
+    monkeypatch.setattr(runs, "MIN_BLOCK_ROWS", 64)
+    pieces = _tables(r.results(trace_partial(trace, plan=ChunkPlan(rows=PER_BATCH))))
+    assert sorted(row["job"] or "" for row in whole["jobs"]) == ["", "7", "8"]
+    assert len(whole["overlap"]) == 3 and len(whole["files"]) == 40 + 5
+    differing = {name for name in whole if whole[name] != pieces[name]}
+    assert differing <= SEAM_SENSITIVE, differing
 
 
 def test_dask_tasks_give_the_numbers_of_the_local_loop(trace, tmp_path):

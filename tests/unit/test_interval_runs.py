@@ -1,0 +1,104 @@
+"""IntervalRuns measure unions exactly however their intervals arrive: runs out of order,
+blocks smaller than a run, runs written to files, stores combined and sent as pickles."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import polars as pl
+import pytest
+
+from ioobserve.analysis import runs as runs_module
+from ioobserve.analysis.intervals import END, START
+from ioobserve.analysis.runs import IntervalRuns
+
+KEYS = [("SYSCALL", "7", "io"), ("SYSCALL", "8", "io"), ("SYSCALL", None, "compute"), ("PYTHON", "7", "data")]
+
+
+def _random_chunks(seed: int, chunks: int = 30, per_chunk: int = 200) -> list[pl.DataFrame]:
+    """Chunks of intervals under KEYS, mostly later than the chunk before, sometimes earlier
+    (a run that does not continue), crossing chunk seams."""
+    rng = random.Random(seed)
+    frames, clock = [], 0
+    for _ in range(chunks):
+        clock = clock + rng.randrange(0, 50_000) if rng.random() < 0.8 else max(0, clock - rng.randrange(0, 200_000))
+        rows = []
+        for _ in range(per_chunk):
+            start = clock + rng.randrange(0, 100_000)
+            rows.append((*rng.choice(KEYS), start, start + rng.randrange(0, 3_000)))
+        frames.append(pl.DataFrame(rows, schema={"layer": pl.String, "job": pl.String, "scope": pl.String,
+                                                 START: pl.Int64, END: pl.Int64}, orient="row"))
+    return frames
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, reached, begun = 0, None, None
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if reached is None or start > reached:
+            total += 0 if reached is None else reached - begun
+            begun, reached = start, end
+        else:
+            reached = max(reached, end)
+    return total + (0 if reached is None else reached - begun)
+
+
+def _expected(frames: list[pl.DataFrame], targets) -> dict:
+    found: dict = {}
+    for frame in frames:
+        for layer, job, scope, start, end in frame.iter_rows():
+            for target in targets((layer, job, scope)):
+                found.setdefault(target, []).append((start, end))
+    return {target: _union(intervals) for target, intervals in found.items()}
+
+
+def _per_key(key):
+    return [key]
+
+
+def _together(key):
+    return [key, ("every", key[2] == "io")]
+
+
+def _store(frames: list[pl.DataFrame]) -> IntervalRuns:
+    store = IntervalRuns()
+    for frame in frames:
+        store.add(frame, ["layer", "job", "scope"])
+    return store
+
+
+@pytest.mark.parametrize("targets", [_per_key, _together])
+def test_union_lengths_are_exact(targets):
+    frames = _random_chunks(seed=1)
+    assert _store(frames).union_lengths(targets) == _expected(frames, targets)
+
+
+def test_runs_on_disk_in_small_blocks_give_the_same_lengths(monkeypatch):
+    frames = _random_chunks(seed=2)
+    in_memory = _store(frames).union_lengths(_together)
+    monkeypatch.setattr(runs_module, "SPILL_ROWS", 300)
+    monkeypatch.setattr(runs_module, "MERGE_BYTES", 64 * runs_module.ROW.itemsize)
+    monkeypatch.setattr(runs_module, "MIN_BLOCK_ROWS", 16)
+    store = _store(frames)
+    files = list(store._directory.iterdir())
+    assert files and all(f.stat().st_size for f in files)
+    assert len(store) == sum(frame.filter(pl.col(END) > pl.col(START)).height for frame in frames)
+    assert store.union_lengths(_together) == in_memory == _expected(frames, _together)
+
+
+def test_stores_combine_and_travel_as_pickles(monkeypatch):
+    monkeypatch.setattr(runs_module, "SPILL_ROWS", 500)
+    frames = _random_chunks(seed=3)
+    first, second = _store(frames[:15]), _store(frames[15:])
+    combined = IntervalRuns()
+    combined.extend(pickle.loads(pickle.dumps(first)))
+    combined.extend(second)
+    assert combined.union_lengths(_together) == _expected(frames, _together)
+
+
+def test_a_time_ordered_stream_makes_one_run():
+    frames = sorted(_random_chunks(seed=4), key=lambda f: f.get_column(START).min())
+    ordered = [pl.concat(frames).sort(START).slice(i, 500) for i in range(0, 6000, 500)]
+    store = _store(ordered)
+    assert len(store._runs) == 1
+    assert store.union_lengths(_per_key) == _expected(ordered, _per_key)
