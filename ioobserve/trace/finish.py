@@ -5,9 +5,10 @@ detached process at low CPU priority (as niced as the recorder's own work) and t
 class, so that the recorder does not wait for it and the jobs it watches do not feel it.
 
 While a file is being finished, `<trace>.finishing` exists (made before the process starts,
-removed when it is done with that file). Nothing needs to wait for it: a reader meanwhile
-reads the trace as it is. A finisher that fails leaves the trace as it was, and the copy is
-built on first read instead.
+removed when it is done with that file), locked by the finisher until it exits. A reader that
+finds it waits for the lock and reads the copy the finisher built, instead of building a
+second one beside it (`wait_for_finisher`); a finisher that died released its lock with it. A
+finisher that fails leaves the trace as it was, and the copy is built on first read instead.
 
 Run as `python -m ioobserve.trace.finish TRACE...`.
 """
@@ -15,6 +16,7 @@ Run as `python -m ioobserve.trace.finish TRACE...`.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import subprocess
 import sys
@@ -40,19 +42,38 @@ def finish_later(trace: Path, recompress: bool = False) -> int | None:
 
     trace = Path(trace)
     try:
-        os.close(create_private_file(trace.parent, mark_path(trace).name))
+        mark = create_private_file(trace.parent, mark_path(trace).name)
     except (OSError, OutputError):
         return None
     try:
+        fcntl.flock(mark, fcntl.LOCK_EX)  # the finisher holds it from here (it inherits the fd) until it exits
         process = subprocess.Popen(
             [sys.executable, "-m", "ioobserve.trace.finish", *([RECOMPRESS] if recompress else []), str(trace)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            close_fds=True, pass_fds=(mark,),
         )
     except OSError:
         mark_path(trace).unlink(missing_ok=True)
         return None
+    finally:
+        os.close(mark)
     return process.pid
+
+
+def wait_for_finisher(trace: Path) -> bool:
+    """Wait while a finisher works on the trace; whether one was (its copy is then built,
+    unless it failed)."""
+    try:
+        mark = os.open(mark_path(trace), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # none: nothing to wait for
+    try:
+        fcntl.flock(mark, fcntl.LOCK_SH)  # returns when the finisher is done or dead
+    except OSError:
+        return False
+    finally:
+        os.close(mark)
+    return True
 
 
 def finish(trace: Path, recompress: bool = False) -> None:

@@ -19,6 +19,7 @@ from ioobserve import schema as s
 from ioobserve.model import ACCOUNTING_SCHEMA
 from ioobserve.trace import parse
 from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy
+from ioobserve.trace.finish import wait_for_finisher
 from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all, run_chunks
 from ioobserve.trace.members import Damage, iter_members
 from ioobserve.trace.named import name_events
@@ -72,7 +73,7 @@ def file_events(path: Path, selection: Selection, damage: list[Damage] | None = 
                 progress: bool | None = None) -> pl.LazyFrame:
     """One trace's events that `selection` keeps, sorted by time: from its copy (built now if
     none matches the trace), else from its members."""
-    found = valid_copy(path) or build_copy(path, progress)
+    found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
     if found is None:
         parts = run_all([path], selection, damage, progress)
         return selection.keep(name_events(parts.file_events(path), parts.file_lines(path)).lazy())
@@ -87,7 +88,7 @@ def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows
     """One trace's events that `selection` keeps, `columns` of them, about `rows` at a time:
     slices of its copy (built now if none matches the trace), in time order, else chunks of
     its members. Memory stays about one chunk, however long the trace."""
-    found = valid_copy(path) or build_copy(path, progress)
+    found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
     if found is None:
         lines = read_lines(path)
         for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):

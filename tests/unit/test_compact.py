@@ -95,3 +95,17 @@ def test_the_background_finisher_copies_recompresses_if_asked_then_removes_its_m
         assert trace.read_bytes() == original, "a trace written at the usual level is left as written"
     assert valid_copy(trace) is not None
     assert load(trace).equals(expected)
+
+
+def test_a_reader_waits_for_the_finisher_and_reads_its_copy(trace, monkeypatch):
+    """The first read after a recording does not build the copy a second time beside the finisher."""
+    from ioobserve.trace import reader
+
+    expected = load(trace)
+    for made in trace.parent.glob("*.parquet*"):
+        made.unlink()
+    assert finish_later(trace) is not None
+    monkeypatch.setattr(reader, "build_copy", lambda *args, **kwargs: pytest.fail("the reader built a copy of its own"))
+    assert load(trace).equals(expected)
+    assert not mark_path(trace).exists(), "the finisher was done when the reader went on"
+    assert valid_copy(trace) is not None
