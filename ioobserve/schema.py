@@ -91,12 +91,16 @@ FILE2 name PATH, DEV, INO and PATH2; CGROUP the CGROUP_CONTEXT_SCHEMA columns; U
 PY_STACK with PY_FRAME the PY_FUNCTION, PY_FILE and PY_LINE; PID at TS the PROCESS_CONTEXT_SCHEMA
 columns (and PPID, COMM, from the process's record)."""
 
+COPY_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE_ID: pl.UInt64}
+"""A trace's columnar copy (ioobserve.trace.columnar): the named event and its FILE_ID, so
+that an analysis never hashes a path again."""
+
 BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE: pl.UInt32, FILE2: pl.UInt32}
 """A batch the collector hands its sinks: the named event and its file ids."""
 
 CHUNK_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,
-    FILE_ID: pl.Categorical, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
+    FILE_ID: pl.UInt64, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16,
 }
 """An event chunk of the analyses (ioobserve.trace.chunks): ids where EVENT_SCHEMA has names,

@@ -73,8 +73,8 @@ class Filters:
         if self.path_prefixes is not None:
             paths = tables.files.get_column(s.PATH)
             wanted = pl.any_horizontal(paths.str.starts_with(prefix) for prefix in self.path_prefixes) if paths.len() else None
-            ids = tables.files.filter(wanted).get_column(s.FILE_ID).cast(pl.String) if wanted is not None else pl.Series([], dtype=pl.String)
-            keep = keep & pl.col(s.FILE_ID).cast(pl.String).is_in(ids.implode())
+            ids = tables.files.filter(wanted).get_column(s.FILE_ID) if wanted is not None else pl.Series([], dtype=pl.UInt64)
+            keep = keep & pl.col(s.FILE_ID).is_in(ids.implode())
         return chunk.filter(keep)
 
 

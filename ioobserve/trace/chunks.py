@@ -20,6 +20,7 @@ from ioobserve.trace.reader import Selection, file_event_chunks, read_lines
 from ioobserve.trace.tables import (
     cgroup_table,
     context_table,
+    file_key,
     file_table,
     mount_table,
     process_table,
@@ -27,7 +28,6 @@ from ioobserve.trace.tables import (
 )
 
 CHUNK_ROWS = 1 << 18
-_FILE_KEY_SEED = 0xF11E
 
 
 @dataclass
@@ -50,7 +50,7 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
     the trace has an index)."""
     lines = read_lines(path, damage)
     files = file_table(lines)
-    files = files.with_columns(_file_id(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).cast(pl.Categorical).alias(s.FILE_ID))
+    files = files.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID))
     hosts = parse.metadata(lines, "HH")
     host = hosts.get_column("name").drop_nulls().first() if "name" in hosts.columns else None
     return TraceTables(
@@ -72,16 +72,9 @@ def event_chunks(path: Path, selection: Selection | None = None, damage: list[Da
         yield _with_ids(chunk)
 
 
-_NAMED_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.LAYER, s.OP, s.PATH, s.DEV, s.INO, s.FD, s.RET, s.BYTES_REQ, s.BYTES,
+_NAMED_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.LAYER, s.OP, s.FILE_ID, s.FD, s.RET, s.BYTES_REQ, s.BYTES,
                   s.OFFSET, s.FLAGS, s.COUNTED, s.CGROUP, s.PY_STACK, s.PY_FRAME]
 
 
-def _file_id(path: pl.Expr, dev: pl.Expr, ino: pl.Expr) -> pl.Expr:
-    """FILE_ID: a key of the file itself, the same in every trace that names it."""
-    # Polars' hash is stable within its version, which every Dask worker shares.
-    return pl.when(path.is_not_null()).then(pl.struct(path, dev, ino).hash(_FILE_KEY_SEED).cast(pl.String))
-
-
 def _with_ids(named: pl.DataFrame) -> pl.DataFrame:
-    return named.with_columns(_file_id(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID)).select(
-        list(s.CHUNK_SCHEMA)).cast(s.CHUNK_SCHEMA)
+    return named.select(list(s.CHUNK_SCHEMA)).cast(s.CHUNK_SCHEMA)

@@ -1,11 +1,13 @@
 """The columnar copy of a trace, `<trace>.parquet`: its events as `load` gives them, sorted
-by time, so that reading is fast and lazy (projection and predicates reach the Parquet reader).
+by time, with each one's FILE_ID (for the analyses), so that reading is fast and lazy
+(projection and predicates reach the Parquet reader).
 
 The `.pfw.gz` is the record of truth; the copy is a cache anyone may delete. Its key,
 `<trace>.parquet.key`, says which state of the trace it was built from (size, members and a
 checksum of the index; size and a checksum of both ends for a trace without an index), the
-copy's own size and checksum (read again in full when the copy is not the file written then:
-another inode, or modified since), and the damage found while building it. A copy whose key
+Polars version (FILE_ID is its hash), the copy's own size and checksum (read again in full
+when the copy is not the file written then: another inode, or modified since), and the damage
+found while building it. A copy whose key
 does not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
 read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere, and
 while a recorder is still writing the trace (it holds a lock on it), a trace is read from its
@@ -31,10 +33,11 @@ from ioobserve.trace.inflate import Selection, TraceError, read_lines, run_chunk
 from ioobserve.trace.members import Damage
 from ioobserve.trace.named import name_events
 from ioobserve.trace.output import OutputError, check_output_dir
+from ioobserve.trace.tables import file_key
 
 COPY_SUFFIX = ".parquet"
 KEY_SUFFIX = ".parquet.key"
-VERSION = 1  # of the copy's columns and meaning: a copy of another version is rebuilt
+VERSION = 2  # of the copy's columns and meaning: a copy of another version is rebuilt (2: FILE_ID)
 BUILD_CHUNK_BYTES = 16 << 20  # of trace text named at a time while building: about 100 k events, 460 MB at peak
 _ENDS = 64 << 10  # bytes at each end of an unindexed trace that its key checks
 
@@ -103,7 +106,8 @@ def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
     copy = copy_path(trace)
     try:
         key = json.loads(key_path(trace).read_bytes())
-        if key.get("version") != VERSION or not safe_place(trace) or key.get("source") != source_key(trace):
+        if (key.get("version"), key.get("polars")) != (VERSION, pl.__version__) or not safe_place(trace) or \
+                key.get("source") != source_key(trace):
             return None
         built, now = key["copy"], os.lstat(copy)
         if not stat.S_ISREG(now.st_mode) or now.st_size != built["size"]:
@@ -136,7 +140,7 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
     def chunks(with_columns, predicate, n_rows, batch_size):
         try:
             for parts in run_chunks([trace], Selection(), found, progress, BUILD_CHUNK_BYTES):
-                yield name_events(parts.file_events(trace), lines)
+                yield with_file_keys(name_events(parts.file_events(trace), lines))
         except BaseException as exc:  # Polars would wrap it: keep it to raise as it was
             failure.append(exc)
             raise
@@ -148,7 +152,7 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
     os.close(fd)
     try:
         try:
-            register_io_source(chunks, schema=s.EVENT_SCHEMA).sink_parquet(temp)
+            register_io_source(chunks, schema=s.COPY_SCHEMA).sink_parquet(temp)
         except Exception:
             if failure:
                 raise failure[0] from None
@@ -158,7 +162,7 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
         damage = found[0] if found else Damage(trace)
         os.replace(temp, copy_path(trace))
         written = os.stat(copy_path(trace))
-        key = {"version": VERSION, "source": source,
+        key = {"version": VERSION, "polars": pl.__version__, "source": source,  # Polars' version: FILE_ID's hash
                "copy": {"size": len(data), "crc32": deflate.crc32(data), "ino": written.st_ino, "mtime_ns": written.st_mtime_ns},
                "damage": {"members_lost": damage.members_lost, "truncated_tail": damage.truncated_tail,
                           "notes": damage.notes}}
@@ -172,9 +176,15 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
     return copy_path(trace), damage
 
 
-def scan_copy(copy: Path) -> pl.LazyFrame:
-    """A copy's events, lazily."""
-    return pl.scan_parquet(copy, schema=s.EVENT_SCHEMA)
+def scan_copy(copy: Path, file_ids: bool = False) -> pl.LazyFrame:
+    """A copy's events, lazily (with their FILE_ID if asked)."""
+    events = pl.scan_parquet(copy, schema=s.COPY_SCHEMA)
+    return events if file_ids else events.select(list(s.EVENT_SCHEMA))
+
+
+def with_file_keys(events: pl.DataFrame) -> pl.DataFrame:
+    """Named events with their FILE_ID."""
+    return events.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID))
 
 
 def _write_private(target: Path, data: bytes) -> None:

@@ -18,7 +18,7 @@ from polars.io.plugins import register_io_source
 from ioobserve import schema as s
 from ioobserve.model import ACCOUNTING_SCHEMA
 from ioobserve.trace import parse
-from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy
+from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy, with_file_keys
 from ioobserve.trace.finish import wait_for_finisher
 from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all, run_chunks
 from ioobserve.trace.members import Damage, iter_members
@@ -85,21 +85,21 @@ def file_events(path: Path, selection: Selection, damage: list[Damage] | None = 
 
 def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows: int, damage: list[Damage] | None = None,
                       progress: bool | None = None) -> Iterator[pl.DataFrame]:
-    """One trace's events that `selection` keeps, `columns` of them, about `rows` at a time:
-    slices of its copy (built now if none matches the trace), in time order, else chunks of
-    its members. Memory stays about one chunk, however long the trace."""
+    """One trace's events that `selection` keeps, `columns` of them (schema.COPY_SCHEMA's),
+    about `rows` at a time: slices of its copy (built now if none matches the trace), in time
+    order, else chunks of its members. Memory stays about one chunk, however long the trace."""
     found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
     if found is None:
         lines = read_lines(path)
         for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):
-            yield selection.keep(name_events(parts.file_events(path), lines).lazy()).select(columns).collect()
+            yield selection.keep(with_file_keys(name_events(parts.file_events(path), lines)).lazy()).select(columns).collect()
         return
     copy, file_damage = found
     if damage is not None and (file_damage or file_damage.notes):
         damage.append(file_damage)
     # Slices, not collect_batches: a slice reads only the row groups it spans, where the
     # streaming engine reads ahead by whole row groups (350 MB at 64 Ki rows on 6 M events).
-    events = scan_copy(copy)
+    events = scan_copy(copy, file_ids=True)
     total = events.select(pl.len()).collect().item()
     for offset in range(0, total, rows):
         chunk = selection.keep(events.slice(offset, rows)).select(columns).collect()
