@@ -2,14 +2,14 @@
 
 The trace: a recorded one's events repeated with shifted times up to --events (as
 trace_io.py writes it), or --trace to use one as it is. Each tool runs in its own process
-tree; wall time and the peak RSS of the whole tree (sampled every 50 ms: Dask's workers are
-processes of their own) are reported, with ratios to `ioobserve analyze`.
+tree; wall time, events per second and the peak RSS of the whole tree (sampled every 50 ms:
+Dask's workers are processes of their own) are reported. Each runs cold (on a fresh copy of
+the trace: we build our Parquet copy, dfanalyzer its index) then warm (again, with them).
 
 DFTracer's analyzer (PyPI dftracer-analyzer 0.0.9, which needs dftracer-utils 0.0.12; later
 dftracer-utils releases dropped functions it imports) lives in its own venv:
   python3 -m venv /tmp/dfa-venv && /tmp/dfa-venv/bin/pip install dftracer-analyzer==0.0.9 dftracer-utils==0.0.12
-It runs with one Dask worker (with two or more, 0.0.9 loses whole processes here) on a fresh
-copy of the trace (it writes its index beside the trace: every run builds it cold), with its
+It runs with one Dask worker (with two or more, 0.0.9 loses whole processes here), with its
 POSIX layer widened to our SYSCALL events.
 
 Usage (root not needed):
@@ -83,16 +83,33 @@ def run(argv: list[str], env: dict | None = None) -> dict:
     return {"rc": proc.returncode, "seconds": seconds, "peak_mb": peak[0] / 2**20, "out": out[-3000:], "err": err[-3000:]}
 
 
-def dfanalyzer(trace: Path, venv: Path, scratch: Path) -> dict:
-    """DFTracer's analyzer on a fresh copy of the trace, one Dask worker."""
-    copy = scratch / "dfa-traces"
-    shutil.rmtree(copy, ignore_errors=True)
-    copy.mkdir(parents=True)
-    shutil.copy(trace, copy / trace.name)
+def fresh_copy(trace: Path, directory: Path) -> Path:
+    """The trace (and its index) alone in a new private directory: no copy, no peer's index."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(mode=0o700, parents=True)
+    for source in (trace, trace.with_name(trace.name + ".ioidx")):
+        if source.exists():
+            shutil.copy(source, directory / source.name)
+    return directory / trace.name
+
+
+def dfanalyzer(trace_dir: Path, venv: Path, scratch: Path) -> dict:
+    """DFTracer's analyzer on the traces of `trace_dir`, one Dask worker (the first run there
+    builds its index beside the trace: cold; a later one finds it: warm)."""
     env = {**os.environ, "USER": os.environ.get("USER", "root")}
-    return run([str(venv / "bin" / "dfanalyzer"), f"trace_path={copy}", f"hydra.run.dir={scratch / 'dfa-run'}",
+    shutil.rmtree(scratch / "dfa-run", ignore_errors=True)
+    return run([str(venv / "bin" / "dfanalyzer"), f"trace_path={trace_dir}", f"hydra.run.dir={scratch / 'dfa-run'}",
                 "cluster.n_workers=1", f"cluster.local_directory={scratch / 'dfa-dask'}", "analyzer.checkpoint=false",
                 WIDEN_POSIX], env=env)
+
+
+def count_events(trace: Path) -> int:
+    """Events in the trace (from its index)."""
+    code = ("import sys; from ioobserve.trace.index import read_index; "
+            "print(sum(e.events for e in read_index(__import__('pathlib').Path(sys.argv[1])) or []))")
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code, str(trace)], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    return int(done.stdout.strip())
 
 
 def main() -> None:
@@ -101,22 +118,34 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--trace", type=Path, help="use this trace as it is (instead of --source)")
     parser.add_argument("--dfanalyzer-venv", type=Path, help="a venv with dftracer-analyzer 0.0.9")
+    parser.add_argument("--memory", type=int, default=None, help="ioobserve's --memory (MiB; default: its own)")
+    parser.add_argument("--scratch", type=Path, help="where to work (default: a new directory under /tmp); removed after")
     args = parser.parse_args()
     if not (args.trace or args.source):
         parser.error("give --source or --trace")
-    scratch = Path(tempfile.mkdtemp(prefix="ioobserve-bench-analysis-"))
+    scratch = Path(tempfile.mkdtemp(prefix="ioobserve-bench-analysis-", dir=args.scratch))
+    memory = ["--memory", str(args.memory)] if args.memory else []
     try:
         trace = args.trace or write_trace(args.source, args.events, scratch)[0]
-        print(f"trace: {trace} ({trace.stat().st_size / 2**20:.0f} MiB)")
-        rows = [("ioobserve analyze --json", run([IOOBSERVE, "analyze", str(trace), "--json"])),
-                ("ioobserve report", run([IOOBSERVE, "report", str(trace), "-o", str(scratch / "report.html"), "--force"]))]
+        events = count_events(trace)
+        print(f"trace: {trace} ({trace.stat().st_size / 2**20:.0f} MiB, {events:,} events)")
+        ours = fresh_copy(trace, scratch / "ours")
+        rows = [("ioobserve analyze --json, cold", run([IOOBSERVE, "analyze", str(ours), "--json", *memory])),
+                ("ioobserve analyze --json, warm", run([IOOBSERVE, "analyze", str(ours), "--json", *memory])),
+                ("ioobserve report, warm", run([IOOBSERVE, "report", str(ours), "-o", str(scratch / "report.html"),
+                                                "--force", *memory]))]
         if args.dfanalyzer_venv:
-            rows.append(("DFTracer dfanalyzer (1 worker)", dfanalyzer(trace, args.dfanalyzer_venv, scratch)))
-        base = rows[0][1]
+            theirs = fresh_copy(trace, scratch / "dfa-traces").parent
+            rows.append(("DFTracer dfanalyzer (1 worker), cold", dfanalyzer(theirs, args.dfanalyzer_venv, scratch)))
+            rows.append(("DFTracer dfanalyzer (1 worker), warm", dfanalyzer(theirs, args.dfanalyzer_venv, scratch)))
+        print(f"{'':38} {'time':>9} {'events/s':>11} {'peak RSS':>10}")
         for name, r in rows:
             state = "" if r["rc"] == 0 else f"  FAILED rc={r['rc']}: {r['err'][-300:]}"
-            print(f"{name:32} {r['seconds']:7.1f} s ({r['seconds'] / base['seconds']:4.2f}x)  "
-                  f"peak {r['peak_mb']:7.0f} MB ({r['peak_mb'] / base['peak_mb']:4.2f}x){state}")
+            print(f"{name:38} {r['seconds']:7.1f} s {events / r['seconds'] / 1e6:7.2f} M/s {r['peak_mb']:7.0f} MB{state}")
+        if args.dfanalyzer_venv:
+            for state, ours_row, theirs_row in (("cold", rows[0], rows[3]), ("warm", rows[1], rows[4])):
+                print(f"{state}: ioobserve {theirs_row[1]['seconds'] / ours_row[1]['seconds']:.2f}x dfanalyzer's events/s, "
+                      f"{ours_row[1]['peak_mb'] / theirs_row[1]['peak_mb']:.2f}x its peak RSS")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

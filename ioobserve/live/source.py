@@ -130,30 +130,49 @@ class LiveSource:
 
 class ReplaySource:
     """Recorded traces under a time cursor: each snapshot is the window ending at the cursor.
-    The calls are sorted once and sliced by binary search, and each process's sums are kept
-    per second of the trace, so a snapshot costs its window, not the trace before it."""
+    The traces are read lazily through their copies (sorted by time): a window reads only the
+    row groups it spans, so memory stays a window's whatever the traces' size. Each process's
+    sums are kept per second of the trace (found in the background: the first screen needs
+    none), so a snapshot costs its window, not the trace before it."""
 
     live = False
 
-    def __init__(self, events: pl.DataFrame, window_s: float = REPLAY_STEP_S) -> None:
-        self.calls = syscall_calls(events.select(REPLAY_COLUMNS)).sort(s.TS)
+    def __init__(self, events: pl.LazyFrame | pl.DataFrame, window_s: float = REPLAY_STEP_S) -> None:
+        """`events`: the traces' events, lazily (in memory for traces without copies)."""
+        self.calls = syscall_calls(events.lazy().select(REPLAY_COLUMNS))
         self.unavailable: dict[str, str] = {}
         self.window_ns = int(window_s * 1e9)
-        times = self.calls.get_column(s.TS)
-        self.first_ns = int(times.min()) if self.calls.height else 0
-        self.last_ns = int(times.max()) + 1 if self.calls.height else 1
+        first, last = self.calls.select(pl.col(s.TS).min().alias("first"), pl.col(s.TS).max().alias("last")).collect().row(0)
+        self.first_ns = int(first) if first is not None else 0
+        self.last_ns = int(last) + 1 if last is not None else 1
         self.cursor_ns = min(self.first_ns + self.window_ns, self.last_ns)
         self.playing = False
         self.ready = threading.Event()
         self.ready.set()
-        self._per_second = process_sums(self.calls, by=[((pl.col(s.TS) - self.first_ns) // NS).alias(SECOND)])
+        self._per_second: pl.DataFrame | None = None
+        self._summed = threading.Event()
+        threading.Thread(target=self._sum_seconds, name="ioo-replay-sums", daemon=True).start()
+
+    def _sum_seconds(self) -> None:
+        try:
+            by = [((pl.col(s.TS) - self.first_ns) // NS).alias(SECOND)]
+            self._per_second = process_sums(self.calls, by=by).collect(engine="streaming")
+        finally:
+            self._summed.set()
+
+    def per_second(self) -> pl.DataFrame:
+        """Each process's sums per whole second of the trace (waiting for them if need be)."""
+        self._summed.wait()
+        if self._per_second is None:
+            raise RuntimeError("the traces' per-second sums could not be computed")
+        return self._per_second
 
     @classmethod
     def from_traces(cls, paths: Sequence[Path]) -> ReplaySource:
-        """The traces' events (ioobserve.load; a corrupt trace raises its TraceError)."""
-        from ioobserve.trace.reader import load
+        """The traces' events (read as ioobserve.scan reads them; a corrupt trace raises its TraceError)."""
+        from ioobserve.trace.reader import Selection, file_events
 
-        return cls(load(list(paths), progress=False))
+        return cls(pl.concat([file_events(Path(path), Selection()) for path in paths]))
 
     def start(self) -> None:
         """Nothing runs in the background: the cursor moves when asked."""
@@ -176,10 +195,10 @@ class ReplaySource:
             self.playing = self.cursor_ns < self.last_ns
 
     def _between(self, start_ns: int, end_ns: int) -> pl.DataFrame:
-        """The calls starting in [start_ns, end_ns)."""
-        times = self.calls.get_column(s.TS)
-        low, high = (int(times.search_sorted(bound, side="left")) for bound in (start_ns, end_ns))
-        return self.calls.slice(low, max(high - low, 0))
+        """The calls starting in [start_ns, end_ns), in time order."""
+        if end_ns <= start_ns:
+            return self.calls.head(0).collect()
+        return self.calls.filter((pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns)).collect().sort(s.TS, maintain_order=True)
 
     def snapshot(self) -> Snapshot:
         """The window [cursor - window, cursor); processes' totals count from the trace's start
@@ -187,7 +206,8 @@ class ReplaySource:
         start = max(self.first_ns, self.cursor_ns - self.window_ns)
         whole = (start - self.first_ns) // NS
         boundary = self.first_ns + whole * NS
-        aggregator = WindowAggregator(boundary, totals=self._per_second.filter(pl.col(SECOND) < whole))
+        before = self.per_second().filter(pl.col(SECOND) < whole) if whole else None  # the first screen needs none
+        aggregator = WindowAggregator(boundary, totals=before)
         aggregator.add(self._between(boundary, start))
         aggregator.take(start)
         aggregator.add(self._between(start, self.cursor_ns))
