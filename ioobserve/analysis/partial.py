@@ -1,18 +1,17 @@
 """What one chunk of one trace contributes to an analysis, and how contributions combine.
 
 A chunk's events (ids, not names: ioobserve.trace.chunks) are reduced at once to small
-aggregates keyed by host, pid, cgroup, file id, layer, op and kind, plus merged interval
-lists where a union must stay exact across chunks and nodes (a job's busy and compute time,
-the bytes read of each file). Partials of any number of chunks, traces and nodes combine
-into one, in any grouping: that is what the local loop and the Dask tasks both do.
+aggregates keyed by host, pid, cgroup, file id, layer, op and kind, plus intervals where a
+union must stay exact across chunks and nodes (busy, data and compute time of a job, a
+process, a rank and a worker slot; the bytes read of each file), kept as sorted runs
+(ioobserve.analysis.runs) that go to disk past a bound and are measured by a streaming
+merge. Partials of any number of chunks, traces and nodes combine into one, in any grouping:
+that is what the local loop and the Dask tasks both do.
 
-Exact across chunks: totals, sizes, patterns (each chunk's first access of a stream is
-re-classified against where the previous chunk left it), a job's busy, data and compute
-time and unoverlapped I/O (merged intervals, the compute between a thread's chunks added),
-bytes re-read, stat-then-open pairs, the timeline. Summed per chunk: the busy time of a
-process, rank or worker slot, where two of its threads' calls overlapping across a chunk
-seam count twice (a few µs per seam, seams every ~1.3 M events).
-"""
+Exact across chunks: every figure. Totals, sizes, patterns (each chunk's first access of a
+stream is re-classified against where the previous chunk left it), busy, data and compute
+time and unoverlapped I/O (the compute between a thread's chunks added), bytes re-read,
+stat-then-open pairs, the timeline."""
 
 from __future__ import annotations
 
@@ -52,11 +51,10 @@ class Partial:
     sizes: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND, BUCKET: COUNT
     patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
-    busy: pl.DataFrame  # HOST, PID, LAYER: IO_BUSY_NS, DATA_BUSY_NS
-    group_busy: pl.DataFrame  # GROUP (rank|worker), HOST, JOB, RANK, WORKER, LAYER: IO_BUSY_NS, DATA_BUSY_NS
+    owned: IntervalRuns  # under OWNED_KEYS: START, END of a process's I/O and data calls (busy time per process, rank, worker)
     intervals: IntervalRuns  # under (LAYER, JOB, SCOPE (io|data|compute)): START, END
     threads: pl.DataFrame  # LAYER, JOB, HOST, PID, TID: FIRST_NS, LAST_NS (compute across chunk seams)
-    ranges: pl.DataFrame  # LAYER, FILE_ID: START, END bytes read, merged
+    ranges: IntervalRuns  # under (LAYER, FILE_ID): START, END bytes read
     opens: pl.DataFrame  # HOST, PID, LAYER: OPENS, OPENS_AFTER_STAT
     edges: pl.DataFrame  # per thread: its first and last metadata call (stat and open across chunk seams)
     bins: pl.DataFrame  # LAYER, KIND, BIN: COUNT, BYTES
@@ -125,6 +123,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
         "bins": binned(events, exponent, [s.LAYER, KIND]),
     }
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
+    collected["ranges"] = _runs(collected["ranges"], RANGE_KEYS)
     return Partial(**collected, **timing, bin_exponent=exponent, owners=owners.with_columns(pl.lit(host).alias(s.HOST)),
                    files=tables.files, mounts=tables.mounts.with_columns(pl.lit(host).alias(s.HOST)), processes=processes)
 
@@ -148,10 +147,11 @@ def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_
     job = [s.LAYER, s.JOB]
     intervals = pl.concat([merge_now(frame, job).with_columns(pl.lit(scope).alias(SCOPE)) for scope, frame in (
         (SCOPE_IO, io_named), (SCOPE_DATA, data_named), (SCOPE_COMPUTE, gaps.drop_nulls(END)))])
+    owned_frames = [frame.select(*OWNED_KEYS[:-2], pl.lit(host).alias(s.HOST), pl.lit(scope).alias(SCOPE), START, END)
+                    for scope, frame in ((SCOPE_IO, io_named), (SCOPE_DATA, data_named))]
     return {
-        "busy": _busy(processes, data, [s.PID], host),
-        "group_busy": _group_busy(io_named, data_named, host),
-        "intervals": _runs(intervals),
+        "owned": _runs(pl.concat(owned_frames), OWNED_KEYS),
+        "intervals": _runs(intervals, INTERVAL_KEYS),
         "threads": threads_named.group_by(s.LAYER, s.JOB, s.PID, s.TID).agg(
             pl.col(START).min().alias(FIRST_NS), pl.col(END).max().alias(LAST_NS)).with_columns(pl.lit(host).alias(s.HOST)),
         "lanes": lanes(processes.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(pl.lit(host).alias(s.HOST)),
@@ -160,32 +160,14 @@ def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_
 
 
 INTERVAL_KEYS = [s.LAYER, s.JOB, SCOPE]
+RANGE_KEYS = [s.LAYER, s.FILE_ID]
+OWNED_KEYS = [s.LAYER, s.PID, s.JOB, s.RANK, s.WORKER, s.HOST, SCOPE]  # a process's intervals, with whose it is
 
 
-def _runs(intervals: pl.DataFrame) -> IntervalRuns:
+def _runs(intervals: pl.DataFrame, keys: list[str]) -> IntervalRuns:
     runs = IntervalRuns()
-    runs.add(intervals.with_columns(pl.col(s.LAYER).cast(pl.String)), INTERVAL_KEYS)
+    runs.add(intervals.with_columns(pl.col(s.LAYER).cast(pl.String)), keys)
     return runs
-
-
-def _busy(io: pl.DataFrame, data: pl.DataFrame, keys: list[str], host: str, merged: bool = True) -> pl.DataFrame:
-    """IO_BUSY_NS and DATA_BUSY_NS per LAYER and keys, from intervals merged per process
-    (`merged`: no two of a group overlap, as a process's in two cgroups do not)."""
-    by = [s.LAYER, *keys]
-    io, data = (io, data) if merged else (merge_now(io, by), merge_now(data, by))
-    both = length(io.lazy(), by, IO_BUSY_NS).join(length(data.lazy(), by, DATA_BUSY_NS), on=by, how="left", nulls_equal=True)
-    return both.with_columns(pl.col(DATA_BUSY_NS).fill_null(0), pl.lit(host).alias(s.HOST)).collect()
-
-
-def _group_busy(io: pl.DataFrame, data: pl.DataFrame, host: str) -> pl.DataFrame:
-    """Busy time of each rank (its processes together) and of each of its worker slots, from
-    processes' intervals named with their owners."""
-    named = [frame.filter(pl.col(s.RANK).is_not_null()) for frame in (io, data)]
-    ranks = _busy(*named, [s.JOB, s.RANK], host, merged=False).with_columns(
-        pl.lit(GROUP_RANK).alias(GROUP), pl.lit(None, pl.Int32).alias(s.WORKER))
-    workers = _busy(*(frame.filter(pl.col(s.WORKER).is_not_null()) for frame in named), [s.JOB, s.RANK, s.WORKER], host,
-                    merged=False)
-    return pl.concat([ranks, workers.with_columns(pl.lit(GROUP_WORKER).alias(GROUP))], how="diagonal_relaxed")
 
 
 STREAM = [s.HOST, s.PID, s.LAYER, s.FILE_ID, s.FD, KIND]
@@ -204,7 +186,7 @@ def combine(parts: list[Partial]) -> Partial:
     if len(parts) == 1:
         return parts[0]
     stacked = {f.name: pl.concat([getattr(p, f.name) for p in parts], how="diagonal_relaxed")
-               for f in fields(Partial) if f.name not in ("bin_exponent", "intervals")}
+               for f in fields(Partial) if f.name not in ("bin_exponent", "intervals", "ranges", "owned")}
     exponent = max(p.bin_exponent for p in parts)
     patterns, streams = _stitch_streams(stacked["patterns"], stacked["streams"])
     return Partial(
@@ -213,13 +195,11 @@ def combine(parts: list[Partial]) -> Partial:
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
         sizes=_summed(stacked["sizes"], [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND, BUCKET], [COUNT]),
         patterns=patterns, streams=streams,
-        busy=_summed(stacked["busy"], [s.HOST, s.PID, s.LAYER], [IO_BUSY_NS, DATA_BUSY_NS]),
-        group_busy=_summed(stacked["group_busy"], [GROUP, s.HOST, s.JOB, s.RANK, s.WORKER, s.LAYER],
-                          [IO_BUSY_NS, DATA_BUSY_NS]),
+        owned=_all_runs([p.owned for p in parts]),
         intervals=_stitch_compute([p.intervals for p in parts], stacked["threads"]),
         threads=stacked["threads"].group_by(s.LAYER, s.JOB, s.HOST, s.PID, s.TID).agg(
             pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
-        ranges=merge_now(stacked["ranges"], [s.LAYER, s.FILE_ID]),
+        ranges=_all_runs([p.ranges for p in parts]),
         opens=_summed(pl.concat([stacked["opens"], seam_opens(stacked["edges"], OPEN_KEYS)], how="diagonal_relaxed")
                       .with_columns(pl.col(OPENS).fill_null(0)), OPEN_KEYS, [OPENS, OPENS_AFTER_STAT]),
         edges=stacked["edges"].sort(s.TS).group_by(*OPEN_KEYS, s.TID).agg(
@@ -265,10 +245,15 @@ def _stitch_compute(runs: list[IntervalRuns], threads: pl.DataFrame) -> Interval
         .select(pl.col(s.LAYER).cast(pl.String), s.JOB, pl.lit(SCOPE_COMPUTE).alias(SCOPE), START,
                 pl.col(FIRST_NS).alias(END))
     )
+    combined = _all_runs(runs)
+    combined.add(seams, INTERVAL_KEYS)
+    return combined
+
+
+def _all_runs(runs: list[IntervalRuns]) -> IntervalRuns:
     combined = IntervalRuns()
     for part in runs:
         combined.extend(part)
-    combined.add(seams, INTERVAL_KEYS)
     return combined
 
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.intervals import length
 from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
 from ioobserve.analysis.partial import (
@@ -108,8 +107,7 @@ def results(part: Partial) -> Analysis:
         .join(part.processes.select(s.HOST, s.PID, s.PPID, s.COMM), on=[s.HOST, s.PID], how="left")
     )
     io = named.filter(pl.col(s.LAYER).cast(pl.String).is_in(totals_layers(layer)))
-    busy = part.busy.filter(pl.col(s.LAYER) == (layer or ""))
-    groups = part.group_busy.filter(pl.col(s.LAYER) == (layer or ""))
+    busy, groups = owned_busy(part.owned, layer or "")
     unions = busy_unions(part.intervals, [layer or "", s.LAYER_PYTHON])
     whole = _overlap(unions, every_job=True)
     jobs = {job for (timed, job, _) in part.intervals.keys if timed in (layer or "", s.LAYER_PYTHON)}
@@ -162,6 +160,7 @@ def _processes(io: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
 
 
 EVERY, IO_OR_COMPUTE, LENGTH = "every", "io_or_compute", "length"
+GROUP_PROCESS = "process"
 EVERY_JOB = ("every job",)  # the target of every job's intervals together (a job is a string or None)
 
 
@@ -181,6 +180,31 @@ def busy_unions(runs: IntervalRuns, layers: list[str]) -> pl.DataFrame:
             for (layer, job, scope), length in lengths.items()]
     return pl.DataFrame(rows, schema={s.LAYER: pl.String, s.JOB: pl.String, EVERY: pl.Boolean, SCOPE: pl.String,
                                       LENGTH: pl.UInt64}, orient="row")
+
+
+def owned_busy(runs: IntervalRuns, layer: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The layer's busy time (IO_BUSY_NS, DATA_BUSY_NS) per process (HOST, PID), and per rank
+    and worker slot (GROUP, HOST, JOB, RANK, WORKER): the unions of their processes' calls."""
+    def targets(key: tuple) -> list[tuple]:
+        key_layer, pid, job, rank, worker, host, scope = key
+        if key_layer != layer:
+            return []
+        found = [(GROUP_PROCESS, host, pid, None, None, None, scope)]
+        if rank is not None:
+            found.append((GROUP_RANK, host, None, job, rank, None, scope))
+            if worker is not None:
+                found.append((GROUP_WORKER, host, None, job, rank, worker, scope))
+        return found
+
+    rows = [(*target[:-1], target[-1] == SCOPE_IO, length) for target, length in runs.union_lengths(targets).items()]
+    frame = pl.DataFrame(rows, orient="row", schema={GROUP: pl.String, s.HOST: pl.String, s.PID: pl.UInt32, s.JOB: pl.String,
+                                                     s.RANK: pl.Int32, s.WORKER: pl.Int32, "_io": pl.Boolean, LENGTH: pl.UInt64})
+    keys = [GROUP, s.HOST, s.PID, s.JOB, s.RANK, s.WORKER]
+    io = frame.filter(pl.col("_io")).select(*keys, pl.col(LENGTH).alias(IO_BUSY_NS))
+    data = frame.filter(~pl.col("_io")).select(*keys, pl.col(LENGTH).alias(DATA_BUSY_NS))
+    both = io.join(data, on=keys, how="left", nulls_equal=True).with_columns(pl.col(DATA_BUSY_NS).fill_null(0))
+    processes = both.filter(pl.col(GROUP) == GROUP_PROCESS).select(s.HOST, s.PID, IO_BUSY_NS, DATA_BUSY_NS)
+    return processes, both.filter(pl.col(GROUP) != GROUP_PROCESS).drop(s.PID)
 
 
 def _scope_lengths(unions: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
@@ -243,7 +267,9 @@ def _overlap(unions: pl.DataFrame, every_job: bool) -> pl.DataFrame:
 
 def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
     """Per file: totals, how many processes used it, the distinct bytes read and re-reads."""
-    unique = length(part.ranges.lazy().filter(pl.col(s.LAYER) == (layer or "")), [s.FILE_ID], UNIQUE_BYTES_READ).collect()
+    lengths = part.ranges.union_lengths(lambda key: [key[1]] if key[0] == (layer or "") else [])
+    unique = pl.DataFrame({s.FILE_ID: list(lengths), UNIQUE_BYTES_READ: list(lengths.values())},
+                          schema={s.FILE_ID: pl.UInt64, UNIQUE_BYTES_READ: pl.UInt64})
     named = part.files.select(s.FILE_ID, s.PATH).join(unique, on=s.FILE_ID, how="inner").drop(s.FILE_ID)
     users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),

@@ -23,10 +23,11 @@ from ioobserve.trace.reader import Selection, own_records
 REDUCERS = 2
 FOLD = 8  # chunk partials combined into the trace's at once
 DEFAULT_MEMORY_MB = 512
-# Measured on a 6 M-event flood (bench/analysis.py): the process with the trace's tables, then
-# each chunk row while it is read and reduced, two reducers at once.
-BASE_MB = 150
-ROW_BYTES = 1400
+# Measured on a 6 M-event flood and a 4 M-event trace of sparse reads (tests/cli/test_analysis_memory.py):
+# the process with the trace's tables and the final merge, then each chunk row while it is
+# read and reduced, two reducers at once.
+BASE_MB = 200
+ROW_BYTES = 1600
 MIN_CHUNK_ROWS = 16384
 
 
@@ -40,8 +41,8 @@ class ChunkPlan:
 
 def chunk_plan(memory_mb: int = DEFAULT_MEMORY_MB) -> ChunkPlan:
     """The chunks that keep an analysis's peak memory near `memory_mb`, whatever the trace's size
-    (one reducer below 320 MiB; at least MIN_CHUNK_ROWS a chunk)."""
-    reducers = REDUCERS if memory_mb >= 320 else 1
+    (one reducer below 400 MiB; at least MIN_CHUNK_ROWS a chunk)."""
+    reducers = REDUCERS if memory_mb >= 400 else 1
     rows = (memory_mb - BASE_MB) * (1 << 20) // ROW_BYTES * REDUCERS // (REDUCERS + reducers - 1)
     return ChunkPlan(rows=max(MIN_CHUNK_ROWS, rows), reducers=reducers)
 
@@ -95,6 +96,13 @@ def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
 def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None,
                   plan: ChunkPlan = ChunkPlan()) -> Partial:
     """The partial of one trace file (a Dask task), read in the chunks of `plan`."""
+    # Polars' in-memory engine: on these chunks its streaming one took 1.3x the peak memory
+    # and 1.1-1.25x the time (bench/analysis.py)
+    with pl.Config(engine_affinity="in-memory"):
+        return _trace_partial(path, filters, damage, plan)
+
+
+def _trace_partial(path: Path, filters: Filters, damage: list[Damage] | None, plan: ChunkPlan) -> Partial:
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
     def reduce(chunk: pl.DataFrame) -> Partial:

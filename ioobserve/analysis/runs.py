@@ -19,25 +19,39 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ioobserve.analysis.intervals import END, START, merge
+from ioobserve.analysis.intervals import END, START
 
 ROW = np.dtype([("key", "<u4"), ("start", "<i8"), ("end", "<i8")])  # 20 bytes, packed
-SPILL_ROWS = 1 << 20  # a store holds this many rows in memory (20 MiB) before writing runs out
-MERGE_BYTES = 64 << 20  # of blocks read at once while merging, over all runs
+SPILL_ROWS = 1 << 18  # a store holds this many rows in memory (5 MiB) before writing runs out
+MERGE_BYTES = 4 << 20  # of blocks read at once while merging, over all runs (a block of 200 k rows is merged in ~50 MB)
 MIN_BLOCK_ROWS = 4096
-_TARGET = "_target"
+
+
+class _Directory:
+    """A private temporary directory (0700), removed once no run in it is left."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="ioobserve-runs-"))
+        self.files = 0
+        weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def new_file(self) -> Path:
+        """A name no other run in the directory has."""
+        self.files += 1
+        return self.path / f"{self.files}.run"
 
 
 @dataclass
 class _Run:
-    """Rows sorted by start: in `rows`, or in the file `path` (`count` rows); `codes` maps
-    the run's key codes to its store's."""
+    """Rows sorted by start: in `rows`, or in the file `path` (`count` rows) of `directory`;
+    `codes` maps the run's key codes to its store's."""
 
     codes: np.ndarray
     count: int
     last_start: int
     rows: np.ndarray | None = None
     path: Path | None = None
+    directory: _Directory | None = None  # kept alive while the run is
 
     def read(self, at: int, n: int) -> np.ndarray:
         """Rows [at, at + n)."""
@@ -57,8 +71,7 @@ class IntervalRuns:
         self.keys: list[Hashable] = []
         self._codes: dict[Hashable, int] = {}
         self._runs: list[_Run] = []
-        self._directory: Path | None = None
-        self._keep: list[IntervalRuns] = []  # stores whose run files this one lists
+        self._directory: _Directory | None = None
 
     def __len__(self) -> int:
         return sum(run.count for run in self._runs)
@@ -76,13 +89,11 @@ class IntervalRuns:
         frame = frame.filter(pl.col(END) > pl.col(START))
         if not frame.height:
             return
-        keyed = frame.with_columns(pl.struct(*key_columns).rank("dense").cast(pl.UInt32).alias("_key") - 1)
-        distinct = keyed.unique("_key").sort("_key")
-        codes = np.array([self.code(tuple(row[:-1])) for row in distinct.select(*key_columns, "_key").iter_rows()],
-                         dtype=np.uint32)
-        keyed = keyed.sort(START)
+        distinct = frame.select(key_columns).unique()  # a few keys: coded here, joined back
+        codes = distinct.with_columns(pl.Series("_key", [self.code(row) for row in distinct.iter_rows()], dtype=pl.UInt32))
+        keyed = frame.join(codes, on=list(key_columns), how="left", nulls_equal=True).sort(START)
         rows = np.empty(keyed.height, dtype=ROW)
-        rows["key"] = codes[keyed.get_column("_key").to_numpy()]
+        rows["key"] = keyed.get_column("_key").to_numpy()
         rows["start"] = keyed.get_column(START).to_numpy()
         rows["end"] = keyed.get_column(END).to_numpy()
         self._append(rows)
@@ -108,12 +119,10 @@ class IntervalRuns:
 
     def _spill(self) -> None:
         """Write the runs held in memory to files."""
-        if self._directory is None:
-            self._directory = Path(tempfile.mkdtemp(prefix="ioobserve-runs-"))  # 0700
-            weakref.finalize(self, shutil.rmtree, self._directory, True)
-        for number, run in enumerate(self._runs):
+        self._directory = self._directory or _Directory()
+        for run in self._runs:
             if run.rows is not None:
-                run.path = self._directory / f"{id(run):x}-{number}.run"
+                run.path, run.directory = self._directory.new_file(), self._directory
                 run.rows.tofile(run.path)
                 run.rows = None
 
@@ -128,8 +137,8 @@ class IntervalRuns:
                     rows["key"] = mapping[run.codes[rows["key"]]]
                     self._append(rows)
             else:
-                self._runs.append(_Run(mapping[run.codes], run.count, run.last_start, path=run.path))
-                self._keep.append(other)  # its finalizer would delete the file
+                self._runs.append(_Run(mapping[run.codes], run.count, run.last_start, path=run.path,
+                                       directory=run.directory))
 
     def __getstate__(self) -> dict:
         return {"keys": self.keys, "runs": [run.loaded() for run in self._runs]}
@@ -153,41 +162,63 @@ class IntervalRuns:
         runs = [run for run in self._runs if run.count]
         at = [0] * len(runs)
         block = max(MIN_BLOCK_ROWS, MERGE_BYTES // max(len(runs), 1) // ROW.itemsize)
-        carry = pl.DataFrame(schema={_TARGET: pl.Int64, START: pl.Int64, END: pl.Int64})
+        carry = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))  # per target: [cutoff, furthest end)
         while any(at[i] < run.count for i, run in enumerate(runs)):
             blocks = {i: run.read(at[i], block) for i, run in enumerate(runs) if at[i] < run.count}
             # Rows up to `cutoff` are all read: beyond its block, each run starts at or after it
             unfinished = [rows["start"][-1] for i, rows in blocks.items() if at[i] + len(rows) < runs[i].count]
-            cutoff = min(unfinished) if unfinished else None
+            cutoff = int(min(unfinished)) if unfinished else None
             taken = []
             for i, rows in blocks.items():
                 n = len(rows) if cutoff is None else int(np.searchsorted(rows["start"], cutoff, side="right"))
                 at[i] += n
                 part = rows[:n]
                 taken.append((table[runs[i].codes[part["key"]]], part["start"], part["end"]))
-            batch = _expanded(taken)
-            merged = merge(pl.concat([carry, batch]).lazy(), [_TARGET]).collect()
-            length = (pl.col(END) - pl.col(START)).sum().alias("_length")
+            targets, starts, ends = _expanded(taken)
+            targets, starts, ends = (np.concatenate([c, x]) for c, x in zip(carry, (targets, starts, ends)))
             if cutoff is None:
-                closed, carry = merged, carry.clear()
-            else:  # each target's last interval may grow with the next rows
-                last = pl.col(START) == pl.col(START).max().over(_TARGET)
-                closed, carry = merged.filter(~last), merged.filter(last)
-            sums = closed.group_by(_TARGET).agg(length)
-            np.add.at(totals, sums.get_column(_TARGET).to_numpy(), sums.get_column("_length").to_numpy())
+                _add_union_lengths(totals, targets, starts, ends)
+                break
+            # The union before the cutoff is complete: later rows start at or after it. What
+            # reaches beyond it is carried as one interval per target, [cutoff, furthest end).
+            _add_union_lengths(totals, targets, starts, np.minimum(ends, cutoff))
+            beyond = ends > cutoff
+            furthest = np.full(len(names), np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(furthest, targets[beyond], ends[beyond])
+            carried = np.nonzero(furthest > cutoff)[0]
+            carry = (carried, np.full(len(carried), cutoff, dtype=np.int64), furthest[carried])
         return {target: int(totals[code]) for target, code in names.items()}
+
+
+def _add_union_lengths(totals: np.ndarray, targets: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """Add to totals[target] the length of the union of each target's [start, end): a sweep
+    over the intervals' ends, in time order per target, counting where one is open (each
+    target's +1s and -1s cancel, so the running count is 0 between targets)."""
+    keep = ends > starts
+    targets, starts, ends = targets[keep], starts[keep], ends[keep]
+    if not len(targets):
+        return
+    times = np.concatenate([starts, ends])
+    owner = np.concatenate([targets, targets])
+    step = np.concatenate([np.ones(len(starts), np.int64), np.full(len(ends), -1, np.int64)])
+    order = np.lexsort((times, owner))
+    times, owner, open_ = times[order], owner[order], np.cumsum(step[order])
+    covered = (times[1:] - times[:-1]) * (open_[:-1] > 0)
+    np.add.at(totals, owner[:-1], covered)
 
 
 def _is_identity(codes: np.ndarray) -> bool:
     return bool((codes == np.arange(len(codes), dtype=codes.dtype)).all())
 
 
-def _expanded(taken: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> pl.DataFrame:
-    """(targets per row, starts, ends) of several blocks as one frame, a row per target."""
-    targets = np.concatenate([t for t, _, _ in taken]) if taken else np.empty((0, 1), dtype=np.int64)
-    starts = np.concatenate([s for _, s, _ in taken]) if taken else np.empty(0, dtype=np.int64)
-    ends = np.concatenate([e for _, _, e in taken]) if taken else np.empty(0, dtype=np.int64)
+def _expanded(taken: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(targets per row, starts, ends) of several blocks as one row per target: targets,
+    starts, ends (int64)."""
+    if not taken:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    targets = np.concatenate([t for t, _, _ in taken])
+    starts = np.concatenate([s for _, s, _ in taken]).astype(np.int64)
+    ends = np.concatenate([e for _, _, e in taken]).astype(np.int64)
     wanted = targets >= 0
     rows = np.nonzero(wanted)[0]
-    return pl.DataFrame({_TARGET: targets[wanted], START: starts[rows], END: ends[rows]},
-                        schema={_TARGET: pl.Int64, START: pl.Int64, END: pl.Int64})
+    return targets[wanted], starts[rows], ends[rows]

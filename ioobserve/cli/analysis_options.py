@@ -30,7 +30,7 @@ SchedulerOption = Annotated[
 ]
 MemoryOption = Annotated[
     int,
-    typer.Option("--memory", min=200, metavar="MIB",
+    typer.Option("--memory", min=256, metavar="MIB",
                  help="Peak memory to aim for, in MiB, whatever the traces' size: they are read in chunks that fit. "
                  "Larger is a little faster."),
 ]

@@ -98,7 +98,7 @@ def test_help_has_examples():
 
 def test_usage_errors_are_one_line():
     assert_one_line_error(run("record", "--no-such-option"), "--no-such-option")
-    assert_one_line_error(run("analyze", "--memory", "10", "t.pfw.gz"), "--memory", "greater than or equal to 200")
+    assert_one_line_error(run("analyze", "--memory", "10", "t.pfw.gz"), "--memory", "greater than or equal to 256")
     assert_one_line_error(run("record", "--duration", "soon"), "--duration")
     assert_one_line_error(run("no-such-command"), "no-such-command")
 

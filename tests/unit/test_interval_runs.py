@@ -80,7 +80,7 @@ def test_runs_on_disk_in_small_blocks_give_the_same_lengths(monkeypatch):
     monkeypatch.setattr(runs_module, "MERGE_BYTES", 64 * runs_module.ROW.itemsize)
     monkeypatch.setattr(runs_module, "MIN_BLOCK_ROWS", 16)
     store = _store(frames)
-    files = list(store._directory.iterdir())
+    files = list(store._directory.path.iterdir())
     assert files and all(f.stat().st_size for f in files)
     assert len(store) == sum(frame.filter(pl.col(END) > pl.col(START)).height for frame in frames)
     assert store.union_lengths(_together) == in_memory == _expected(frames, _together)
