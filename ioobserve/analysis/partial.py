@@ -21,7 +21,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
-from ioobserve.analysis.intervals import END, START, busy_intervals, length, merge_now
+from ioobserve.analysis.intervals import END, START, busy_intervals, merge_now
 from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, OTHER, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
