@@ -201,7 +201,11 @@ def _add_union_lengths(totals: np.ndarray, targets: np.ndarray, starts: np.ndarr
     times = np.concatenate([starts, ends])
     owner = np.concatenate([targets, targets])
     step = np.concatenate([np.ones(len(starts), np.int64), np.full(len(ends), -1, np.int64)])
-    order = np.lexsort((times, owner))
+    first, span = int(times.min()), int(times.max() - times.min()) + 1
+    if (int(owner.max()) + 1) * span < 1 << 62:  # one int64 key sorts twice as fast as two
+        order = np.argsort(owner * span + (times - first))
+    else:
+        order = np.lexsort((times, owner))
     times, owner, open_ = times[order], owner[order], np.cumsum(step[order])
     covered = (times[1:] - times[:-1]) * (open_[:-1] > 0)
     np.add.at(totals, owner[:-1], covered)

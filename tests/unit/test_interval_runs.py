@@ -102,3 +102,16 @@ def test_a_time_ordered_stream_makes_one_run():
     store = _store(ordered)
     assert len(store._runs) == 1
     assert store.union_lengths(_per_key) == _expected(ordered, _per_key)
+
+
+def test_intervals_spread_over_decades_are_measured_exactly():
+    """Epoch-ns times far apart, under several targets: too wide for one sort key (the
+    merge then sorts by target and time as two keys)."""
+    rng = random.Random(6)
+    rows = []
+    for _ in range(2000):
+        start = rng.choice([0, 10**17, 10**18, 1_700_000_000 * 10**9]) + rng.randrange(0, 10**6)
+        rows.append((*rng.choice(KEYS), start, start + rng.randrange(0, 10**5)))
+    frame = pl.DataFrame(rows, schema={"layer": pl.String, "job": pl.String, "scope": pl.String,
+                                       START: pl.Int64, END: pl.Int64}, orient="row")
+    assert _store([frame]).union_lengths(_together) == _expected([frame], _together)
