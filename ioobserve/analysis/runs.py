@@ -52,6 +52,7 @@ class _Run:
     rows: np.ndarray | None = None
     path: Path | None = None
     directory: _Directory | None = None  # kept alive while the run is
+    own: bool = True  # made by its store, which may append to it (not another store's file)
 
     def read(self, at: int, n: int) -> np.ndarray:
         """Rows [at, at + n)."""
@@ -103,7 +104,7 @@ class IntervalRuns:
         (a trace read in time order makes one run), else start another."""
         last = self._runs[-1] if self._runs else None
         identity = np.arange(len(self.keys), dtype=np.uint32)
-        if last is None or rows["start"][0] < last.last_start or not _is_identity(last.codes):
+        if last is None or not last.own or rows["start"][0] < last.last_start or not _is_identity(last.codes):
             last = _Run(identity, 0, int(rows["start"][0]), rows=rows[:0])
             self._runs.append(last)
         last.codes = identity  # its codes are the store's, which may have grown
@@ -138,7 +139,7 @@ class IntervalRuns:
                     self._append(rows)
             else:
                 self._runs.append(_Run(mapping[run.codes], run.count, run.last_start, path=run.path,
-                                       directory=run.directory))
+                                       directory=run.directory, own=False))
 
     def __getstate__(self) -> dict:
         return {"keys": self.keys, "runs": [run.loaded() for run in self._runs]}

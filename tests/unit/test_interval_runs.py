@@ -96,6 +96,21 @@ def test_stores_combine_and_travel_as_pickles(monkeypatch):
     assert combined.union_lengths(_together) == _expected(frames, _together)
 
 
+def test_a_store_never_writes_into_the_runs_it_took(monkeypatch):
+    """Two stores taking the same spilled runs and adding after them each keep their own rows."""
+    monkeypatch.setattr(runs_module, "SPILL_ROWS", 100)
+    frames = sorted(_random_chunks(seed=5), key=lambda f: f.get_column(START).min())
+    ordered = [pl.concat(frames).sort(START).slice(i, 500) for i in range(0, 6000, 500)]
+    shared = _store(ordered[:6])
+    first, second = IntervalRuns(), IntervalRuns()
+    for store, later in ((first, ordered[6:9]), (second, ordered[9:])):
+        store.extend(shared)
+        for frame in later:
+            store.add(frame, ["layer", "job", "scope"])
+    assert first.union_lengths(_per_key) == _expected(ordered[:9], _per_key)
+    assert second.union_lengths(_per_key) == _expected(ordered[:6] + ordered[9:], _per_key)
+
+
 def test_a_time_ordered_stream_makes_one_run():
     frames = sorted(_random_chunks(seed=4), key=lambda f: f.get_column(START).min())
     ordered = [pl.concat(frames).sort(START).slice(i, 500) for i in range(0, 6000, 500)]
