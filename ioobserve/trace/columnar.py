@@ -115,7 +115,7 @@ def valid_copy(trace: Path) -> tuple[Path, Damage] | None:
         # Its checksum was taken as it was written: the whole copy is read again only when
         # it is not the file written then (another inode, or modified since).
         if (now.st_ino, now.st_mtime_ns) != (built["ino"], built["mtime_ns"]) and \
-                deflate.crc32(copy.read_bytes()) != built["crc32"]:
+                file_crc32(copy) != built["crc32"]:
             return None
         return copy, Damage(trace, **key["damage"])
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -158,12 +158,12 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
                 raise failure[0] from None
             Path(temp).unlink(missing_ok=True)
             return None  # the copy could not be written: the trace is read from its members
-        data = Path(temp).read_bytes()
+        crc = file_crc32(Path(temp))
         damage = found[0] if found else Damage(trace)
         os.replace(temp, copy_path(trace))
         written = os.stat(copy_path(trace))
         key = {"version": VERSION, "polars": pl.__version__, "source": source,  # Polars' version: FILE_ID's hash
-               "copy": {"size": len(data), "crc32": deflate.crc32(data), "ino": written.st_ino, "mtime_ns": written.st_mtime_ns},
+               "copy": {"size": written.st_size, "crc32": crc, "ino": written.st_ino, "mtime_ns": written.st_mtime_ns},
                "damage": {"members_lost": damage.members_lost, "truncated_tail": damage.truncated_tail,
                           "notes": damage.notes}}
         _write_private(key_path(trace), json.dumps(key).encode())
@@ -174,6 +174,15 @@ def build_copy(trace: Path, progress: bool | None = None) -> tuple[Path, Damage]
         Path(temp).unlink(missing_ok=True)
         raise
     return copy_path(trace), damage
+
+
+def file_crc32(path: Path) -> int:
+    """The CRC-32 of a file, read a block at a time (a copy can be larger than memory)."""
+    crc = 0
+    with open(path, "rb") as source:
+        while block := source.read(1 << 20):
+            crc = deflate.crc32(block, crc)
+    return crc
 
 
 def scan_copy(copy: Path, file_ids: bool = False) -> pl.LazyFrame:
