@@ -9,6 +9,7 @@ its own code mapping, so nothing already written is rewritten.
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 import weakref
@@ -27,11 +28,23 @@ MERGE_BYTES = 4 << 20  # of blocks read at once while merging, over all runs (a 
 MIN_BLOCK_ROWS = 4096
 
 
+_root: Path | None = None
+
+
+def _runs_root() -> Path:
+    """This process's directory of runs (0700, under $TMPDIR), removed when it exits."""
+    global _root
+    if _root is None:
+        _root = Path(tempfile.mkdtemp(prefix="ioobserve-runs-"))
+        atexit.register(shutil.rmtree, _root, True)
+    return _root
+
+
 class _Directory:
     """A private temporary directory (0700), removed once no run in it is left."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="ioobserve-runs-"))
+        self.path = Path(tempfile.mkdtemp(dir=_runs_root()))
         self.files = 0
         weakref.finalize(self, shutil.rmtree, self.path, True)
 

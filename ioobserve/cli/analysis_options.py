@@ -75,6 +75,7 @@ def build_filters(traces: list[Path], jobs, pids, prefixes, since: str | None, u
 
 def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: int | None = None):
     """The Analysis of the traces, with its insights; damage is warned about on stderr."""
+    import signal
     import sys
 
     from ioobserve.analysis.distributed import SchedulerError
@@ -83,6 +84,8 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
     from ioobserve.analysis.run import DEFAULT_MEMORY_MB, analyze_partial
     from ioobserve.trace.reader import TraceError
 
+    # SIGTERM ends the run as Ctrl-C does, through the exit handlers that remove its runs on disk
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     damage: list = []
     try:
         analysis = results(analyze_partial(traces, filters, scheduler, damage, memory_mb or DEFAULT_MEMORY_MB))

@@ -6,6 +6,7 @@ and the numbers are those of an analysis with memory to spare."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -56,30 +57,34 @@ def _big_trace(directory: Path, base: pl.DataFrame, copies: int) -> Path:
     return writer.path
 
 
-def _peak_run(*args: str) -> tuple[float, subprocess.CompletedProcess]:
+def _peak_run(*args: str, env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
     """Run ioobserve alone under a wrapper: its peak RSS in MiB, and how it ended."""
     wrapper = ("import resource, subprocess, sys, json; r = subprocess.run(sys.argv[1:], capture_output=True, text=True);"
                "print(json.dumps({'mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 'rc': r.returncode,"
                "'out': r.stdout, 'err': r.stderr}))")
     done = subprocess.run([sys.executable, "-c", wrapper, IOOBSERVE, *args], capture_output=True, text=True, check=True,
-                          timeout=900)
+                          timeout=900, env=env)
     found = json.loads(done.stdout)
     return found["mb"], subprocess.CompletedProcess(args, found["rc"], found["out"], found["err"])
 
 
 def test_analyze_stays_near_its_memory_bound_whatever_the_trace_size(tmp_path):
     base, directory = _base(), private_dir(tmp_path)
+    scratch = tmp_path / "tmp"  # where the runs go: nothing is left there after
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
     peaks = {}
     for copies in (25, 100):  # 1 M and 4 M events
         trace = _big_trace(directory, base, copies)
-        cold_mb, cold = _peak_run("analyze", "--json", "--memory", str(BOUND_MB), str(trace))  # builds the copy
-        warm_mb, warm = _peak_run("analyze", "--json", "--memory", str(BOUND_MB), str(trace))
+        cold_mb, cold = _peak_run("analyze", "--json", "--memory", str(BOUND_MB), str(trace), env=env)  # builds the copy
+        warm_mb, warm = _peak_run("analyze", "--json", "--memory", str(BOUND_MB), str(trace), env=env)
         assert cold.returncode == 0 and warm.returncode == 0, cold.stderr + warm.stderr
         assert json.loads(warm.stdout) == json.loads(cold.stdout)
         assert json.loads(warm.stdout)["overview"]["calls"] == BASE_EVENTS * copies
         assert cold_mb <= BUILD_CEILING_MB, f"{copies}: the first run's peak {cold_mb:.0f} MiB"
         assert warm_mb <= BOUND_MB * SLACK, f"{copies}: peak {warm_mb:.0f} MiB for --memory {BOUND_MB}"
         peaks[copies] = warm_mb
+        assert not list(scratch.iterdir()), "the runs on disk are removed"
     assert base.estimated_size() / BASE_EVENTS * 100 * BASE_EVENTS > 1.5 * BOUND_MB * 2**20, "the big trace must not fit"
     assert peaks[100] <= peaks[25] * 1.15, f"peak grew with the trace: {peaks}"
     _, spare = _peak_run("analyze", "--json", "--memory", "4000", str(trace))  # one chunk per reducer
