@@ -167,11 +167,15 @@ class Recording:
         status = None
         try:
             collector.start()
+            if not child:
+                # Before saying it records: the library copies that running processes map are
+                # probed (a test that ran its workload at once lost h5py's calls under load)
+                self.probes.scan_running()
             if on_start:
                 on_start()
             if child:
-                child.release()
-            self.probes.scan_running()
+                child.release()  # its own mappings are probed as it makes them: the scan need not hold it
+                self.probes.scan_running()
             deadline = started + duration if duration is not None else None
             while not self._stop.is_set():
                 if child and (status := child.poll()) is not None:
