@@ -10,6 +10,7 @@ its own code mapping, so nothing already written is rewritten.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import weakref
@@ -28,16 +29,22 @@ MERGE_BYTES = 4 << 20  # of blocks read at once while merging, over all runs (a 
 MIN_BLOCK_ROWS = 4096
 
 
-_root: Path | None = None
+_root: tuple[int, Path] | None = None  # (the pid it is for, the directory)
 
 
 def _runs_root() -> Path:
-    """This process's directory of runs (0700, under $TMPDIR), removed when it exits."""
+    """This process's directory of runs (0700, under $TMPDIR), removed when it exits (a forked
+    child makes its own, and leaves its parent's alone)."""
     global _root
-    if _root is None:
-        _root = Path(tempfile.mkdtemp(prefix="ioobserve-runs-"))
-        atexit.register(shutil.rmtree, _root, True)
-    return _root
+    if _root is None or _root[0] != os.getpid():
+        _root = (os.getpid(), Path(tempfile.mkdtemp(prefix="ioobserve-runs-")))
+        atexit.register(_remove_if_mine, *_root)
+    return _root[1]
+
+
+def _remove_if_mine(pid: int, directory: Path) -> None:
+    if os.getpid() == pid:
+        shutil.rmtree(directory, True)
 
 
 class _Directory:
