@@ -110,7 +110,7 @@ def results(part: Partial) -> Analysis:
     busy, groups = owned_busy(part.owned, layer or "")
     unions = busy_unions(part.intervals, [layer or "", s.LAYER_PYTHON])
     whole = _overlap(unions, every_job=True)
-    jobs = {job for (timed, job, _) in part.intervals.keys if timed in (layer or "", s.LAYER_PYTHON)}
+    jobs = {job for (key_layer, job, _) in part.intervals.keys if key_layer in (layer or "", s.LAYER_PYTHON)}
     overlap = (whole.with_columns(pl.lit(next(iter(jobs), None), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
                if len(jobs) <= 1 else _overlap(unions, every_job=False))
     processes = _processes(io, busy)
