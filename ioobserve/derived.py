@@ -24,4 +24,4 @@ def bytes_moved(op: pl.Expr, ret: pl.Expr, bytes_req: pl.Expr) -> pl.Expr:
 
 def errno_of(ret: pl.Expr, layer: pl.Expr) -> pl.Expr:
     """The errno of a failed kernel-side event (-ret); 0 for the others and for library calls."""
-    return pl.when((ret < 0) & layer.is_in(_ERRNO_LAYERS)).then(-ret).otherwise(0).cast(pl.Int32)
+    return pl.when((ret < 0) & layer.is_in(_ERRNO_LAYERS)).then(-ret).otherwise(0).cast(pl.Int16, strict=False)  # MAX_ERRNO is 4095

@@ -59,9 +59,14 @@ TAGS = "tags"  # the program's tags: a list of {key, value}; see ioobserve.tag()
 HOST = "host"  # the node a trace was recorded on (its HH record), added by the analysis
 TAG_ENTRY = pl.Struct({"key": pl.String, "value": pl.String})
 
+# A label (a name many events share) is Categorical in what `load` and `scan` give: 4 bytes
+# an event, not a string's 16 and more. String operations need a cast first:
+# pl.col(PATH).cast(pl.String).str.starts_with(...). Layer and op stay Categorical, not Enum:
+# a DFTracer trace brings its own categories and function names.
+LABEL = pl.Categorical()
+
 CGROUP_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
-    CGROUP_PATH: pl.String, JOB: pl.String, STEP: pl.String, TASK: pl.Int32, UNIT: pl.String,
-    CONTAINER: pl.String, POD: pl.String,
+    CGROUP_PATH: LABEL, JOB: LABEL, STEP: LABEL, TASK: pl.Int32, UNIT: LABEL, CONTAINER: LABEL, POD: LABEL,
 }
 """The columns a cgroup id determines."""
 
@@ -72,12 +77,16 @@ PROCESS_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
 
 EVENT_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, PPID: pl.UInt32, UID: pl.UInt32,
-    COMM: pl.String, LAYER: pl.String, OP: pl.String, PATH: pl.String, PATH2: pl.String, FD: pl.Int32,
-    RET: pl.Int64, ERRNO: pl.Int32, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
+    COMM: LABEL, LAYER: LABEL, OP: LABEL, PATH: LABEL, PATH2: LABEL, FD: pl.Int32,
+    RET: pl.Int64, ERRNO: pl.Int16, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
-    PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, PY_FUNCTION: pl.String, PY_FILE: pl.String, PY_LINE: pl.Int32,
-    PY_MODULE: pl.String, **CGROUP_CONTEXT_SCHEMA, USER: pl.String, **PROCESS_CONTEXT_SCHEMA,
+    PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, PY_FUNCTION: LABEL, PY_FILE: LABEL, PY_LINE: pl.Int32,
+    PY_MODULE: LABEL, **CGROUP_CONTEXT_SCHEMA, USER: LABEL, **PROCESS_CONTEXT_SCHEMA,
 }
+"""An event as `load` and `scan` give it: names where the trace has ids, labels Categorical."""
+
+LABELS = tuple(name for name, dtype in EVENT_SCHEMA.items() if dtype == LABEL)
+"""The label columns of EVENT_SCHEMA."""
 
 ID_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, UID: pl.UInt32, LAYER: pl.String, OP: pl.String,
@@ -95,8 +104,9 @@ COPY_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE_ID: pl.UInt64}
 """A trace's columnar copy (ioobserve.trace.columnar): the named event and its FILE_ID, so
 that an analysis never hashes a path again."""
 
-BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE: pl.UInt32, FILE2: pl.UInt32}
-"""A batch the collector hands its sinks: the named event and its file ids."""
+BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, **dict.fromkeys(LABELS, pl.String), FILE: pl.UInt32, FILE2: pl.UInt32}
+"""A batch the collector hands its sinks: the named event (its labels Strings: a batch is
+named once, in flight, not kept) and its file ids."""
 
 CHUNK_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,

@@ -24,7 +24,7 @@ class Batches:
         users = dict(frame.select(s.UID, s.USER).unique().drop_nulls().iter_rows())
         tables = BatchTables(files=files, cgroups=cgroups, users=users, contexts=_context_rows(frame, cgroups),
                              stacks=dict(stacks or {}))
-        return named.select(list(s.BATCH_SCHEMA)), tables
+        return named.select(list(s.BATCH_SCHEMA)).cast(s.BATCH_SCHEMA), tables
 
 
 def _context_rows(frame: pl.DataFrame, cgroups: dict) -> pl.DataFrame:

@@ -81,7 +81,7 @@ EMPTY_PROCESSES = pl.DataFrame(schema={s.PID: pl.UInt32, s.COMM: pl.String, s.JO
                                        s.WORKER: pl.Int32, **_EMPTY_SUMS})
 EMPTY_FILES = pl.DataFrame(schema={s.PID: pl.UInt32, s.PATH: pl.String, **_EMPTY_SUMS})
 EMPTY_LATENCY = pl.DataFrame(schema={s.OP: pl.String, LATENCY_BUCKET: pl.Int32, "count": pl.UInt32})
-EMPTY_STREAM = pl.DataFrame(schema={name: s.EVENT_SCHEMA[name] for name in STREAM_COLUMNS})
+EMPTY_STREAM = pl.DataFrame(schema={name: s.BATCH_SCHEMA[name] for name in STREAM_COLUMNS})
 
 
 class WindowAggregator:

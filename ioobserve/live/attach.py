@@ -27,7 +27,7 @@ def batch_frame(line: bytes) -> tuple[pl.DataFrame, int]:
     batch = pl.read_json(line, infer_schema_length=None)
     lost = int(batch.get_column("lost")[0])
     events = batch.select("events").explode("events").drop_nulls().unnest("events")
-    return events.cast({c: s.EVENT_SCHEMA[c] for c in events.columns if c in s.EVENT_SCHEMA}, strict=False), lost
+    return events.cast({c: s.BATCH_SCHEMA[c] for c in events.columns if c in s.BATCH_SCHEMA}, strict=False), lost
 
 
 class AttachedSource:

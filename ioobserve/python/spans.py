@@ -44,7 +44,7 @@ LEVELS_SCHEMA = {s.PY_STACK: pl.UInt32, "_level": pl.UInt32, "_depth": pl.UInt32
                  s.PY_FILE: pl.String, s.PY_LINE: pl.Int32}
 """A stack's frames, one row per level, outermost (0) first."""
 _CONTEXT = {*s.CGROUP_CONTEXT_SCHEMA, s.USER, *s.PROCESS_CONTEXT_SCHEMA}
-_SPAN_SCHEMA = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in _CONTEXT}
+_SPAN_SCHEMA = {name: s.BATCH_SCHEMA[name] for name in s.EVENT_SCHEMA if name not in _CONTEXT}
 """A span's columns: an event's, but for the job and process context joined later by time."""
 _OPEN_SCHEMA = {s.PID: pl.UInt32, s.TID: pl.UInt32, "_level": pl.UInt32, "_key": pl.UInt64, "_end": pl.UInt64,
                 "_parent": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FRAME: pl.UInt16,
@@ -209,7 +209,7 @@ def _as_events(spans: pl.DataFrame) -> pl.DataFrame:
     frame = spans.select(
         pl.col("_key").alias(s.TS), (pl.col("_end") - pl.col("_key")).cast(pl.UInt64).alias(s.DUR), *_KEY,
         pl.lit(s.LAYER_PYTHON).alias(s.LAYER), pl.col(s.PY_FUNCTION).alias(s.OP),
-        pl.lit(0, pl.Int64).alias(s.RET), pl.lit(0, pl.Int32).alias(s.ERRNO), pl.lit(0, pl.UInt64).alias(s.BYTES_REQ),
+        pl.lit(0, pl.Int64).alias(s.RET), pl.lit(0, pl.Int16).alias(s.ERRNO), pl.lit(0, pl.UInt64).alias(s.BYTES_REQ),
         pl.lit(0, pl.UInt64).alias(s.BYTES), pl.lit(-1, pl.Int64).alias(s.OFFSET), pl.lit(-1, pl.Int32).alias(s.FD),
         pl.lit(0, pl.UInt64).alias(s.DEV), pl.lit(0, pl.UInt64).alias(s.INO), pl.lit(0, pl.UInt64).alias(s.ARG),
         pl.lit(ev.F_PARENT, pl.UInt16).alias(s.FLAGS), pl.lit(True).alias(s.COUNTED), pl.col("_parent").alias(s.PARENT_TS),

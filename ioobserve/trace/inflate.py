@@ -79,7 +79,7 @@ class Selection:
         if self.path_prefixes is not None:
             wanted = pl.lit(False)
             for prefix in self.path_prefixes:
-                wanted = wanted | pl.col(s.PATH).str.starts_with(prefix) | pl.col(s.PATH2).str.starts_with(prefix)
+                wanted = wanted | pl.col(s.PATH).cat.starts_with(prefix) | pl.col(s.PATH2).cat.starts_with(prefix)
             events = events.filter(wanted.fill_null(False))
         return events
 

@@ -77,10 +77,9 @@ def file_events(path: Path, selection: Selection, damage: list[Damage] | None = 
     if found is None:
         parts = run_all([path], selection, damage, progress)
         return selection.keep(name_events(parts.file_events(path), parts.file_lines(path)).lazy())
-    copy, file_damage = found
-    if damage is not None and (file_damage or file_damage.notes):
-        damage.append(file_damage)
-    return selection.keep(scan_copy(copy))
+    if damage is not None and (found.damage or found.damage.notes):
+        damage.append(found.damage)
+    return selection.keep(scan_copy(found))
 
 
 def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows: int, damage: list[Damage] | None = None,
@@ -94,12 +93,11 @@ def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows
         for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):
             yield selection.keep(with_file_keys(name_events(parts.file_events(path), lines)).lazy()).select(columns).collect()
         return
-    copy, file_damage = found
-    if damage is not None and (file_damage or file_damage.notes):
-        damage.append(file_damage)
+    if damage is not None and (found.damage or found.damage.notes):
+        damage.append(found.damage)
     # Slices, not collect_batches: a slice reads only the row groups it spans, where the
     # streaming engine reads ahead by whole row groups (350 MB at 64 Ki rows on 6 M events).
-    events = scan_copy(copy, file_ids=True)
+    events = scan_copy(found, file_ids=True)
     total = events.select(pl.len()).collect().item()
     for offset in range(0, total, rows):
         chunk = selection.keep(events.slice(offset, rows)).select(columns).collect()

@@ -21,9 +21,10 @@ _FILE_KEY_SEED = 0xF11E
 def file_key(path: pl.Expr, dev: pl.Expr, ino: pl.Expr) -> pl.Expr:
     """FILE_ID: a key of the file itself (path, dev, ino), the same in every trace that names
     it, so that the partials of several traces (parts, nodes) meet on it; null without a path."""
+    # The path as text: a Categorical hashes as its id, which differs between processes.
     # Polars' hash is stable within its version, which every Dask worker shares; a copy made
     # by another version is rebuilt (its key holds the version).
-    return pl.when(path.is_not_null()).then(pl.struct(path, dev, ino).hash(_FILE_KEY_SEED)).cast(pl.UInt64)
+    return pl.when(path.is_not_null()).then(pl.struct(path.cast(pl.String), dev, ino).hash(_FILE_KEY_SEED)).cast(pl.UInt64)
 
 
 def file_table(lines: pl.DataFrame) -> pl.DataFrame:

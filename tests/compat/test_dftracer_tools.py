@@ -70,7 +70,7 @@ def dftracer_wrote(peers, tmp_path_factory):
 def test_we_load_a_trace_dftracer_wrote(dftracer_wrote):
     traces, data, expected = dftracer_wrote
     frame = ioobserve.load(traces)
-    mine = frame.filter(pl.col(s.PATH).str.starts_with(str(data)))
+    mine = frame.filter(pl.col(s.PATH).cat.starts_with(str(data)))
     reads = mine.filter(pl.col(s.OP) == "read")
     writes = mine.filter(pl.col(s.OP) == "write")
     assert reads.height == expected["reads"] and writes.height == expected["writes"]

@@ -26,7 +26,7 @@ ARGS = ["--files", "12", "--size", str(256 * 1024), "--workers", "4", "--threads
 
 
 def _trace_counts(frame: pl.DataFrame, pid: int) -> dict:
-    mine = frame.filter((pl.col(s.PID) == pid) & pl.col(s.PATH).str.contains("/sample-"))
+    mine = frame.filter((pl.col(s.PID) == pid) & pl.col(s.PATH).cast(pl.String).str.contains("/sample-"))
     counts = {op: mine.filter(pl.col(s.OP) == op).height for op in OPS}
     reads = mine.filter(pl.col(s.OP) == "read").group_by(s.PATH).agg(pl.col(s.BYTES).sum())
     counts["files"] = dict(reads.iter_rows())
@@ -70,7 +70,7 @@ def test_every_process_call_and_byte_matches_the_workload(root_required, loader_
         ppids = frame.filter(pl.col(s.PID) == int(pid)).get_column(s.PPID).unique().to_list()
         assert ppids == [entry["ppid"]], f"pid {pid} attributed to {ppids}, not its parent"
     main = int(next(pid for pid, e in expected.items() if e["counts"]["write"]))
-    tids = frame.filter((pl.col(s.PID) == main) & (pl.col(s.OP) == "read") & pl.col(s.PATH).str.contains("/sample-"))
+    tids = frame.filter((pl.col(s.PID) == main) & (pl.col(s.OP) == "read") & pl.col(s.PATH).cast(pl.String).str.contains("/sample-"))
     thread_ids = set(tids.get_column(s.TID).to_list())
     assert len(thread_ids) == 2 and main not in thread_ids, "reader threads carry their own thread ids"
     (end,) = own_records(traces[0], "end")
@@ -101,7 +101,7 @@ def test_counts_agree_with_strace(root_required, loader_run, tmp_path):
     # strace -f labels lines by thread, so compare per thread.
     ours = []
     for pid in report["EXPECTED"]:
-        mine = frame.filter((pl.col(s.PID) == int(pid)) & pl.col(s.PATH).str.contains("/sample-"))
+        mine = frame.filter((pl.col(s.PID) == int(pid)) & pl.col(s.PATH).cast(pl.String).str.contains("/sample-"))
         for tid in mine.get_column(s.TID).unique().to_list():
             per_thread = mine.filter(pl.col(s.TID) == tid)
             ours.append({op: n for op in OPS if op != "unlink" and (n := per_thread.filter(pl.col(s.OP) == op).height)})

@@ -35,7 +35,7 @@ def test_identity_and_paths(root_required, tmp_path):
         assert (event[s.PATH], event[s.DEV], event[s.INO]) == (case["path"], case["dev"], case["ino"]), case["case"]
         assert event[s.BYTES] == 100 and event[s.OFFSET] == 0
     opens = frame.filter(pl.col(s.OP) == "openat")
-    dirfd_open = opens.filter(pl.col(s.PATH).str.ends_with("/dirfd.bin")).row(0, named=True)
+    dirfd_open = opens.filter(pl.col(s.PATH).cat.ends_with("/dirfd.bin")).row(0, named=True)
     assert dirfd_open[s.PATH] == next(c["path"] for c in cases if c["case"] == "dirfd")
     dup = frame.filter(pl.col(s.OP) == "dup2").row(0, named=True)
     assert dup[s.RET] == 100 and dup[s.PATH].endswith("/duped.bin")

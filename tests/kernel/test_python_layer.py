@@ -155,7 +155,7 @@ def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp
     code, _, stderr = recorder.stop()
     assert code == 0, stderr
     children = json_line(out, "children")["children"]
-    reads = _reads(load(recorder.traces())).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).str.ends_with(".pyc"))
+    reads = _reads(load(recorder.traces())).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).cat.ends_with(".pyc"))
     assert set(reads.get_column(s.PID).to_list()) == set(children)
     assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
     assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads

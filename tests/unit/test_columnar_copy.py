@@ -106,9 +106,9 @@ QUERIES = [
     ({"pids": [11]}, pl.col(s.PID) == 11),
     ({"start_ns": T0 + 500 * US, "end_ns": T0 + 1500 * US},
      (pl.col(s.TS) >= T0 + 500 * US) & (pl.col(s.TS) < T0 + 1500 * US)),
-    ({"path_prefix": "/scratch/"}, pl.col(s.PATH).str.starts_with("/scratch/")),
+    ({"path_prefix": "/scratch/"}, pl.col(s.PATH).cat.starts_with("/scratch/")),
     ({"pids": [10, 12], "path_prefix": ["/data/10/", "/scratch/"]},
-     pl.col(s.PID).is_in([10, 12]) & (pl.col(s.PATH).str.starts_with("/data/10/") | pl.col(s.PATH).str.starts_with("/scratch/"))),
+     pl.col(s.PID).is_in([10, 12]) & (pl.col(s.PATH).cat.starts_with("/data/10/") | pl.col(s.PATH).cat.starts_with("/scratch/"))),
 ]
 
 
