@@ -35,7 +35,7 @@ from ioobserve import schema as s
 from ioobserve.trace.index import index_path, parse_index
 from ioobserve.trace.inflate import Selection, TraceError, read_lines, run_chunks
 from ioobserve.trace.members import Damage
-from ioobserve.trace.named import name_events
+from ioobserve.trace.named import TraceNames
 from ioobserve.trace.output import OutputError, check_output_dir
 from ioobserve.trace.tables import file_key
 
@@ -155,13 +155,13 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
         raise TraceError(f"{trace}: cannot read it ({exc.strerror})") from None
     found: list[Damage] = []
     failure: list[BaseException] = []
-    lines = read_lines(trace)
+    names = TraceNames(read_lines(trace))
     uniform = UniformColumns()
 
     def chunks(with_columns, predicate, n_rows, batch_size):
         try:
             for parts in run_chunks([trace], Selection(), found, progress, BUILD_CHUNK_BYTES):
-                events = with_file_keys(name_events(parts.file_events(trace), lines))
+                events = with_file_keys(names.name(parts.file_events(trace)))
                 uniform.see(events)
                 yield events
         except BaseException as exc:  # Polars would wrap it: keep it to raise as it was

@@ -22,7 +22,7 @@ from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, v
 from ioobserve.trace.finish import wait_for_finisher
 from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all, run_chunks
 from ioobserve.trace.members import Damage, iter_members
-from ioobserve.trace.named import name_events
+from ioobserve.trace.named import TraceNames, name_events
 
 __all__ = ["TraceError", "Selection", "accounting", "load", "own_records", "read_lines", "records", "scan"]
 
@@ -89,9 +89,9 @@ def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows
     order, else chunks of its members. Memory stays about one chunk, however long the trace."""
     found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
     if found is None:
-        lines = read_lines(path)
+        names = TraceNames(read_lines(path))
         for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):
-            yield selection.keep(with_file_keys(name_events(parts.file_events(path), lines)).lazy()).select(columns).collect()
+            yield selection.keep(with_file_keys(names.name(parts.file_events(path))).lazy()).select(columns).collect()
         return
     if damage is not None and (found.damage or found.damage.notes):
         damage.append(found.damage)
