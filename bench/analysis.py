@@ -38,7 +38,7 @@ IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 WIDEN_POSIX = "analyzer.preset.layer_defs.posix='cat.str.contains(\"posix|stdio|syscall\", case=False)'"
 
 
-def _tree_rss(root: int) -> int:
+def tree_rss(root: int) -> int:
     """Bytes resident in `root` and all its descendants now."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -71,7 +71,7 @@ def run(argv: list[str], env: dict | None = None) -> dict:
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], tree_rss(proc.pid))
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)

@@ -45,8 +45,9 @@ class TopApp(App):
         Binding("3", "tab('files')", "files", show=False), Binding("4", "tab('latency')", "latency", show=False),
         Binding("5", "tab('events')", "events", show=False),
         Binding("left", "step(-1)", "back 1 s", show=False), Binding("right", "step(1)", "on 1 s", show=False),
-        Binding("space", "play", "play", show=False), Binding("home", "jump(0)", show=False),
-        Binding("end", "jump(1)", show=False),
+        Binding("space", "play", "play", show=False),
+        # Before the focused table's own home/end (its first and last row), which took them.
+        Binding("home", "jump(0)", show=False, priority=True), Binding("end", "jump(1)", show=False, priority=True),
     ]
 
     def __init__(self, source: Source, theme: str = "textual-dark", refresh_s: float | None = REFRESH_S) -> None:

@@ -135,6 +135,13 @@ async def _pause_replay_cursor_and_help(source):
         await _settled(pilot)
         assert source.cursor_ns == before + 1_000_000_000  # [1 s, 2 s): nothing happened
         assert _column(app, "processes", 4) == ["0 B/s"] * 3 and _column(app, "processes", 8)[0] != "0 B"
+        assert app.focused is not None  # the table, which has home and end of its own
+        await pilot.press("end")
+        await _settled(pilot)
+        assert source.cursor_ns == source.last_ns
+        await pilot.press("home")
+        await _settled(pilot)
+        assert source.cursor_ns == source.first_ns
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
