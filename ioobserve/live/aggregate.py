@@ -158,6 +158,19 @@ class WindowAggregator:
         )
 
 
+def rates_of_seconds(sums: pl.DataFrame, second: str, first: int, end: int) -> dict[str, list[float]]:
+    """The sparklines' history from process_sums rows per whole second (column `second`):
+    per-second rates of seconds [first, end)."""
+    per_second = sums.filter(pl.col(second).is_between(first, end, closed="left")).group_by(second).agg(
+        pl.col(READ_BYTES).sum().alias("read_bps"), pl.col(WRITE_BYTES).sum().alias("write_bps"),
+        pl.col(OPS).sum().alias("iops"), pl.col(METADATA_OPS).sum().alias("metadata_ops_s"))
+    grid = pl.DataFrame({second: pl.arange(first, max(first, end), eager=True).cast(sums.schema[second])})
+    full = grid.join(per_second, on=second, how="left").fill_null(0).sort(second)
+    history = {name: [float(v) for v in full.get_column(name)] for name in ("read_bps", "write_bps", "iops", "metadata_ops_s")}
+    history["lost"] = [0.0] * grid.height
+    return history
+
+
 def rates_per_second(frame: pl.DataFrame, start_ns: int, end_ns: int) -> dict[str, list[float]]:
     """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)."""
     seconds = max(1, -(-(end_ns - start_ns) // 1_000_000_000))

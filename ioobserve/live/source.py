@@ -20,6 +20,7 @@ from ioobserve.live.aggregate import (
     Snapshot,
     WindowAggregator,
     process_sums,
+    rates_of_seconds,
     rates_per_second,
     syscall_calls,
 )
@@ -28,6 +29,7 @@ REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS]))  # what a replay shows; the rest is dropped
 NS = 1_000_000_000
 SECOND = "_second"  # a call's whole second since the trace's first call
+SUM_ROWS = 1 << 18  # calls summed at a time in the background (whole seconds of them, about)
 
 
 class Source(Protocol):
@@ -154,9 +156,16 @@ class ReplaySource:
         threading.Thread(target=self._sum_seconds, name="ioo-replay-sums", daemon=True).start()
 
     def _sum_seconds(self) -> None:
+        """Each process's sums per second, a span of whole seconds of about SUM_ROWS calls at a
+        time: Polars' streaming engine held the whole trace's names to find each one's last."""
         try:
             by = [((pl.col(s.TS) - self.first_ns) // NS).alias(SECOND)]
-            self._per_second = process_sums(self.calls, by=by).collect(engine="streaming")
+            calls = self.calls.select(pl.len()).collect().item()
+            seconds = -(-(self.last_ns - self.first_ns) // NS)
+            span = max(1, seconds * SUM_ROWS // max(calls, 1))
+            self._per_second = pl.concat(
+                [process_sums(self._between(self.first_ns + at * NS, self.first_ns + (at + span) * NS), by=by)
+                 for at in range(0, seconds, span)] or [process_sums(self.calls.head(0).collect(), by=by)])
         finally:
             self._summed.set()
 
@@ -208,10 +217,15 @@ class ReplaySource:
         boundary = self.first_ns + whole * NS
         before = self.per_second().filter(pl.col(SECOND) < whole) if whole else None  # the first screen needs none
         aggregator = WindowAggregator(boundary, totals=before)
-        aggregator.add(self._between(boundary, start))
+        earlier, window = self._between(boundary, start), self._between(start, self.cursor_ns)
+        aggregator.add(earlier)
         aggregator.take(start)
-        aggregator.add(self._between(start, self.cursor_ns))
+        aggregator.add(window)
         snapshot = aggregator.take(self.cursor_ns)
-        since = max(self.first_ns, self.cursor_ns - HISTORY * NS)
-        snapshot.history = rates_per_second(self._between(since, self.cursor_ns), since, self.cursor_ns)
+        # The sparklines: whole seconds of the trace, those before the window's from the
+        # per-second sums (reading HISTORY seconds of calls was most of a busy trace's memory).
+        recent = rates_per_second(pl.concat([earlier, window]), boundary, self.cursor_ns)
+        older = rates_of_seconds(before, SECOND, max(0, whole - HISTORY + len(recent["iops"])), whole) \
+            if before is not None else {}
+        snapshot.history = {name: [*older.get(name, []), *values][-HISTORY:] for name, values in recent.items()}
         return snapshot

@@ -10,6 +10,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.live import aggregate as ag
 from ioobserve.live.aggregate import WindowAggregator
+from ioobserve.live import source as source_module
 from ioobserve.live.source import ReplaySource
 from tests.unit.synthetic_traces import T0, Proc, frame, io
 
@@ -79,3 +80,16 @@ def test_replay_snapshots_match_sums_from_the_events():
         got = snap.processes.select(s.PID, "total_ops", "total_write_bytes")
         assert got.sort(s.PID).equals(expected.sort(s.PID).cast(got.schema)), cursor
         assert sum(snap.history["iops"]) == before.filter(pl.col(s.TS) >= max(T0, cursor - ag.HISTORY * NS)).height
+
+
+def test_replay_history_is_whole_seconds_of_calls_up_to_the_cursor(monkeypatch):
+    monkeypatch.setattr(source_module, "HISTORY", 3)
+    rng = random.Random(8)
+    rows = [io(Proc(100), 100, start, start + 1, "read", "/f", 3, 0, 1) for start in sorted(rng.uniform(0, 9.5e6) for _ in range(2000))]
+    events = frame(rows)
+    replay = ReplaySource(events)
+    for k in (1, 2, 5, 9):
+        replay.cursor_ns = replay.first_ns + k * NS
+        seconds = [events.filter(pl.col(s.TS).is_between(replay.first_ns + at * NS, replay.first_ns + (at + 1) * NS, closed="left")).height
+                   for at in range(max(0, k - 3), k)]
+        assert replay.snapshot().history["iops"] == seconds, k
