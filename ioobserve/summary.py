@@ -8,8 +8,9 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve import totals
 from ioobserve.model import Process
-from ioobserve.operations import KERNEL_VIEW, KIND, READ, WRITE, op_kind
+from ioobserve.operations import KERNEL_VIEW, KIND, op_kind
 
 MAX_DISAGREEING = 20
 MAX_TAG_VALUES = 8  # per tag key, for the summary line
@@ -69,25 +70,21 @@ class SummarySink:
         copy_out = ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0).alias(_COPY_OUT)
         file_key = s.FILE if s.FILE in frame.columns else s.PATH  # a batch's ids, or a frame as `load` gives it
         groups = frame.group_by(s.LAYER, s.OP, file_key, s.CGROUP, copy_out).agg(
-            pl.len().alias("events"), pl.col(s.COUNTED).sum().alias("calls"), pl.col(s.BYTES).sum().alias("bytes"),
+            *totals.over_events(totals.EVENTS, totals.CALLS, totals.BYTES),
             *(pl.col(column).first() for column in (s.PATH, s.JOB) if column != file_key))
-        for layer, n in groups.group_by(s.LAYER).agg(pl.col("events").sum()).iter_rows():
+        for layer, n in groups.group_by(s.LAYER).agg(totals.combined(totals.EVENTS)).iter_rows():
             out.layers[layer] = out.layers.get(layer, 0) + n
         # Calls, bytes and files are the kernel's view (syscalls, io_uring and AIO requests:
         # the ground truth): the layers above and below describe the same I/O again.
         kernel = groups.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)).with_columns(
             op_kind(copy_out=pl.col(_COPY_OUT)).alias(KIND))
-        out.calls += int(kernel.get_column("calls").sum() or 0)
-        for op, n in kernel.group_by(s.OP).agg(pl.col("calls").sum()).filter(pl.col("calls") > 0).iter_rows():
+        out.calls += int(kernel.get_column(totals.CALLS).sum() or 0)
+        for op, n in kernel.group_by(s.OP).agg(totals.combined(totals.CALLS)).filter(pl.col(totals.CALLS) > 0).iter_rows():
             out.ops[op] = out.ops.get(op, 0) + n
-        totals = [
-            pl.col("calls").sum().alias("calls"),
-            pl.col("bytes").filter(pl.col(KIND) == READ).sum().alias("read"),
-            pl.col("bytes").filter(pl.col(KIND) == WRITE).sum().alias("written"),
-        ]
-        _add_totals(out.files, kernel.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(totals))
-        _add_totals(out.jobs, kernel.filter(pl.col(s.JOB).is_not_null()).group_by(s.JOB).agg(totals))
-        read, written = kernel.select(totals[1:]).row(0)
+        sums = [*totals.combined(totals.CALLS), *totals.by_kind(totals.READ_BYTES, totals.WRITE_BYTES)]
+        _add_totals(out.files, kernel.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(sums))
+        _add_totals(out.jobs, kernel.filter(pl.col(s.JOB).is_not_null()).group_by(s.JOB).agg(sums))
+        read, written = kernel.select(sums[1:]).row(0)
         out.bytes_read += int(read or 0)
         out.bytes_written += int(written or 0)
         if frame.get_column(s.RANK).null_count() < frame.height or frame.get_column(s.TAGS).null_count() < frame.height:

@@ -74,7 +74,7 @@ def process_rows(snap: Snapshot, view: View) -> list[tuple]:
         frame = frame.filter(pl.col(s.JOB).fill_null("-") == view.focus.job)
     if view.text:
         frame = frame.filter(_contains([s.PID, s.COMM, s.JOB], view.text))
-    frame = frame.sort(_sort_key(view.sort), "total_ops", s.PID, descending=[True, True, False]).head(MAX_ROWS)
+    frame = frame.sort(_sort_key(view.sort), f"total_{ag.OPS}", s.PID, descending=[True, True, False]).head(MAX_ROWS)
     sec = snap.seconds
     rows = []
     for row in frame.iter_rows(named=True):

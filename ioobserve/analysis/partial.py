@@ -23,14 +23,14 @@ from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, busy_intervals, merge_now
 from ioobserve.analysis.runs import IntervalRuns
-from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, OTHER, kernel_view, op_kind
+from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import BIN, MAX_BINS, MS, bin_exponent, binned, lanes, rebin
+from ioobserve.totals import BYTES, CALLS, ERRORS, FIRST_NS, LAST_NS, PLACED_BYTES, TIME_NS, combined, over_events
 from ioobserve.trace.chunks import TraceTables
 
-BYTES, TIME_NS, ERRORS, FIRST_NS, LAST_NS = s.BYTES, "time_ns", "errors", "first_ns", "last_ns"
-PLACED_BYTES = "placed_bytes"  # bytes of calls with a known offset (DFTracer's read() has none)
+TOTAL_SUMS = [CALLS, BYTES, TIME_NS, ERRORS, PLACED_BYTES, FIRST_NS, LAST_NS]  # ioobserve.totals
 IO_BUSY_NS, DATA_BUSY_NS = "io_busy_ns", "data_busy_ns"
 SCOPE, SCOPE_IO, SCOPE_DATA, SCOPE_COMPUTE = "scope", "io", "data", "compute"
 GROUP, GROUP_RANK, GROUP_WORKER = "group", "rank", "worker"
@@ -47,7 +47,7 @@ class Partial:
     """Aggregates of some events; see the module docstring. Frames hold ids (FILE_ID, PID,
     CGROUP) named by `files` and `processes`."""
 
-    totals: pl.DataFrame  # TOTAL_KEYS: COUNT, BYTES, TIME_NS, ERRORS, PLACED_BYTES, FIRST_NS, LAST_NS
+    totals: pl.DataFrame  # TOTAL_KEYS: TOTAL_SUMS
     sizes: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND, BUCKET: COUNT
     patterns: pl.DataFrame  # HOST, PID, LAYER, FILE_ID, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     streams: pl.DataFrame  # per descriptor stream: its first access and where its last ended
@@ -109,11 +109,7 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     timing = _interval_frames(timed, owners, host, max(span // LANE_DETAIL, 1))
     metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
     frames = {
-        "totals": by_layer.group_by(TOTAL_KEYS).agg(
-            pl.col(s.COUNTED).sum().cast(pl.UInt64).alias(COUNT), pl.col(s.BYTES).sum(), pl.col(s.DUR).sum().alias(TIME_NS),
-            ((pl.col(s.RET) < 0) & (pl.col(KIND) != OTHER)).sum().cast(pl.UInt64).alias(ERRORS),
-            pl.col(s.BYTES).filter(pl.col(s.OFFSET) >= 0).sum().alias(PLACED_BYTES),
-            pl.col(s.TS).min().alias(FIRST_NS), (pl.col(s.TS) + pl.col(s.DUR)).max().alias(LAST_NS)),
+        "totals": by_layer.group_by(TOTAL_KEYS).agg(over_events(*TOTAL_SUMS)),
         "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
         "patterns": access_patterns(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
         "streams": _streams(io),
@@ -190,9 +186,7 @@ def combine(parts: list[Partial]) -> Partial:
     exponent = max(p.bin_exponent for p in parts)
     patterns, streams = _stitch_streams(stacked["patterns"], stacked["streams"])
     return Partial(
-        totals=stacked["totals"].group_by(TOTAL_KEYS).agg(
-            pl.col(COUNT).sum(), pl.col(BYTES).sum(), pl.col(TIME_NS).sum(), pl.col(ERRORS).sum(), pl.col(PLACED_BYTES).sum(),
-            pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()),
+        totals=stacked["totals"].group_by(TOTAL_KEYS).agg(combined(*TOTAL_SUMS)),
         sizes=_summed(stacked["sizes"], [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND, BUCKET], [COUNT]),
         patterns=patterns, streams=streams,
         owned=_all_runs([p.owned for p in parts]),

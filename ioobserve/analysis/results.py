@@ -13,7 +13,7 @@ from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
 from ioobserve.analysis.partial import (
     BYTES,
-    COUNT,
+    CALLS,
     DATA_BUSY_NS,
     ERRORS,
     FIRST_NS,
@@ -31,11 +31,12 @@ from ioobserve.analysis.partial import (
     Partial,
 )
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
-from ioobserve.analysis.sizes import BUCKET
+from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
+from ioobserve.totals import READ_BYTES, WRITE_BYTES, by_kind, combined
 from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
 
-CALLS, BYTES_READ, BYTES_WRITTEN = "calls", "bytes_read", "bytes_written"
+BYTES_READ, BYTES_WRITTEN = "bytes_read", "bytes_written"
 DATA_NS, META_NS, SYNC_NS = "data_ns", "metadata_ns", "sync_ns"
 BYTES_PER_S, WALL_NS, IO_SHARE = "bytes_per_s", "wall_ns", "io_share"
 PROCESSES, UNIQUE_BYTES_READ, REREAD_BYTES = "processes", "unique_bytes_read", "reread_bytes"
@@ -77,12 +78,11 @@ def _sums(kind: pl.Expr) -> list[pl.Expr]:
     def time_of(which: str) -> pl.Expr:
         return pl.col(TIME_NS).filter(kind == which).sum()
 
+    read, written = by_kind(READ_BYTES, WRITE_BYTES)
     return [
-        pl.col(COUNT).sum().alias(CALLS),
-        pl.col(BYTES).filter(kind == READ).sum().alias(BYTES_READ),
-        pl.col(BYTES).filter(kind == WRITE).sum().alias(BYTES_WRITTEN),
-        pl.col(TIME_NS).sum(), (time_of(READ) + time_of(WRITE)).alias(DATA_NS), time_of(METADATA).alias(META_NS),
-        time_of(SYNC).alias(SYNC_NS), pl.col(ERRORS).sum(), pl.col(FIRST_NS).min(), pl.col(LAST_NS).max(),
+        *combined(CALLS), read.alias(BYTES_READ), written.alias(BYTES_WRITTEN),
+        *combined(TIME_NS), (time_of(READ) + time_of(WRITE)).alias(DATA_NS), time_of(METADATA).alias(META_NS),
+        time_of(SYNC).alias(SYNC_NS), *combined(ERRORS, FIRST_NS, LAST_NS),
     ]
 
 
@@ -118,7 +118,7 @@ def results(part: Partial) -> Analysis:
         layer=layer,
         hosts=sorted(set(part.processes.get_column(s.HOST).to_list()) | set(part.totals.get_column(s.HOST).to_list())),
         overview=_overview(io, unions, whole, layer),
-        layers=named.group_by(s.LAYER).agg(pl.col(COUNT).sum().alias("events"), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
+        layers=named.group_by(s.LAYER).agg(pl.col(CALLS).sum().alias("events"), *combined(BYTES, TIME_NS))
         .with_columns(pl.col(s.LAYER).cast(pl.String)).sort(s.LAYER),
         ops=summarize(io.with_columns(pl.col(s.OP).cast(pl.String)), [s.OP]),
         jobs=_jobs(io, unions.filter(pl.col(s.LAYER) == (layer or ""))),
@@ -242,7 +242,7 @@ def _overview(io: pl.DataFrame, unions: pl.DataFrame, overlap: pl.DataFrame, lay
     totals["processes"] = io.select(pl.struct(s.HOST, s.PID).n_unique()).item()
     totals["files"] = io.get_column(s.PATH).n_unique()
     totals["metadata_share"] = totals[META_NS] / totals[TIME_NS] if totals[TIME_NS] else None
-    data_calls = io.filter(pl.col(KIND).is_in([READ, WRITE])).group_by(KIND).agg(pl.col(COUNT).sum())
+    data_calls = io.filter(pl.col(KIND).is_in([READ, WRITE])).group_by(KIND).agg(combined(CALLS))
     calls = dict(data_calls.iter_rows())
     totals["read_calls"], totals["write_calls"] = calls.get(READ, 0), calls.get(WRITE, 0)
     totals["read_write_ratio"] = totals[BYTES_READ] / totals[BYTES_WRITTEN] if totals[BYTES_WRITTEN] else None

@@ -12,37 +12,28 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.operations import KERNEL_VIEW, KIND, METADATA, READ, WRITE, op_kind
+from ioobserve import totals
+from ioobserve.operations import KERNEL_VIEW, KIND, op_kind
 
 STREAM_ROWS = 500  # the most recent events kept for the event stream
 HISTORY = 120  # samples kept for sparklines
 LATENCY_BUCKET = "bucket"  # log2 of the duration in ns: bucket b holds [2^b, 2^(b+1)) ns
-OPS, READ_BYTES, WRITE_BYTES, TIME_NS, MAX_NS = "ops", "read_bytes", "write_bytes", "time_ns", "max_ns"
-LAST_NS = "last_ns"  # the latest call's start: which processes are still about
+# The sums kept per process and file (ioobserve.totals): calls, metadata calls, bytes read and
+# written, time, the longest call, and the latest call's start (which processes are still about).
+OPS, METADATA_OPS = totals.CALLS, totals.METADATA_CALLS
+READ_BYTES, WRITE_BYTES, TIME_NS, MAX_NS = totals.READ_BYTES, totals.WRITE_BYTES, totals.TIME_NS, totals.MAX_NS
+LAST_NS = totals.LAST_START_NS
+WINDOW_SUMS = (OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS, MAX_NS, LAST_NS)
 MAX_PROCESSES = 20_000  # processes' totals kept (the most recently seen): bounded memory over days of short-lived workers
-METADATA_OPS = "metadata_ops"
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.COMM, s.OP, s.PATH, s.BYTES, s.RET]
 PROCESS_KEYS = [s.PID]
 PROCESS_NAMES = [s.COMM, s.JOB, s.RANK, s.WORKER]
 
 
-def _sums() -> list[pl.Expr]:
-    kind = pl.col(KIND)
-    return [
-        pl.len().cast(pl.UInt64).alias(OPS), (kind == METADATA).sum().cast(pl.UInt64).alias(METADATA_OPS),
-        pl.col(s.BYTES).filter(kind == READ).sum().alias(READ_BYTES),
-        pl.col(s.BYTES).filter(kind == WRITE).sum().alias(WRITE_BYTES),
-        pl.col(s.DUR).sum().alias(TIME_NS), pl.col(s.DUR).max().alias(MAX_NS), pl.col(s.TS).max().alias(LAST_NS),
-    ]
-
-
 def _resum(frames: list[pl.DataFrame], keys: list[str], names: list[str] = ()) -> pl.DataFrame:
     """Per-batch group-bys summed into one (names: the latest value)."""
     stacked = pl.concat(frames, how="vertical_relaxed")
-    return stacked.group_by(keys).agg(
-        *(pl.col(name).drop_nulls().last() for name in names),
-        pl.col(OPS).sum(), pl.col(METADATA_OPS).sum(), pl.col(READ_BYTES).sum(), pl.col(WRITE_BYTES).sum(),
-        pl.col(TIME_NS).sum(), pl.col(MAX_NS).max(), pl.col(LAST_NS).max())
+    return stacked.group_by(keys).agg(*(pl.col(name).drop_nulls().last() for name in names), *totals.combined(*WINDOW_SUMS))
 
 
 def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
@@ -53,7 +44,8 @@ def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
 
 def process_sums(calls: pl.DataFrame, by: Sequence[str | pl.Expr] = ()) -> pl.DataFrame:
     """Per process (and `by`): its names and sums, as WindowAggregator keeps them."""
-    return calls.group_by(*PROCESS_KEYS, *by).agg(*(pl.col(n).drop_nulls().last() for n in PROCESS_NAMES), *_sums())
+    return calls.group_by(*PROCESS_KEYS, *by).agg(*(pl.col(n).drop_nulls().last() for n in PROCESS_NAMES),
+                                                  *totals.over_events(*WINDOW_SUMS))
 
 
 @dataclass
@@ -106,7 +98,7 @@ class WindowAggregator:
         if not calls.height:
             return
         processes = process_sums(calls)
-        files = calls.filter(pl.col(s.PATH).is_not_null()).group_by(s.PID, s.PATH).agg(_sums())
+        files = calls.filter(pl.col(s.PATH).is_not_null()).group_by(s.PID, s.PATH).agg(totals.over_events(*WINDOW_SUMS))
         bucket = pl.col(s.DUR).clip(lower_bound=1).log(2).floor().cast(pl.Int32).alias(LATENCY_BUCKET)
         latency = calls.group_by(pl.col(s.OP).cast(pl.String), bucket).agg(pl.len().alias("count"))
         recent = calls.select(STREAM_COLUMNS).tail(STREAM_ROWS)
@@ -158,12 +150,16 @@ class WindowAggregator:
         )
 
 
+# The sparklines' series, from the sums of each second.
+_RATES = [pl.col(READ_BYTES).alias("read_bps"), pl.col(WRITE_BYTES).alias("write_bps"), pl.col(OPS).alias("iops"),
+          pl.col(METADATA_OPS).alias("metadata_ops_s")]
+
+
 def rates_of_seconds(sums: pl.DataFrame, second: str, first: int, end: int) -> dict[str, list[float]]:
     """The sparklines' history from process_sums rows per whole second (column `second`):
     per-second rates of seconds [first, end)."""
     per_second = sums.filter(pl.col(second).is_between(first, end, closed="left")).group_by(second).agg(
-        pl.col(READ_BYTES).sum().alias("read_bps"), pl.col(WRITE_BYTES).sum().alias("write_bps"),
-        pl.col(OPS).sum().alias("iops"), pl.col(METADATA_OPS).sum().alias("metadata_ops_s"))
+        totals.combined(*WINDOW_SUMS)).select(second, *_RATES)
     grid = pl.DataFrame({second: pl.arange(first, max(first, end), eager=True).cast(sums.schema[second])})
     full = grid.join(per_second, on=second, how="left").fill_null(0).sort(second)
     history = {name: [float(v) for v in full.get_column(name)] for name in ("read_bps", "write_bps", "iops", "metadata_ops_s")}
@@ -175,10 +171,8 @@ def rates_per_second(frame: pl.DataFrame, start_ns: int, end_ns: int) -> dict[st
     """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)."""
     seconds = max(1, -(-(end_ns - start_ns) // 1_000_000_000))
     calls = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW) & (pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns))
-    kind = pl.col(KIND)
     per_second = calls.with_columns(op_kind().alias(KIND)).group_by(((pl.col(s.TS) - start_ns) // 1_000_000_000).alias("_s")).agg(
-        pl.col(s.BYTES).filter(kind == READ).sum().alias("read_bps"), pl.col(s.BYTES).filter(kind == WRITE).sum().alias("write_bps"),
-        pl.len().alias("iops"), (kind == METADATA).sum().alias("metadata_ops_s"))
+        totals.over_events(*WINDOW_SUMS)).select("_s", *_RATES)
     grid = pl.DataFrame({"_s": pl.arange(0, seconds, eager=True).cast(per_second.schema["_s"])})
     full = grid.join(per_second, on="_s", how="left").fill_null(0).sort("_s")
     history = {name: [float(v) for v in full.get_column(name)] for name in ("read_bps", "write_bps", "iops", "metadata_ops_s")}

@@ -15,10 +15,12 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.operations import DATA_KINDS, READ, WRITE, layer_of, op_kind
+from ioobserve import totals
+from ioobserve.operations import DATA_KINDS, KIND, layer_of, op_kind
 
 LABELS = ("node", "job", "user", "layer", "op", "mountpoint")
-SUMS = ("calls", "errors", "read_bytes", "write_bytes", "req_bytes", "cache_bytes", "time_ns")
+REQ_BYTES, CACHE_BYTES = "req_bytes", "cache_bytes"  # the kernel's aggregates' own: bytes asked for, pages cached
+SUMS = (totals.CALLS, totals.ERRORS, totals.READ_BYTES, totals.WRITE_BYTES, REQ_BYTES, CACHE_BYTES, totals.TIME_NS)
 # Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
 LATENCY_SLOTS = range(10, 36)
 SIZE_SLOTS = range(31)
@@ -79,20 +81,18 @@ def _counted_once() -> pl.Expr:
 
 def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
     """Per key: calls, errors, bytes read and written (by the op's kind and side), bytes asked for,
-    bytes of pages entering the page cache, time."""
-    kind = _kind()
-    reads, writes = kind == READ, kind == WRITE
+    bytes of pages entering the page cache, time (the kernel summed each op's events: these
+    combine its sums as ioobserve.totals combines any view's)."""
     once = _counted_once()
     zero = pl.lit(0, pl.UInt64)
-    return calls.select(
-        "cgroup_id", "uid", "dev", "layer", "op",
-        pl.when(once).then(pl.col("calls")).otherwise(zero).alias("calls"),
-        pl.when(once).then(pl.col("errors")).otherwise(zero).alias("errors"),
-        pl.when(reads).then(pl.col("ret_sum")).otherwise(zero).alias("read_bytes"),
-        pl.when(writes).then(pl.col("ret_sum")).otherwise(zero).alias("write_bytes"),
-        pl.when(once & kind.is_in(DATA_KINDS)).then(pl.col("req_sum")).otherwise(zero).alias("req_bytes"),
-        pl.when(pl.col("layer") == CACHE).then(pl.col("ret_sum")).otherwise(zero).alias("cache_bytes"),
-        pl.when(once).then(pl.col("time_ns")).otherwise(zero).alias("time_ns"),
+    rows = calls.with_columns(
+        _kind().alias(KIND), pl.col("ret_sum").alias(totals.BYTES),
+        *(pl.when(once).then(pl.col(name)).otherwise(zero).alias(name) for name in (totals.CALLS, totals.ERRORS, totals.TIME_NS)))
+    return rows.group_by("cgroup_id", "uid", "dev", "layer", "op", maintain_order=True).agg(
+        *totals.combined(totals.CALLS, totals.ERRORS), *totals.by_kind(totals.READ_BYTES, totals.WRITE_BYTES),
+        pl.col("req_sum").filter(once & pl.col(KIND).is_in(DATA_KINDS)).sum().alias(REQ_BYTES),
+        pl.col(totals.BYTES).filter(pl.col("layer") == CACHE).sum().alias(CACHE_BYTES),
+        *totals.combined(totals.TIME_NS),
     )
 
 
@@ -121,7 +121,8 @@ class LabelMaps:
 
 def by_labels(frame: pl.DataFrame, columns) -> pl.DataFrame:
     """Sums of `columns` per label set."""
-    return frame.group_by(LABELS).agg(pl.col(c).sum() for c in columns)
+    return frame.group_by(LABELS).agg(
+        totals.TOTALS[c].combine(pl.col(c)).alias(c) if c in totals.TOTALS else pl.col(c).sum() for c in columns)
 
 
 def cumulative_buckets(hist: pl.DataFrame, kind: int, slots: range) -> pl.DataFrame:

@@ -32,7 +32,7 @@ QUEUE_BATCHES = 256
 FIRST_LINE_TIMEOUT_S = 5.0
 STREAMING = b"ok streaming\n"  # a stream's first line: the client is registered and events flow
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.PPID, s.UID, s.COMM, s.LAYER, s.OP, s.PATH, s.FD, s.RET, s.ERRNO, s.BYTES,
-                  s.BYTES_REQ, s.OFFSET, s.FLAGS, s.DEV, s.INO, s.CGROUP, s.JOB, s.STEP, s.RANK, s.WORKER, s.USER]
+                  s.BYTES_REQ, s.OFFSET, s.FLAGS, s.COUNTED, s.DEV, s.INO, s.CGROUP, s.JOB, s.STEP, s.RANK, s.WORKER, s.USER]
 
 
 class SocketError(Exception):

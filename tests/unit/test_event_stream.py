@@ -14,7 +14,7 @@ import pytest
 from ioobserve.live import aggregate as ag
 from ioobserve.live.attach import AttachedSource, AttachError
 from ioobserve.serve.stream import EventStream, bind_socket
-from tests.unit.synthetic_traces import T0, Proc, frame, io
+from tests.unit.synthetic_traces import Proc, frame, io
 from tests.waiting import wait_until
 
 A = Proc(10, job="1")

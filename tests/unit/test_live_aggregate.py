@@ -35,7 +35,7 @@ def test_windows_sum_their_own_batches_and_totals_run_on():
     second = aggregator.take(T0 + 2 * NS)
     assert second.totals[ag.OPS] == 1 and second.totals["lost"] == 0
     by_pid = {row[s.PID]: row for row in second.processes.iter_rows(named=True)}
-    assert (by_pid[10][ag.OPS], by_pid[10]["total_ops"]) == (0, 3)  # quiet in this window, still listed
+    assert (by_pid[10][ag.OPS], by_pid[10][f"total_{ag.OPS}"]) == (0, 3)  # quiet in this window, still listed
     assert (by_pid[20][ag.WRITE_BYTES], by_pid[20]["total_write_bytes"]) == (9, 16)
     assert second.history["write_bps"] == [7.0, 9.0]
 
@@ -75,9 +75,9 @@ def test_replay_snapshots_match_sums_from_the_events():
         window = before.filter(pl.col(s.TS) >= max(T0, cursor - NS))
         assert snap.totals[ag.OPS] == window.height
         assert snap.totals[ag.READ_BYTES] == window.filter(pl.col(s.OP) == "read").get_column(s.BYTES).sum()
-        expected = before.group_by(s.PID).agg(pl.len().alias("total_ops"), pl.col(s.BYTES).filter(pl.col(s.OP) == "write")
+        expected = before.group_by(s.PID).agg(pl.len().alias(f"total_{ag.OPS}"), pl.col(s.BYTES).filter(pl.col(s.OP) == "write")
                                               .sum().alias("total_write_bytes"))
-        got = snap.processes.select(s.PID, "total_ops", "total_write_bytes")
+        got = snap.processes.select(s.PID, f"total_{ag.OPS}", "total_write_bytes")
         assert got.sort(s.PID).equals(expected.sort(s.PID).cast(got.schema)), cursor
         assert sum(snap.history["iops"]) == before.filter(pl.col(s.TS) >= max(T0, cursor - ag.HISTORY * NS)).height
 
