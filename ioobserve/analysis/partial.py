@@ -78,6 +78,11 @@ def process_table(tables: TraceTables, host: str) -> pl.DataFrame:
     )
 
 
+def _local(keys: list[str]) -> list[str]:
+    """Keys within one chunk: all but HOST, which is the chunk's."""
+    return [key for key in keys if key != s.HOST]
+
+
 def _owners(events: pl.LazyFrame, tables: TraceTables, processes: pl.DataFrame) -> pl.LazyFrame:
     """PID, CGROUP -> JOB (the cgroup's, else the environment's), RANK, WORKER."""
     cgroup_jobs = tables.cgroups.select(s.CGROUP, pl.col(s.JOB).alias("_cgroup_job")).lazy()
@@ -93,7 +98,8 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     """The partial of one chunk of events (schema.CHUNK_SCHEMA) of a trace."""
     host = processes.get_column(s.HOST).first() if processes.height else tables.host
     # Eager, once: every frame below reads them; in time order, so that merges need not sort.
-    events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND), pl.lit(host).alias(s.HOST))
+    # A chunk is one host's: HOST is added to each aggregate, not grouped by per event.
+    events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND))
     # Totals keep each event's layer; the rest analyse the kernel's view (syscalls and the
     # io_uring and AIO requests) as one layer, whose I/O it all is.
     by_layer = events.lazy()
@@ -108,14 +114,15 @@ def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFr
     owners = _owners(events, tables, processes).collect()
     timing = _interval_frames(timed, owners, host, max(span // LANE_DETAIL, 1))
     metadata = io.filter(pl.col(KIND) == METADATA).with_columns(pl.col(s.FILE_ID).alias(s.PATH))
+    on_host = pl.lit(host).alias(s.HOST)
     frames = {
-        "totals": by_layer.group_by(TOTAL_KEYS).agg(over_events(*TOTAL_SUMS)),
-        "sizes": access_sizes(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
-        "patterns": access_patterns(io, [s.HOST, s.PID, s.LAYER, s.FILE_ID]),
-        "streams": _streams(io),
+        "totals": by_layer.group_by(_local(TOTAL_KEYS)).agg(over_events(*TOTAL_SUMS)).with_columns(on_host),
+        "sizes": access_sizes(io, [s.PID, s.LAYER, s.FILE_ID]).with_columns(on_host),
+        "patterns": access_patterns(io, [s.PID, s.LAYER, s.FILE_ID]).with_columns(on_host),
+        "streams": _streams(io).with_columns(on_host),
         "ranges": read_ranges(io.with_columns(pl.col(s.FILE_ID).alias(s.PATH)), [s.LAYER]).rename({s.PATH: s.FILE_ID}),
-        "opens": stat_then_open(metadata, OPEN_KEYS),
-        "edges": call_edges(metadata, OPEN_KEYS),
+        "opens": stat_then_open(metadata, _local(OPEN_KEYS)).with_columns(on_host),
+        "edges": call_edges(metadata, _local(OPEN_KEYS)).with_columns(on_host),
         "bins": binned(events, exponent, [s.LAYER, KIND]),
     }
     collected = dict(zip(frames, pl.collect_all(frames.values()), strict=True))
@@ -172,7 +179,7 @@ STREAM = [s.HOST, s.PID, s.LAYER, s.FILE_ID, s.FD, KIND]
 def _streams(io: pl.LazyFrame) -> pl.LazyFrame:
     """Per descriptor stream: its first access (time, offset) and where its last one ended."""
     data = io.filter(pl.col(KIND).is_in(DATA_KINDS) & (pl.col(s.OFFSET) >= 0)).sort(s.TS)
-    return data.group_by(STREAM).agg(
+    return data.group_by(_local(STREAM)).agg(
         pl.col(s.TS).first().alias(FIRST_NS), pl.col(s.OFFSET).first().alias("first_offset"),
         (pl.col(s.OFFSET) + pl.col(s.BYTES).cast(pl.Int64)).last().alias("last_end"))
 
