@@ -69,30 +69,6 @@ def busy_time(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     return length(busy_intervals(events, by), by)
 
 
-def uncovered(intervals: pl.LazyFrame, cover: pl.LazyFrame, by: Sequence[str] = (), name: str = BUSY_NS) -> pl.LazyFrame:
-    """Per group, the length of `intervals` that `cover` leaves uncovered (both merged, with
-    the same group columns): their length less, for each interval, the cover inside it."""
-    # covered(t): cover length before t = the cover up to the last cover interval starting at or
-    # before t, as a running sum, clipped at t; found by an as-of join on sorted starts.
-    covers = cover.select(*by, START, END).sort(START).with_columns(
-        _over((pl.col(END) - pl.col(START)).cum_sum(), by).alias("_through"))
-
-    def covered(at: str) -> pl.Expr:
-        inside = (pl.min_horizontal(pl.col(at), pl.col("_end")) - pl.col("_start")).clip(lower_bound=0)
-        return (pl.col("_through") - (pl.col("_end") - pl.col("_start")) + inside).fill_null(0)
-
-    measured = intervals.select(*by, START, END).sort(START)
-    for at in (START, END):
-        found = covers.select(*by, pl.col(START).alias(f"_key_{at}"), pl.col(START).alias("_start"),
-                              pl.col(END).alias("_end"), "_through")
-        measured = measured.join_asof(found, left_on=at, right_on=f"_key_{at}", by=list(by) or None,
-                                      strategy="backward", check_sortedness=False)
-        measured = measured.with_columns(covered(at).alias(f"_covered_{at}")).drop("_start", "_end", "_through", f"_key_{at}")
-    gap = (pl.col(END) - pl.col(START)) - (pl.col(f"_covered_{END}") - pl.col(f"_covered_{START}"))
-    total = gap.sum().cast(pl.UInt64).alias(name)
-    return measured.group_by(*by).agg(total).sort(*by) if by else measured.select(total)
-
-
 def bandwidth(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     """Bytes moved per second of busy time, per group (BYTES summed over BUSY_NS); the
     events should be one layer's, so no byte is counted twice."""

@@ -3,7 +3,6 @@ on hand-built events whose answers are worked out by hand."""
 
 from __future__ import annotations
 
-import random
 
 import polars as pl
 
@@ -53,24 +52,3 @@ def test_access_sizes_in_darshans_buckets():
     bounds = _events([(1, 0, 1, "write", size, size) for size in (100, 101, 1024, 1025, 1 << 30, (1 << 30) + 1)])
     assert access_sizes(bounds).collect().select(pl.col("bucket").cast(pl.String), "count").rows() == [
         ("0-100", 1), ("100-1K", 2), ("1K-10K", 1), ("100M-1G", 1), ("1G+", 1)]
-
-
-def test_uncovered_length_matches_counting_every_instant():
-    """uncovered() against a brute-force count over integer instants, on random merged lists."""
-    from ioobserve.analysis.intervals import END, START, merge, uncovered
-
-    rng = random.Random(1)
-
-    def intervals(n: int) -> pl.DataFrame:
-        rows = [(start, start + rng.randrange(1, 20)) for start in (rng.randrange(0, 280) for _ in range(n))]
-        return merge(pl.DataFrame(rows, schema={START: pl.UInt64, END: pl.UInt64}, orient="row").lazy()).collect()
-
-    for _ in range(200):
-        some, cover = intervals(rng.randrange(0, 8)), intervals(rng.randrange(0, 8))
-        inside = lambda x, rows: any(a <= x < b for a, b in rows)
-        expected = sum(1 for x in range(300) if inside(x, some.rows()) and not inside(x, cover.rows()))
-        assert uncovered(some.lazy(), cover.lazy()).collect().item() == expected
-        # per group: group 2 has no cover at all
-        grouped = pl.concat([some.with_columns(pl.lit(g).alias("g")) for g in (1, 2)])
-        found = dict(uncovered(grouped.lazy(), cover.with_columns(pl.lit(1).alias("g")).lazy(), ["g"]).collect().rows())
-        assert (found.get(1, 0), found.get(2, 0)) == (expected, sum(b - a for a, b in some.rows()))

@@ -153,3 +153,21 @@ def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
     assert not copy_path(writer.path).exists(), "a copy would be stale at the next flush"
     writer.close()
     assert load(writer.path).height == 50 and valid_copy(writer.path) is not None
+
+
+def test_columns_uniform_in_every_chunk_are_read_as_their_value(tmp_path, monkeypatch):
+    """The key names the columns with one value (or none) in every event; a column uniform in
+    the first chunks but not after is read from the copy. Both load as from the members."""
+    monkeypatch.setattr(columnar, "BUILD_CHUNK_BYTES", 1)  # a chunk per member: uniformity is decided across chunks
+    procs = [Proc(10, rank=0), Proc(11, ppid=10, rank=0)]
+    early = [[io(procs[0], 10, i * 10, i * 10 + 3, "read", "/data/a", 3, 0, 4096) for i in range(k * 20, k * 20 + 20)]
+             for k in range(3)]
+    late = [[io(procs[1], 11, i * 10, i * 10 + 3, "read", "/data/b", 4, 0, 4096) for i in range(60, 80)]]
+    trace = write_trace(private_dir(tmp_path), procs, early + late)
+    loaded = load(trace)
+    uniform = valid_copy(trace).uniform
+    assert uniform[s.RANK] == 0 and uniform[s.WORKER] is None and uniform[s.UID] == 0
+    assert {s.PID, s.PATH, s.FD, s.TS}.isdisjoint(uniform), "the later chunk differs: read from the copy"
+    assert loaded.equals(_from_members(trace, tmp_path))
+    assert loaded.schema == pl.Schema(s.EVENT_SCHEMA)
+    assert loaded.get_column(s.PID).to_list() == [10] * 60 + [11] * 20
