@@ -138,6 +138,16 @@ def _keep_freed_buffers() -> None:
     mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
 
 
+def release_freed_buffers() -> None:
+    """Hand the freed buffers kept for reuse back to the kernel, once a long read is done
+    (building a copy): whatever runs next in the process (the analysis) should not sit on
+    them. Skipped where the C library is not glibc."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return
+
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters
 _ARENAS = 2
 _KEEP_BYTES = 256 << 20
