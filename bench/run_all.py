@@ -65,6 +65,7 @@ BENCHMARKS = [
     Benchmark("recorder_cpu.py", [], ["--rates", "100000", "--seconds", "2"]),
     Benchmark("recorder_stages.py", [], ["--events", "16384", "--small", "4096"]),
     Benchmark("compression.py", [], ["--levels", "1", "6"], trace=True),
+    Benchmark("replay.py", [], ["--seconds", "2"], needs="tmux", trace=True),
 ]
 
 

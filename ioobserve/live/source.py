@@ -26,7 +26,8 @@ from ioobserve.live.aggregate import (
 )
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
-REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS, s.COUNTED]))  # what a replay shows; the rest is dropped
+# What a replay shows; the rest is dropped.
+REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS, s.COUNTED]))
 NS = 1_000_000_000
 SECOND = "_second"  # a call's whole second since the trace's first call
 SUM_ROWS = 1 << 18  # calls summed at a time in the background (whole seconds of them, about)

@@ -41,8 +41,12 @@ from ioobserve.trace.tables import file_key
 
 COPY_SUFFIX = ".parquet"
 KEY_SUFFIX = ".parquet.key"
-VERSION = 3  # of the copy's columns and meaning: a copy of another version is rebuilt (2: FILE_ID; 3: labels Categorical, uniform columns)
-BUILD_CHUNK_BYTES = 8 << 20  # of trace text named at a time while building: about 40 k events (a copy of 100 M events builds flat at 450-530 MB)
+# Of the copy's columns and meaning: a copy of another version is rebuilt (2: FILE_ID; 3:
+# labels Categorical, uniform columns).
+VERSION = 3
+# Of trace text named at a time while building: about 40 k events (a copy of 100 M events
+# builds flat at 450-530 MB).
+BUILD_CHUNK_BYTES = 8 << 20
 # LZ4 reads 1.5x faster than zstd here, for a copy 1.7x larger (a cache, beside a trace that
 # is larger still). Polars' Parquet sink keeps about 100 KB per row group until the end: with
 # 512 Ki-row groups that is 20 MB for 100 M events (80 MB with 128 Ki).
@@ -145,7 +149,8 @@ def valid_copy(trace: Path) -> Copy | None:
 
 
 def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
-    """Write a trace's copy and its key, from its members; the copy, or None where copies are not kept, of a trace still being written, or where the copy cannot
+    """Write a trace's copy and its key, from its members; the copy, or None where copies are
+    not kept, of a trace still being written, or where the copy cannot
     be written (a full disk). Memory stays about one chunk of events."""
     trace = Path(trace)
     if not safe_place(trace) or being_written(trace):
@@ -176,7 +181,8 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
     os.close(fd)
     try:
         try:
-            register_io_source(chunks, schema=s.COPY_SCHEMA).sink_parquet(temp, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
+            register_io_source(chunks, schema=s.COPY_SCHEMA).sink_parquet(
+                temp, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
         except Exception:
             if failure:
                 raise failure[0] from None
