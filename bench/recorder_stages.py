@@ -5,8 +5,8 @@ so that each stage's fixed cost per batch shows too.
 The batch is a flood's (bench/flood.c: pread of one file by two processes, no paths named,
 no Python stacks) made as the kernel would write it; `--events` sets the large size. The
 stages are the real code: the capture process's message (encode) and the reader's (decode),
-the columns out of the ring's records, the enrichment (context joins, file ids, spans), the
-summary, the writer's metadata and id columns (describe), the JSON lines, deflate.
+the columns out of the ring's records, the enrichment (the id batch: file ids, spans, the
+tables naming the ids), the summary (names in its groups), the writer's metadata and id columns (describe), the JSON lines, deflate.
 
   .venv/bin/python bench/recorder_stages.py [--events 65536] [--small 8192]
 """
@@ -81,7 +81,7 @@ def stages(events: int, writer) -> dict[str, float]:
     result = {
         "capture message (encode + decode)": lambda: decode(memoryview(message)[16:16 + batch.nbytes], b""),
         "columns from the ring's records": lambda: columns_of(batch, _RAW_COLUMNS),
-        "enrichment (names, context, file ids, spans)": lambda: enricher.frame(batch),
+        "enrichment (ids, file ids, spans, tables)": lambda: enricher.frame(batch),
         "summary": lambda: SummarySink().events(frame, tables),
         "writer: metadata and id columns": lambda: writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending())),
         "JSON lines": lambda: event_lines(described),

@@ -104,9 +104,16 @@ COPY_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, FILE_ID: pl.UInt64}
 """A trace's columnar copy (ioobserve.trace.columnar): the named event and its FILE_ID, so
 that an analysis never hashes a path again."""
 
+ID_BATCH_SCHEMA: dict[str, pl.DataType] = {
+    **ID_SCHEMA, DEV: pl.UInt64, INO: pl.UInt64, ERRNO: pl.Int16, BYTES: pl.UInt64, COUNTED: pl.Boolean,
+}
+"""A batch the collector hands its sinks: events as ids (ID_SCHEMA) and the numbers their
+records give (the file's or block device's DEV and INO, ERRNO, BYTES done, COUNTED). Its
+tables (ioobserve.model.BatchTables) name the ids, for the sinks that show names."""
+
 BATCH_SCHEMA: dict[str, pl.DataType] = {**EVENT_SCHEMA, **dict.fromkeys(LABELS, pl.String), FILE: pl.UInt32, FILE2: pl.UInt32}
-"""A batch the collector hands its sinks: the named event (its labels Strings: a batch is
-named once, in flight, not kept) and its file ids."""
+"""A batch named (ioobserve.naming.BatchNamer): the event with its labels as Strings (a batch
+is named in flight, not kept) and its file ids."""
 
 CHUNK_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,

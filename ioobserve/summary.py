@@ -9,7 +9,8 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve import totals
-from ioobserve.model import Process
+from ioobserve.model import BatchTables, Process
+from ioobserve.naming import with_job_context
 from ioobserve.operations import KERNEL_VIEW, KIND, op_kind
 
 MAX_DISAGREEING = 20
@@ -60,18 +61,22 @@ class SummarySink:
     def processes(self, changed: list[Process]) -> None:
         """Processes matter only once they do I/O."""
 
-    def events(self, frame: pl.DataFrame, tables=None) -> None:
-        """Add a batch's counts and bytes (by name: the tables are the trace's)."""
+    def events(self, frame: pl.DataFrame, tables: BatchTables | None = None) -> None:
+        """Add a batch's counts and bytes: an id batch with its tables (files are named in its
+        few groups), or a named frame as `load` gives it (tables None)."""
         out = self.summary
         out.records += frame.height
         out.pids.update(frame.get_column(s.PID).unique().to_list())
-        # One pass over the events, by ids (a file id names one path, a cgroup one job);
-        # everything else is summed from its few groups.
+        if tables is not None:
+            frame = with_job_context(frame, tables)
+        # One pass over the events, by ids (a file id names one path); everything else is
+        # summed from its few groups.
         copy_out = ((pl.col(s.FLAGS) & ev.F_PAIR_OUT) != 0).alias(_COPY_OUT)
-        file_key = s.FILE if s.FILE in frame.columns else s.PATH  # a batch's ids, or a frame as `load` gives it
-        groups = frame.group_by(s.LAYER, s.OP, file_key, s.CGROUP, copy_out).agg(
-            *totals.over_events(totals.EVENTS, totals.CALLS, totals.BYTES),
-            *(pl.col(column).first() for column in (s.PATH, s.JOB) if column != file_key))
+        file_key = s.PATH if tables is None else s.FILE
+        groups = frame.group_by(s.LAYER, s.OP, file_key, s.JOB, copy_out).agg(
+            *totals.over_events(totals.EVENTS, totals.CALLS, totals.BYTES))
+        if tables is not None:
+            groups = groups.join(tables.files.select(s.FILE, s.PATH), on=s.FILE, how="left")
         for layer, n in groups.group_by(s.LAYER).agg(totals.combined(totals.EVENTS)).iter_rows():
             out.layers[layer] = out.layers.get(layer, 0) + n
         # Calls, bytes and files are the kernel's view (syscalls, io_uring and AIO requests:

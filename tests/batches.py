@@ -6,25 +6,32 @@ from __future__ import annotations
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.collect.file_ids import FileIds
+from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
 from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA, BatchTables, Stack, parse_cgroup_path
 
 
 class Batches:
-    """Turns named frames into (BATCH_SCHEMA frame, BatchTables), file ids kept across calls."""
+    """Turns named frames into id batches (ID_BATCH_SCHEMA) and their BatchTables, file ids
+    kept across calls."""
 
     def __init__(self) -> None:
         self.file_ids = FileIds()
 
     def __call__(self, frame: pl.DataFrame, stacks: dict[int, Stack] | None = None) -> tuple[pl.DataFrame, BatchTables]:
         """The frame with its file ids, and its tables; `stacks`: the Python stacks first used here."""
-        named, files = self.file_ids.assign(frame)
+        named, files = self.file_ids.assign(as_path_arguments(frame))
         cgroups = {cgroup: parse_cgroup_path(path)
                    for cgroup, path in frame.select(s.CGROUP, s.CGROUP_PATH).unique().drop_nulls().iter_rows()}
         users = dict(frame.select(s.UID, s.USER).unique().drop_nulls().iter_rows())
         tables = BatchTables(files=files, cgroups=cgroups, users=users, contexts=_context_rows(frame, cgroups),
                              stacks=dict(stacks or {}))
-        return named.select(list(s.BATCH_SCHEMA)).cast(s.BATCH_SCHEMA), tables
+        return named.select(list(s.ID_BATCH_SCHEMA)).cast(s.ID_BATCH_SCHEMA), tables
+
+
+def as_path_arguments(frame: pl.DataFrame) -> pl.DataFrame:
+    """A named frame as FileIds takes a batch: its paths as path arguments (no file open)."""
+    return frame.with_columns(pl.col(s.DEV).alias(KDEV), pl.col(s.PATH).cast(pl.String).alias(NAME),
+                              pl.col(s.PATH2).cast(pl.String).alias(NAME2)).drop(s.PATH, s.PATH2)
 
 
 def _context_rows(frame: pl.DataFrame, cgroups: dict) -> pl.DataFrame:

@@ -23,17 +23,22 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, ExitAccounting
+from ioobserve.collect.accounting import (
+    DROP,
+    TAKE,
+    WAIT,
+    AccountingCheck,
+    ExitAccounting,
+)
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
-from ioobserve.model import Process
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
-from ioobserve.model import BatchTables
+from ioobserve.model import BatchTables, Process
 from ioobserve.python.stacks import PythonStacks
 from ioobserve.thread_names import name_this_thread
 
@@ -68,13 +73,14 @@ GC_THRESHOLDS = (50_000, 20, 100)
 
 
 class Sink(Protocol):
-    """Where enriched batches go (trace writer, summary, live views)."""
+    """Where id batches go (trace writer, summary, live views): a sink that shows names names
+    what it shows with ioobserve.naming.BatchNamer."""
 
     def processes(self, changed: list[Process]) -> None:
         """Processes born, exec'd or first seen."""
 
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
-        """One enriched batch of events (schema.BATCH_SCHEMA) and the tables naming its ids."""
+        """One batch of events as ids (schema.ID_BATCH_SCHEMA) and the tables naming them."""
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Records lost since the last call, by op or record kind (epoch ns)."""
@@ -104,16 +110,16 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
-def _outside_prefixes(prefixes: list[str]) -> pl.Expr | None:
-    """Events named by a relative path argument that resolves outside every --path-prefix.
+def _outside_prefixes(prefixes: list[str], files: pl.DataFrame) -> pl.Expr | None:
+    """Events named by a relative path argument that resolves outside every --path-prefix, or
+    by none at all (files: the batch's, FILE_ROW_SCHEMA).
 
     The kernel decides the path filter for open files (by directory inode) and for absolute
     path arguments; a relative one is only complete once joined to its base directory here."""
-    if not prefixes:
-        return None
     path = pl.col(s.PATH)
     inside = pl.any_horizontal(*((path == p) | path.str.starts_with(p.rstrip("/") + "/") for p in prefixes))
-    return ((pl.col(s.FLAGS) & ev.F_NAME) != 0) & ~inside.fill_null(False)
+    outside = files.filter(~inside).get_column(s.FILE)
+    return ((pl.col(s.FLAGS) & ev.F_NAME) != 0) & (pl.col(s.FILE).is_null() | pl.col(s.FILE).is_in(outside.implode()))
 
 
 class Collector:
@@ -138,7 +144,7 @@ class Collector:
         self._capture: CaptureProcess | None = None
         self._lost_seen = np.zeros(ev.LOST_SLOTS, dtype=np.uint64)
         self.records = 0
-        self._outside_prefixes = _outside_prefixes(path_prefixes or [])
+        self._path_prefixes = path_prefixes or []
         self._announced: set[int] = set()
         self._accounting = accounting
         self._accounting_check = AccountingCheck()
@@ -281,8 +287,8 @@ class Collector:
         if batch.size:
             self.records += len(batch)
             frame, tables = self.enricher.frame(batch)
-            if self._outside_prefixes is not None:
-                frame = frame.filter(~self._outside_prefixes)
+            if self._path_prefixes:
+                frame = frame.filter(~_outside_prefixes(self._path_prefixes, tables.files))
             for sink in self.sinks:
                 sink.events(frame, tables)
             # How far behind the calls this batch was handed on: from its oldest call's end.
@@ -290,13 +296,15 @@ class Collector:
             if self._accounting is not None:
                 self._accounting_check.add_events(frame)
             if np.isin(batch["op"], _RENAME_CODES).any():
-                self._follow_renames(frame)
+                self._follow_renames(frame, tables.files)
 
-    def _follow_renames(self, frame: pl.DataFrame) -> None:
-        renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.PATH2).is_not_null())
-        for old, new in renames.select(s.PATH, s.PATH2).iter_rows():
-            if old:
-                self.files.rename(old, new)
+    def _follow_renames(self, frame: pl.DataFrame, files: pl.DataFrame) -> None:
+        """Paths known by (dev, ino) follow the batch's renames (files: its FILE_ROW_SCHEMA table)."""
+        paths = dict(files.select(s.FILE, s.PATH).iter_rows())
+        renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.FILE2).is_not_null())
+        for old, new in renames.select(s.FILE, s.FILE2).iter_rows():
+            if paths.get(old):
+                self.files.rename(paths[old], paths[new])
 
     def _check_accounting(self, final: bool = False) -> None:
         """Hand the sinks the accounting of exited processes traced from their start (seen

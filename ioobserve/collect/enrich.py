@@ -1,6 +1,8 @@
-"""Decoded event arrays to enriched Polars frames: epoch times, paths, ppid, op names, Python
-stacks and the spans of the calls that did I/O, the job context of each event's cgroup and
-uid, and its process's context (rank, worker, tags) at the event's time.
+"""Decoded event arrays to id batches (schema.ID_BATCH_SCHEMA): epoch times, op names, file
+ids, Python stack ids and the spans of the calls that did I/O; and the tables that name the
+ids (model.BatchTables): the files, the job context of each cgroup, the uids' names, the
+processes' context (rank, worker, tags) and the Python stacks. Names are applied only by the
+sinks that show them (ioobserve.naming).
 
 Runs per batch with joins and vectorized expressions; nothing here loops over events.
 """
@@ -14,8 +16,8 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.file_ids import FileIds
-from ioobserve.context.cgroups import CgroupTable, context_frame
+from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
+from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
@@ -23,7 +25,7 @@ from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.users import UserNames
 from ioobserve.decode import NameRecord, columns_of, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
-from ioobserve.model import BatchTables, join_process_context
+from ioobserve.model import BatchTables
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
 from ioobserve.python.stacks import STACK_FRAME_SCHEMA, PythonStacks
@@ -37,19 +39,6 @@ _RAW_COLUMNS = [name for name in ev.EVENT.names if name != "comm"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
 _HOUSEKEEPING = [ev.OP_CODES[op] for op in ("close", "close_range", "dup", "dup2", "dup3", "fcntl")]
-
-
-def _comms(raw: np.ndarray) -> pl.Series:
-    """The comm column: each distinct 16-byte comm decoded once. Distinct comms are found by
-    a 64-bit mix of the two halves (numpy's unique on bytes is several times slower), checked
-    exactly afterwards: a collision, however unlikely, falls back to comparing the bytes."""
-    halves = np.ascontiguousarray(raw).view("<u8").reshape(-1, 2)
-    mixed = halves[:, 0] ^ (halves[:, 1] * np.uint64(0x9E3779B97F4A7C15))
-    _, first, which = np.unique(mixed, return_index=True, return_inverse=True)
-    if not np.array_equal(halves[first[which]], halves):
-        _, first, which = np.unique(raw, return_index=True, return_inverse=True)
-    names = pl.Series("comm", [raw[row].decode("utf-8", "replace") for row in first], dtype=pl.String)
-    return names.gather(pl.Series(which.astype(np.uint32)))
 
 
 def monotonic_to_epoch_offset(samples: int = 5) -> int:
@@ -88,41 +77,30 @@ class Enricher:
             self._names = pl.concat([self._names, self.files.names_frame(records)])
 
     def frame(self, batch: np.ndarray) -> tuple[pl.DataFrame, BatchTables]:
-        """The enriched frame of one event batch (schema.BATCH_SCHEMA) and the tables naming its ids."""
+        """The id batch of one event batch (schema.ID_BATCH_SCHEMA) and the tables naming its ids."""
         raw = pl.DataFrame(columns_of(batch, _RAW_COLUMNS))
         raw = raw.with_columns(
-            _comms(batch["comm"]),
             pl.Series("udev", kernel_dev_to_user(batch["dev"])),
             # py_chain: the chain's id below PY_SAME_SHIFT, the levels shared with the thread's previous stack above
             (pl.col("py_chain") & ev.PY_CHAIN_MASK).alias("py_chain"),
             (pl.col("py_chain") // (1 << ev.PY_SAME_SHIFT)).cast(pl.UInt32).alias(PY_SAME),
         )
-        with_paths = raw.join(self.files.frame().rename({"kdev": "dev"}), on=["dev", "ino"], how="left")
-        with_paths = with_paths.with_columns(
-            pl.when((pl.col("flags") & ev.F_FILE) != 0).then(pl.col("path")).otherwise(None).alias("path")
-        )
-        with_names = self._join_names(with_paths)
+        with_names = self._join_names(raw)
         self._take_tags(with_names)
         self._confirm_workers(with_names)
-        ppids = self.processes.ppids(with_names.get_column("pid").unique().to_list())
         codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
         events = (
             self._join_stacks(with_names)
-            .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER),
-                          pl.col("pid").replace_strict(list(ppids), list(ppids.values()), default=None,
-                                                       return_dtype=pl.UInt32).alias("ppid"))
+            .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER))
             .select(
                 (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
                 pl.col("dur_ns").alias(s.DUR),
                 pl.col("pid").alias(s.PID),
                 pl.col("tid").alias(s.TID),
-                pl.col("ppid").fill_null(0).alias(s.PPID),
                 pl.col("uid").alias(s.UID),
-                pl.col("comm").alias(s.COMM),
                 pl.col(s.LAYER),
                 pl.col(s.OP),
-                pl.coalesce("path", "name_path").alias(s.PATH),
-                pl.col("name_path2").alias(s.PATH2),
+                pl.col("dev").alias(KDEV), pl.col("name_path").alias(NAME), pl.col("name_path2").alias(NAME2),
                 pl.col("fd").alias(s.FD),
                 pl.col("ret").alias(s.RET),
                 errno_of(pl.col("ret"), pl.col(s.LAYER)).alias(s.ERRNO),
@@ -138,7 +116,7 @@ class Enricher:
                 pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
                 .alias(s.PARENT_TS),
                 pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
-                pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE), pl.col(s.PY_MODULE), pl.col(PY_SAME),
+                pl.col(s.PY_MODULE), pl.col(PY_SAME),
             )
         )
         events, spans = self.spans.add(events, self.stacks.levels(events.get_column(s.PY_STACK)))
@@ -159,13 +137,12 @@ class Enricher:
         return self._with_context(events, first_ns or 0)
 
     def _join_stacks(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """The frame with its Python stacks' columns (STACK_FRAME_SCHEMA), joined only if any
-        event has one: a join copies every column of the batch."""
+        """The frame with its Python stacks' ids, joined only if any event has one: a join
+        copies every column of the batch."""
         chains = frame.get_column("py_chain")
         if chains.max():
-            return frame.join(self.stacks.frame(chains), on="py_chain", how="left")
-        return frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in STACK_FRAME_SCHEMA.items()
-                                  if name != "py_chain")
+            return frame.join(self.stacks.frame(chains).select("py_chain", s.PY_STACK), on="py_chain", how="left")
+        return frame.with_columns(pl.lit(None, STACK_FRAME_SCHEMA[s.PY_STACK]).alias(s.PY_STACK))
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the
@@ -202,21 +179,17 @@ class Enricher:
         self.timeline.confirm_workers(dict(first.iter_rows()))
 
     def _with_context(self, events: pl.DataFrame, first_ns: int) -> tuple[pl.DataFrame, BatchTables]:
-        """Add the job context of each event's cgroup and the name of its uid (a join with a
-        row per distinct cgroup and uid of the batch), its process's context at its time
-        (an as-of join, only for processes that have one) and its file ids; and the tables
-        that name the batch's ids, as they were joined."""
+        """The events' file ids, and the tables that name the batch's ids: its files, the job
+        context of its cgroups, its uids' names, its processes' context rows in force during
+        it and the Python stacks new to the sinks."""
         contexts = self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list())
         users = self.users.frame(events.get_column(s.UID).unique().to_list())
-        events = events.join(context_frame(contexts), on=s.CGROUP, how="left", maintain_order="left").join(
-            users, on=s.UID, how="left", maintain_order="left"
-        )
         pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.timeline]
         rows = self.timeline.rows(pids, first_ns, self.clock_offset_ns)
-        events, files = self.file_ids.assign(join_process_context(events, rows))
+        events, files = self.file_ids.assign(events, self.files.frame())
         tables = BatchTables(files=files, cgroups=contexts, users=dict(users.iter_rows()), contexts=rows,
                              stacks=self.stacks.take_new())
-        return events.select(list(s.BATCH_SCHEMA)), tables
+        return events.select(list(s.ID_BATCH_SCHEMA)), tables
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
         names = self._names

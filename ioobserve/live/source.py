@@ -24,6 +24,9 @@ from ioobserve.live.aggregate import (
     rates_per_second,
     syscall_calls,
 )
+from ioobserve.model import BatchTables
+from ioobserve.naming import BatchNamer
+from ioobserve.operations import KERNEL_VIEW
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 # What a replay shows; the rest is dropped.
@@ -51,24 +54,32 @@ class Source(Protocol):
 
 
 class AggregatingSink:
-    """A collector sink feeding a WindowAggregator."""
+    """A collector sink feeding a WindowAggregator: it names only the kernel's view, which is
+    what `top` shows."""
 
     def __init__(self, aggregator: WindowAggregator) -> None:
         self.aggregator = aggregator
+        self.namer = BatchNamer()
 
     def processes(self, changed) -> None:
-        """Names come with the events."""
+        """Kept to name the events."""
+        self.namer.processes(changed)
 
-    def events(self, frame: pl.DataFrame, tables=None) -> None:
-        """A batch, folded in (by name: Python stacks are not shown live)."""
-        self.aggregator.add(frame)
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """A batch's calls, named and folded in."""
+        calls = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW))
+        if calls.height:
+            self.aggregator.add(self.namer.name(calls, tables))
+        else:
+            self.namer.keep(tables)
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Losses, counted in the window."""
         self.aggregator.lost(sum(counts.values()))
 
     def forget(self, pids: list[int]) -> None:
-        """Exited processes stay in the totals."""
+        """Exited processes stay in the totals; their names are no longer needed."""
+        self.namer.forget(pids)
 
     def counters(self, counts: dict[str, int]) -> None:
         """Not shown."""

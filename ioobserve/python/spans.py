@@ -36,20 +36,19 @@ PY_SAME = "py_same"  # an enriched batch's extra column: levels shared with the 
 _TS_ROOM = ev.PY_MAX_FRAMES + 1
 _KEY = [s.PID, s.TID]
 _BY_LEVEL = [*_KEY, "_level"]
-# What a span takes from its first event (the job and process context are joined later, by time).
-_CARRIED = [s.PPID, s.UID, s.COMM, s.CGROUP]
+# What a span takes from its first event (what names its process, cgroup and context comes later).
+_CARRIED = [s.UID, s.CGROUP]
 # A span names its code as its first event's stack and the frame of it (PY_FRAME) it is.
 _NAMED = [s.PY_STACK, s.PY_FRAME, s.PY_FUNCTION, s.PY_FILE, s.PY_LINE]
 LEVELS_SCHEMA = {s.PY_STACK: pl.UInt32, "_level": pl.UInt32, "_depth": pl.UInt32, s.PY_FUNCTION: pl.String,
                  s.PY_FILE: pl.String, s.PY_LINE: pl.Int32}
 """A stack's frames, one row per level, outermost (0) first."""
-_CONTEXT = {*s.CGROUP_CONTEXT_SCHEMA, s.USER, *s.PROCESS_CONTEXT_SCHEMA}
-_SPAN_SCHEMA = {name: s.BATCH_SCHEMA[name] for name in s.EVENT_SCHEMA if name not in _CONTEXT}
-"""A span's columns: an event's, but for the job and process context joined later by time."""
+_SPAN_SCHEMA = {name: dtype for name, dtype in s.ID_BATCH_SCHEMA.items() if name not in (s.FILE, s.FILE2)}
+"""A span's columns: an id batch's; it names no file."""
 _OPEN_SCHEMA = {s.PID: pl.UInt32, s.TID: pl.UInt32, "_level": pl.UInt32, "_key": pl.UInt64, "_end": pl.UInt64,
                 "_parent": pl.UInt64, s.PY_STACK: pl.UInt32, s.PY_FRAME: pl.UInt16,
                 s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String, s.PY_LINE: pl.Int32,
-                s.PPID: pl.UInt32, s.UID: pl.UInt32, s.COMM: pl.String, s.CGROUP: pl.UInt64}
+                s.UID: pl.UInt32, s.CGROUP: pl.UInt64}
 
 
 class SpanBuilder:

@@ -25,6 +25,7 @@ from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.mounts import read_mounts
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.model import BatchTables
+from ioobserve.naming import with_job_context
 from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
 from ioobserve.trace.output import OutputError, check_output_dir, trace_name
 from ioobserve.trace.writer import TraceWriter
@@ -145,6 +146,7 @@ class JobRecorder:
 
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """Each recorded job's share of the batch into its trace, with the batch's tables."""
+        frame = with_job_context(frame, tables)
         jobs = frame.get_column(s.JOB).drop_nulls().unique().to_list()
         with self._lock:  # wanted() under the lock: a job stopped meanwhile gets no new trace
             for job in filter(self.wanted, jobs):

@@ -27,6 +27,8 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.model import BatchTables
+from ioobserve.naming import BatchNamer
 
 QUEUE_BATCHES = 256
 FIRST_LINE_TIMEOUT_S = 5.0
@@ -96,6 +98,7 @@ class EventStream:
         self._lock = threading.Lock()
         self._seq = 0
         self._lost = 0
+        self.namer = BatchNamer()  # the collector's thread only
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._accept, name="ioobserve-socket", daemon=True)
 
@@ -189,13 +192,15 @@ class EventStream:
 
     # The collector's sink calls (its thread).
 
-    def events(self, frame: pl.DataFrame, tables=None) -> None:
-        """A batch to every streaming client, by name (nothing is formatted when nobody listens)."""
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """A batch to every streaming client, by name (nothing is named or formatted when
+        nobody listens)."""
         if not self._clients or not frame.height:
+            self.namer.keep(tables)
             return
         self._seq += 1
         lost, self._lost = self._lost, 0
-        self._broadcast(batch_line(self._seq, lost, frame))
+        self._broadcast(batch_line(self._seq, lost, self.namer.name(frame, tables)))
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Carried in the next batch's "lost" (losses while nobody streams are nobody's)."""
@@ -203,10 +208,12 @@ class EventStream:
             self._lost += sum(counts.values())
 
     def processes(self, changed) -> None:
-        """Names come with the events."""
+        """Kept to name the events."""
+        self.namer.processes(changed)
 
     def forget(self, pids: list[int]) -> None:
-        """Nothing kept per process."""
+        """Exited processes' names are no longer needed."""
+        self.namer.forget(pids)
 
     def counters(self, counts: dict[str, int]) -> None:
         """Not streamed."""

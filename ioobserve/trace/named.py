@@ -1,5 +1,6 @@
 """Naming one trace file's raw events by its own metadata records: files, processes, cgroups,
-users, Python stacks and process contexts become the named columns of ioobserve.schema."""
+users, Python stacks and process contexts become the named columns of ioobserve.schema
+(the files here, the rest by ioobserve.naming, as while recording)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,10 @@ import polars as pl
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.model import join_process_context
 from ioobserve.derived import bytes_moved, errno_of
+from ioobserve.naming import Names, with_context, with_names
 from ioobserve.trace import parse
 from ioobserve.trace.tables import (
-    PR_CGROUP,
-    PR_UID,
     cgroup_table,
     context_table,
     file_table,
@@ -31,12 +30,9 @@ class TraceNames:
     def __init__(self, lines: pl.DataFrame) -> None:
         self.files = file_table(lines).lazy()
         self.second_files = self.files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
-        self.processes = process_table(lines).lazy()
-        self.cgroups = cgroup_table(lines).lazy()
-        self.users = user_table(lines).lazy()
-        self.frames = stack_frames(lines).lazy()
-        self.contexts = context_table(lines)
-        self.slack = _context_slack(lines)
+        self.names = Names(processes=process_table(lines).lazy(), cgroups=cgroup_table(lines).lazy(),
+                           users=user_table(lines).lazy(), frames=stack_frames(lines).lazy(),
+                           contexts=context_table(lines), slack_ns=_context_slack(lines))
 
     def name(self, raw: pl.DataFrame) -> pl.DataFrame:
         """Raw events (parse.RAW_SCHEMA) with the columns of ioobserve.schema, sorted by time."""
@@ -51,18 +47,13 @@ class TraceNames:
             joined = joined.with_columns(pl.lit(None, pl.String).alias(s.PATH2))
         else:
             joined = joined.join(self.second_files, on="fhash2", how="left", maintain_order="left")
+        ids = joined.rename({"cgroup": s.CGROUP, "pystack": s.PY_STACK, "pyframe": s.PY_FRAME})
         frame = (
-            joined.join(self.processes, left_on="pid", right_on=s.PID, how="left", maintain_order="left")
-            # an event line leaves out the uid and cgroup its process's first PR line gives
-            .with_columns(pl.coalesce("uid", PR_UID).alias("uid"), pl.coalesce("cgroup", PR_CGROUP).alias(s.CGROUP))
-            .drop("cgroup", PR_UID, PR_CGROUP)
-            .join(self.cgroups, on=s.CGROUP, how="left", maintain_order="left")
-            .join(self.users, on=s.UID, how="left", maintain_order="left")
-            .join(self.frames, on=["pystack", "pyframe"], how="left", maintain_order="left")
+            with_names(ids, self.names)
             .select(
                 (pl.col("ts").cast(pl.UInt64) * 1000 + pl.col("tns").fill_null(0)).alias(s.TS),
                 (pl.col("dur").cast(pl.UInt64) * 1000 + pl.col("dns").fill_null(0)).alias(s.DUR),
-                pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID).fill_null(0), pl.col("uid").alias(s.UID),
+                pl.col("pid").alias(s.PID), pl.col("tid").alias(s.TID), pl.col(s.PPID), pl.col(s.UID),
                 pl.col(s.COMM), pl.col("cat").alias(s.LAYER), pl.col("name").alias(s.OP), pl.col(s.PATH), pl.col(s.PATH2),
                 pl.col("fd").alias(s.FD), ret.alias(s.RET),
                 errno_of(ret, pl.col("cat")).alias(s.ERRNO),
@@ -70,7 +61,7 @@ class TraceNames:
                 pl.col(s.DEV).fill_null(0), pl.col(s.INO).fill_null(0),  # 0 without a file, as when live
                 pl.col(s.CGROUP), pl.col("arg").alias(s.ARG),
                 flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
-                pl.col("pystack").alias(s.PY_STACK), pl.when(pl.col("pystack").is_not_null()).then(pl.col("pyframe")).alias(s.PY_FRAME),
+                pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME)).alias(s.PY_FRAME),
                 pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
                 pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
             )
@@ -80,7 +71,7 @@ class TraceNames:
         # The in-memory engine: Polars' streaming one held 2-3x the rows' size in buffers here
         events = frame.cast(columns).collect(engine="in-memory")
         events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-        return join_process_context(events, self.contexts, self.slack).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+        return with_context(events, self.names).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
 
 
 def name_events(raw: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:

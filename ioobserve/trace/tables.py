@@ -7,6 +7,12 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA
+from ioobserve.naming import (
+    FRAME_NAMES_SCHEMA,
+    PROCESS_CGROUP,
+    PROCESS_NAMES_SCHEMA,
+    PROCESS_UID,
+)
 from ioobserve.trace import parse
 
 MOUNTPOINT, FSTYPE = "mountpoint", "fstype"
@@ -36,19 +42,15 @@ def file_table(lines: pl.DataFrame) -> pl.DataFrame:
     ).unique("fhash", keep="last")
 
 
-PR_UID, PR_CGROUP = "_pr_uid", "_pr_cgroup"
-PROCESS_TABLE_SCHEMA = {s.PID: pl.UInt32, s.PPID: pl.UInt32, s.COMM: pl.String, PR_UID: pl.UInt32, PR_CGROUP: pl.UInt64}
-
-
 def process_table(lines: pl.DataFrame) -> pl.DataFrame:
     """pid -> ppid, comm from our PR records (the latest of each pid), and the uid and cgroup of
     its first PR record in the file, which its event lines leave out (ioobserve.trace.lines)."""
     pr = parse.metadata(lines, "PR")
     if "ppid" not in pr.columns:
-        return pl.DataFrame(schema=PROCESS_TABLE_SCHEMA)
-    first = pr.unique("pid", keep="first").select("pid", pl.col("uid").alias(PR_UID), pl.col("cgroup").alias(PR_CGROUP))
+        return pl.DataFrame(schema=PROCESS_NAMES_SCHEMA)
+    first = pr.unique("pid", keep="first").select("pid", pl.col("uid").alias(PROCESS_UID), pl.col("cgroup").alias(PROCESS_CGROUP))
     latest = pr.select(pl.col("pid"), pl.col("ppid").alias(s.PPID), pl.col("comm").alias(s.COMM)).unique("pid", keep="last")
-    return latest.join(first, on="pid").rename({"pid": s.PID}).cast(PROCESS_TABLE_SCHEMA)
+    return latest.join(first, on="pid").rename({"pid": s.PID}).select(list(PROCESS_NAMES_SCHEMA)).cast(PROCESS_NAMES_SCHEMA)
 
 
 def cgroup_table(lines: pl.DataFrame) -> pl.DataFrame:
@@ -65,20 +67,17 @@ def user_table(lines: pl.DataFrame) -> pl.DataFrame:
     return parse.metadata(lines, "US").select(pl.col("uid").alias(s.UID), pl.col("name").alias(s.USER)).unique(s.UID, keep="last")
 
 
-FRAMES_SCHEMA = {"pystack": pl.UInt32, "pyframe": pl.UInt16, s.PY_FUNCTION: pl.String, s.PY_FILE: pl.String,
-                 s.PY_LINE: pl.Int32}
-
-
 def stack_frames(lines: pl.DataFrame) -> pl.DataFrame:
-    """(Python stack id, frame: 0 the innermost) -> the frame's function, file and line, from PS records."""
+    """(Python stack id, frame: 0 the innermost) -> the frame's function, file and line, from
+    PS records (naming.FRAME_NAMES_SCHEMA)."""
     stacks = stack_table(lines)
     return stacks.select(
-        pl.col("stack").alias("pystack"), pl.int_ranges(pl.col("frames").list.len(), dtype=pl.UInt16).alias("pyframe"),
+        pl.col("stack").alias(s.PY_STACK), pl.int_ranges(pl.col("frames").list.len(), dtype=pl.UInt16).alias(s.PY_FRAME),
         "frames",
-    ).explode("pyframe", "frames").drop_nulls("frames").unnest("frames").select(
-        "pystack", "pyframe", pl.col("function").alias(s.PY_FUNCTION), pl.col("file").alias(s.PY_FILE),
+    ).explode(s.PY_FRAME, "frames").drop_nulls("frames").unnest("frames").select(
+        s.PY_STACK, s.PY_FRAME, pl.col("function").alias(s.PY_FUNCTION), pl.col("file").alias(s.PY_FILE),
         pl.col("line").alias(s.PY_LINE),
-    ).cast(FRAMES_SCHEMA)
+    ).cast(FRAME_NAMES_SCHEMA)
 
 
 def stack_table(lines: pl.DataFrame) -> pl.DataFrame:

@@ -84,7 +84,8 @@ class _Preads:
         self.path, self.calls, self.bytes, self.probes, self.runs = path, 0, 0, None, {}
 
     def events(self, frame: pl.DataFrame, tables) -> None:
-        mine = frame.filter((pl.col(s.OP) == "pread64") & (pl.col(s.PATH) == self.path))
+        ids = tables.files.filter(pl.col(s.PATH) == self.path).get_column(s.FILE)  # a batch holds ids, its tables names
+        mine = frame.filter((pl.col(s.OP) == "pread64") & pl.col(s.FILE).is_in(ids.implode()))
         self.calls += mine.height
         self.bytes += int(mine.get_column(s.BYTES).sum() or 0)
 

@@ -11,7 +11,7 @@ from ioobserve.collect.file_ids import FileIds
 from ioobserve.model import BatchTables, Process
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
-from tests.batches import Batches
+from tests.batches import Batches, as_path_arguments
 from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
 
@@ -46,9 +46,9 @@ def test_a_part_of_a_batch_is_described_by_its_own_share_of_the_tables(tmp_path)
 def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, tmp_path):
     monkeypatch.setattr(file_ids, "MAX_FILES_KEPT", 2)
     ids = FileIds()
-    first, files = ids.assign(_frame())  # /data/a and /data/b (rename's target)
+    first, files = ids.assign(as_path_arguments(_frame()))  # /data/a and /data/b (rename's target)
     assert sorted(files.get_column(s.PATH).to_list()) == ["/data/a", "/data/b"]
-    again, files_again = ids.assign(_frame())  # full: started over, new ids for the same files
+    again, files_again = ids.assign(as_path_arguments(_frame()))  # full: started over, new ids for the same files
     assert set(files_again.get_column(s.FILE)).isdisjoint(files.get_column(s.FILE))
     # Two ids for one file in one trace read back as that file.
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")

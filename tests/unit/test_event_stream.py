@@ -13,12 +13,14 @@ import pytest
 
 from ioobserve.live import aggregate as ag
 from ioobserve.live.attach import AttachedSource, AttachError
+from ioobserve.model import Process
 from ioobserve.serve.stream import EventStream, bind_socket
+from tests.batches import Batches
 from tests.unit.synthetic_traces import Proc, frame, io
 from tests.waiting import wait_until
 
 A = Proc(10, job="1")
-BATCH = frame([io(A, 10, 0, 5, "read", "/f", 3, 0, 100), io(A, 10, 10, 12, "write", "/g", 4, 0, 7)])
+BATCH = Batches()(frame([io(A, 10, 0, 5, "read", "/f", 3, 0, 100), io(A, 10, 10, 12, "write", "/g", 4, 0, 7)]))
 
 
 @pytest.fixture
@@ -40,10 +42,13 @@ def test_a_stream_is_answered_once_the_switch_is_on_then_gets_batches(stream):
         lines = client.makefile("rb")
         assert lines.readline() == b"ok streaming\n"
         assert stream.switch == [True] and stream.streaming == 1  # both before the answer was sent
-        stream.events(BATCH)
+        stream.processes([Process(10, 1, "reader")])
+        stream.events(*BATCH)
         batch = json.loads(lines.readline())
     assert (batch["seq"], batch["lost"]) == (1, 0)
-    assert [(e["pid"], e["op"], e["bytes"]) for e in batch["events"]] == [(10, "read", 100), (10, "write", 7)]
+    # Named from the batch's tables and the processes the collector announced.
+    assert [(e["pid"], e["ppid"], e["comm"], e["op"], e["path"], e["job"], e["bytes"]) for e in batch["events"]] == [
+        (10, 1, "reader", "read", "/f", "1", 100), (10, 1, "reader", "write", "/g", "1", 7)]
 
 
 def test_attach_returns_once_streamed_to_and_reads_the_batches(stream):
@@ -51,7 +56,7 @@ def test_attach_returns_once_streamed_to_and_reads_the_batches(stream):
     try:
         assert stream.switch == [True]  # events flow as soon as the source exists
         source.start()
-        stream.events(BATCH)
+        stream.events(*BATCH)
         got: Counter = Counter()
 
         def arrived() -> bool:
