@@ -168,14 +168,20 @@ def busy_unions(runs: IntervalRuns, layers: list[str]) -> pl.DataFrame:
     """LAYER, JOB, EVERY, SCOPE: LENGTH of the union of the intervals of `layers`, per job and
     over every job (EVERY), for each scope and for I/O and compute together (IO_OR_COMPUTE):
     the I/O no compute hid is the latter less the compute."""
+    jobs: dict[str, set] = {}
+    for layer, job, _ in runs.keys:
+        jobs.setdefault(layer, set()).add(job)
+    alone = {layer for layer, held in jobs.items() if len(held) == 1}  # every job's union is the one job's
+
     def targets(key: tuple) -> list[tuple]:
         layer, job, scope = key
         if layer not in layers:
             return []
         scopes = [scope, IO_OR_COMPUTE] if scope in (SCOPE_IO, SCOPE_COMPUTE) else [scope]
-        return [(layer, owner, each) for owner in (job, EVERY_JOB) for each in scopes]
+        return [(layer, owner, each) for owner in ((job,) if layer in alone else (job, EVERY_JOB)) for each in scopes]
 
     lengths = runs.union_lengths(targets)
+    lengths |= {(layer, EVERY_JOB, scope): length for (layer, _, scope), length in lengths.items() if layer in alone}
     rows = [(layer, None if job is EVERY_JOB else job, job is EVERY_JOB, scope, length)
             for (layer, job, scope), length in lengths.items()]
     return pl.DataFrame(rows, schema={s.LAYER: pl.String, s.JOB: pl.String, EVERY: pl.Boolean, SCOPE: pl.String,

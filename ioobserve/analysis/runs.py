@@ -212,21 +212,43 @@ class IntervalRuns:
 
 
 def _add_union_lengths(totals: np.ndarray, targets: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-    """Add to totals[target] the length of the union of each target's [start, end): a sweep
-    over the intervals' ends, in time order per target, counting where one is open (each
-    target's +1s and -1s cancel, so the running count is 0 between targets)."""
+    """Add to totals[target] the length of the union of each target's [start, end)."""
     keep = ends > starts
     targets, starts, ends = targets[keep], starts[keep], ends[keep]
     if not len(targets):
         return
+    first, span = int(starts.min()), int(ends.max() - starts.min()) + 1
+    if (int(targets.max()) + 1) * span >= 1 << 62:
+        _add_union_lengths_by_sweep(totals, targets, starts, ends)
+        return
+    if (starts[1:] < starts[:-1]).any():  # several runs' rows (one run's are in time order already)
+        order = np.argsort(starts, kind="stable")
+        targets, starts, ends = targets[order], starts[order], ends[order]
+    # Each target's intervals together, still in time order (a stable sort by a small integer
+    # is a radix sort); then each one covers what it reaches beyond the furthest end of the
+    # target's earlier ones: a running maximum that starts again at each target.
+    small = targets.astype(np.uint16) if targets.max() < 1 << 16 else targets
+    order = np.argsort(small, kind="stable")
+    targets, starts, ends = targets[order], starts[order], ends[order]
+    offset = targets * span - first  # each target's times in a range of its own
+    reached = np.maximum.accumulate(ends + offset) - offset
+    before = np.empty_like(reached)
+    before[0], before[1:] = starts[0], reached[:-1]
+    boundaries = np.flatnonzero(targets[1:] != targets[:-1]) + 1
+    before[boundaries] = starts[boundaries]  # a target's first interval follows none of its own
+    covered = np.maximum(ends - np.maximum(starts, before), 0)
+    heads = np.concatenate([[0], boundaries])
+    totals[targets[heads]] += np.add.reduceat(covered, heads)
+
+
+def _add_union_lengths_by_sweep(totals: np.ndarray, targets: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """_add_union_lengths where targets times times overflow 64 bits: a sweep over the
+    intervals' ends, in time order per target, counting where one is open (each target's +1s
+    and -1s cancel, so the running count is 0 between targets)."""
     times = np.concatenate([starts, ends])
     owner = np.concatenate([targets, targets])
     step = np.concatenate([np.ones(len(starts), np.int64), np.full(len(ends), -1, np.int64)])
-    first, span = int(times.min()), int(times.max() - times.min()) + 1
-    if (int(owner.max()) + 1) * span < 1 << 62:  # one int64 key sorts twice as fast as two
-        order = np.argsort(owner * span + (times - first))
-    else:
-        order = np.lexsort((times, owner))
+    order = np.lexsort((times, owner))
     times, owner, open_ = times[order], owner[order], np.cumsum(step[order])
     covered = (times[1:] - times[:-1]) * (open_[:-1] > 0)
     np.add.at(totals, owner[:-1], covered)
