@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from ioobserve import schema as s
@@ -33,18 +34,41 @@ def merge(intervals: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     return runs.filter(pl.col("_begins")).select(*by, START, pl.col("_end").alias(END))
 
 
-def merge_now(intervals: pl.DataFrame, by: Sequence[str] = (), few: int = 64) -> pl.DataFrame:
-    """merge, at once. With `few` groups or fewer (one job, one rank, three scopes: the usual
-    case) each group is merged on its own, without windows per group, which is much faster."""
-    if not by or not intervals.height:
-        return merge(intervals.lazy(), by).collect()
-    if intervals.select(by).unique().height > few:
-        return merge(intervals.lazy(), by).collect()
-    parts = []
-    for part in intervals.partition_by(by, maintain_order=False):
-        keys = [pl.lit(part.get_column(key).first(), intervals.schema[key]).alias(key) for key in by]
-        parts.append(merge(part.lazy()).collect().select(*keys, START, END))
-    return pl.concat(parts).sort(START)
+def merge_now(intervals: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """merge, at once, in numpy: groups numbered exactly (a dense rank of their keys), each
+    group's intervals together in time order (a stable radix sort of the numbers), and the
+    running furthest end restarting at each group (each group's times offset into a range of
+    its own). Several times faster than windows per group, or a query per group; the windows
+    stay where the offsets would overflow 64 bits (times decades apart)."""
+    frame = intervals.select(*by, START, END).filter(pl.col(END) > pl.col(START))
+    if not frame.height:
+        return frame
+    starts = frame.get_column(START).to_numpy().astype(np.int64)
+    ends = frame.get_column(END).to_numpy().astype(np.int64)
+    codes = (frame.select(pl.struct(by).rank("dense")).to_series().to_numpy().astype(np.int64) - 1 if by
+             else np.zeros(frame.height, np.int64))
+    first, span = int(starts.min()), int(ends.max() - starts.min()) + 1
+    if (int(codes.max()) + 1) * span >= 1 << 62:
+        return merge(frame.lazy(), by).collect()
+    if (starts[1:] < starts[:-1]).any():
+        order = np.argsort(starts, kind="stable")
+        starts, ends, codes, rows = starts[order], ends[order], codes[order], order
+    else:
+        rows = np.arange(frame.height)
+    order = np.argsort(codes.astype(np.uint16) if codes.max() < 1 << 16 else codes, kind="stable")
+    starts, ends, codes, rows = starts[order], ends[order], codes[order], rows[order]
+    offset = codes * span - first
+    reached = np.maximum.accumulate(ends + offset) - offset
+    begins = np.empty(len(codes), dtype=bool)
+    begins[0] = True
+    begins[1:] = (codes[1:] != codes[:-1]) | (starts[1:] > reached[:-1])
+    heads = np.flatnonzero(begins)
+    tails = np.append(heads[1:] - 1, len(codes) - 1)
+    by_start = np.argsort(starts[heads], kind="stable")
+    heads, tails = heads[by_start], tails[by_start]
+    merged = pl.DataFrame([pl.Series(START, starts[heads]).cast(frame.schema[START]),
+                           pl.Series(END, reached[tails]).cast(frame.schema[END])])
+    return pl.concat([frame.select(by).gather(rows[heads]), merged], how="horizontal") if by else merged
 
 
 def event_intervals(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:

@@ -21,7 +21,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, read_ranges, seam_opens, stat_then_open
-from ioobserve.analysis.intervals import END, START, busy_intervals, merge_now
+from ioobserve.analysis.intervals import END, START, event_intervals, merge_now
 from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import DATA_KINDS, IO_LAYERS, KERNEL_VIEW, KIND, METADATA, kernel_view, op_kind
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
@@ -135,11 +135,11 @@ def _interval_frames(timed: pl.LazyFrame, owners: pl.DataFrame, host: str, lane_
     """The Partial's frames made of merged intervals: busy time per process, rank and worker
     slot; a job's I/O, data and compute intervals; thread ends; lanes."""
     owned = [s.LAYER, s.PID, s.CGROUP]
-    threads = busy_intervals(timed, [*owned, s.TID]).collect()
+    threads = merge_now(event_intervals(timed, [*owned, s.TID]).collect(), [*owned, s.TID])
     # A process's intervals from its threads' (the same when it has one thread, as most do)
     several = threads.group_by(owned).agg(pl.col(s.TID).n_unique()).get_column(s.TID).max() or 0
     processes = merge_now(threads, owned) if several > 1 else threads.drop(s.TID)
-    data = busy_intervals(timed.filter(pl.col(KIND).is_in(DATA_KINDS)), owned).collect()
+    data = merge_now(event_intervals(timed.filter(pl.col(KIND).is_in(DATA_KINDS)), owned).collect(), owned)
 
     def named(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.join(owners, on=[s.PID, s.CGROUP], how="left")

@@ -3,11 +3,12 @@ on hand-built events whose answers are worked out by hand."""
 
 from __future__ import annotations
 
+import random
 
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.intervals import BUSY_NS, bandwidth, busy_intervals, busy_time
+from ioobserve.analysis.intervals import BUSY_NS, END, START, bandwidth, busy_intervals, busy_time, merge, merge_now
 from ioobserve.operations import KIND, op_kind
 from ioobserve.analysis.sizes import access_sizes
 
@@ -31,6 +32,22 @@ EVENTS = _events([
 def test_overlapping_and_touching_intervals_merge():
     intervals = busy_intervals(EVENTS, [s.PID]).collect()
     assert intervals.rows() == [(1, 0, 25), (1, 40, 50), (2, 100, 110)]
+
+
+def test_merged_at_once_the_intervals_are_the_same():
+    """merge_now (numpy, the analysis's) and merge (Polars windows) on random groups, nulls
+    among the keys, out of order, empty and touching intervals; and times decades apart."""
+    rng = random.Random(5)
+    for trial in range(200):
+        rows = []
+        for _ in range(rng.randrange(0, 200)):
+            start = rng.randrange(0, 5000) + (rng.choice([0, 10**18]) if trial % 10 == 0 else 0)
+            rows.append((rng.choice(["a", "b", None]), rng.choice([1, 2]), start, start + rng.randrange(-10, 200)))
+        frame = pl.DataFrame(rows, orient="row", schema={"k": pl.String, "j": pl.Int32, START: pl.Int64, END: pl.Int64})
+        for by in ([], ["k"], ["k", "j"]):
+            expected, merged = merge(frame.lazy(), by).collect(), merge_now(frame, by)
+            assert merged.get_column(START).is_sorted()
+            assert merged.sort(expected.columns, nulls_last=True).equals(expected.sort(expected.columns, nulls_last=True))
 
 
 def test_busy_time_per_group_and_overall():
