@@ -25,13 +25,16 @@ def read_ranges(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
 
 
 def _thread_calls(events: pl.LazyFrame, by: Sequence[str]) -> tuple[list[str], pl.LazyFrame]:
+    """The calls naming a path, in time order (as the events come: windows and groups per
+    thread keep it, so nothing is sorted by thread)."""
     thread = list(dict.fromkeys([*by, s.PID, s.TID]))
-    return thread, events.filter(pl.col(s.PATH).is_not_null()).select(*thread, s.TS, s.OP, s.PATH).sort(*thread, s.TS)
+    return thread, events.filter(pl.col(s.PATH).is_not_null()).select(*thread, s.TS, s.OP, s.PATH)
 
 
 def stat_then_open(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     """Per group: OPENS, and OPENS_AFTER_STAT, those whose thread's previous call (of those
-    given) was a stat or access of the same path; a thread's calls are taken per group."""
+    given) was a stat or access of the same path; a thread's calls are taken per group.
+    The events must be in time order."""
     thread, calls = _thread_calls(events, by)
     previous_op, previous_path = pl.col(s.OP).shift(1).over(thread), pl.col(s.PATH).shift(1).over(thread)
     is_open = pl.col(s.OP).is_in(sorted(OPEN_NAMES))
@@ -42,7 +45,8 @@ def stat_then_open(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame
 
 def call_edges(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
     """Per thread (within groups): its first call (TS, whether an open, path) and its last
-    (whether a stat, path), so that a stat and its open in two chunks still pair up."""
+    (whether a stat, path), so that a stat and its open in two chunks still pair up. The
+    events must be in time order."""
     thread, calls = _thread_calls(events, by)
     return calls.group_by(thread).agg(
         pl.col(s.TS).first(), pl.col(s.OP).first().is_in(sorted(OPEN_NAMES)).alias("first_open"),
