@@ -168,13 +168,10 @@ def rates_of_seconds(sums: pl.DataFrame, second: str, first: int, end: int) -> d
 
 
 def rates_per_second(frame: pl.DataFrame, start_ns: int, end_ns: int) -> dict[str, list[float]]:
-    """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)."""
+    """The sparklines' history from recorded events: per-second rates over [start_ns, end_ns)
+    (a trace's losses are per second records, not shown in replay)."""
     seconds = max(1, -(-(end_ns - start_ns) // 1_000_000_000))
     calls = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW) & (pl.col(s.TS) >= start_ns) & (pl.col(s.TS) < end_ns))
-    per_second = calls.with_columns(op_kind().alias(KIND)).group_by(((pl.col(s.TS) - start_ns) // 1_000_000_000).alias("_s")).agg(
-        totals.over_events(*WINDOW_SUMS)).select("_s", *_RATES)
-    grid = pl.DataFrame({"_s": pl.arange(0, seconds, eager=True).cast(per_second.schema["_s"])})
-    full = grid.join(per_second, on="_s", how="left").fill_null(0).sort("_s")
-    history = {name: [float(v) for v in full.get_column(name)] for name in ("read_bps", "write_bps", "iops", "metadata_ops_s")}
-    history["lost"] = [0.0] * seconds  # a trace's losses are per second records, not shown in replay
-    return history
+    sums = calls.with_columns(op_kind().alias(KIND)).group_by(((pl.col(s.TS) - start_ns) // 1_000_000_000).alias("_s")).agg(
+        totals.over_events(*WINDOW_SUMS))
+    return rates_of_seconds(sums, "_s", 0, seconds)
