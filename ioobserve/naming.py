@@ -125,9 +125,10 @@ class BatchNamer:
         rows = []
         for stack_id, frame in ids.select(s.PY_STACK, s.PY_FRAME).drop_nulls().unique().iter_rows():
             stack = self._stacks.get(stack_id)
-            if stack is not None:
-                self._stacks.move_to_end(stack_id)  # kept by last use, as the writer keeps them
-            if stack is not None and frame < len(stack.frames):
+            if stack is None:
+                continue  # not known: named by nothing, as in a trace that lacks its PS record
+            self._stacks.move_to_end(stack_id)  # kept by last use, as the writer keeps them
+            if frame < len(stack.frames):
                 code = stack.frames[frame]
                 rows.append((stack_id, frame, code.function, code.file, None if code.line == NO_LINE else code.line))
         return pl.DataFrame(rows, schema=FRAME_NAMES_SCHEMA, orient="row")
