@@ -110,7 +110,7 @@ def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
-def _outside_prefixes(prefixes: list[str], files: pl.DataFrame) -> pl.Expr | None:
+def _outside_prefixes(prefixes: list[str], files: pl.DataFrame) -> pl.Expr:
     """Events named by a relative path argument that resolves outside every --path-prefix, or
     by none at all (files: the batch's, FILE_ROW_SCHEMA).
 
