@@ -364,6 +364,7 @@ struct ioo_lib_record {
 #define IOO_PY_NO_FIELD 0xffffffff
 #define IOO_PY_LASTI 0x1         /* frame_instr is an int index of code units (3.10), not a pointer */
 #define IOO_PY_PTHREAD_ID 0x2    /* tstate_native_id is thread_id, pthread_self() (3.10) */
+#define IOO_PY_FREE_THREADED 0x4 /* a free-threaded build (--disable-gil); user space's to know */
 #define IOO_PY_NAME_BYTES 128     /* bytes of a qualified name kept */
 #define IOO_PY_FILE_BYTES 256     /* bytes of a file name kept */
 #define IOO_PY_TABLE_BYTES 2048   /* bytes of a line table kept */
@@ -381,13 +382,17 @@ struct ioo_py_layout {
 	__u32 frame_instr;
 	__u32 frame_owner;           /* IOO_PY_NO_FIELD: frames have no owner (3.10) */
 	__u32 frame_localsplus;
-	__u32 owner_cstack;          /* owner of the C-stack shim frames to skip; IOO_PY_NO_FIELD: none */
+	__u32 owner_shim;            /* owners from this value up: frames with no code of their own,
+				      * skipped (C-stack shims); IOO_PY_NO_FIELD: none */
 	__u32 code_argcount;
 	__u32 code_firstlineno;
 	__u32 code_qualname;         /* co_qualname (co_name where there is none) */
 	__u32 code_filename;
 	__u32 code_linetable;
 	__u32 code_adaptive;         /* the first code unit (3.11+): instruction pointers count from it */
+	__u32 code_tlbc;             /* co_tlbc, the thread-local copies of the bytecode (free-threaded
+				      * 3.14+); IOO_PY_NO_FIELD: none */
+	__u32 frame_tlbc_index;      /* the copy a frame runs (index into co_tlbc's entries) */
 	__u32 unicode_length;
 	__u32 unicode_state;
 	__u32 unicode_ascii_data;    /* sizeof(PyASCIIObject): an ASCII string's characters */

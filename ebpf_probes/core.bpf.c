@@ -213,7 +213,7 @@ BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(own_tgids, u32, u8, 256);  /* ioobserve's helper processes (capture, disk writers) */
 BPF_HASH(py_procs, u32, struct ioo_py_proc, 16384);  /* processes running CPython (python_stacks.bpf.c) */
-BPF_HASH(py_image_files, struct ioo_file_key, u32, IOO_PY_LAYOUTS);  /* files holding a CPython runtime ... */
+BPF_HASH(py_image_files, struct ioo_file_key, u32, 4 * IOO_PY_LAYOUTS);  /* files holding a CPython runtime ... */
 BPF_ARRAY(py_images, struct ioo_py_image, IOO_PY_LAYOUTS);           /* ... and how to place it */
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);

@@ -292,9 +292,10 @@ static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, st
 				break;
 			}
 		}
-		u64 code = frame_u64(bytes, at, lay->frame_code);
+		/* 3.14+ tags the code reference (a _PyStackRef) in its low bits; objects are 8-aligned */
+		u64 code = frame_u64(bytes, at, lay->frame_code) & ~7ULL;
 		u64 previous = frame_u64(bytes, at, lay->frame_previous);
-		if (lay->frame_owner != IOO_PY_NO_FIELD && frame_u8(bytes, at, lay->frame_owner) == lay->owner_cstack) {
+		if (lay->frame_owner != IOO_PY_NO_FIELD && frame_u8(bytes, at, lay->frame_owner) >= lay->owner_shim) {
 			frame = previous;  /* a shim frame of a C call into Python: no code of its own */
 			continue;
 		}
@@ -303,10 +304,19 @@ static __always_inline int py_walk_steps(struct bpf_raw_tracepoint_args *ctx, st
 			break;
 		}
 		u32 instr;
-		if (lay->flags & IOO_PY_LASTI)
+		if (lay->flags & IOO_PY_LASTI) {
 			instr = frame_u32(bytes, at, lay->frame_instr);
-		else
-			instr = (frame_u64(bytes, at, lay->frame_instr) - code - lay->code_adaptive) / 2;
+		} else {
+			u64 first = code + lay->code_adaptive;
+			/* free-threaded 3.14+: a thread may run its own copy of the bytecode, entry
+			 * tlbc_index of co_tlbc (entry 0 is co_code_adaptive itself) */
+			u32 copy = lay->frame_tlbc_index != IOO_PY_NO_FIELD ? frame_u32(bytes, at, lay->frame_tlbc_index) : 0;
+			if (copy) {
+				u64 copies = user_u64(code + lay->code_tlbc);
+				first = copies ? user_u64(copies + 8 + 8 * (u64)(copy & 0xffff)) : first;
+			}
+			instr = (frame_u64(bytes, at, lay->frame_instr) - first) / 2;
+		}
 		/* A call is its frame plus its first arguments: a loop calling the same function
 		 * from one line reuses the frame's address, not (usually) its arguments. */
 		u32 slot = py_argcount_slot(code);

@@ -224,12 +224,14 @@ PY_CHAIN_MASK = (1 << PY_SAME_SHIFT) - 1
 PY_NO_FIELD = 0xFFFFFFFF
 PY_LASTI = 0x1
 PY_PTHREAD_ID = 0x2  # tstate_native_id is thread_id, pthread_self() (3.10)
+PY_FREE_THREADED = 0x4  # a free-threaded build (--disable-gil)
 PY_TRUNCATED = 0x1
 PY_NAME_BYTES, PY_FILE_BYTES, PY_TABLE_BYTES = 128, 256, 2048
 PY_LAYOUT_FIELDS = (
     "runtime_interpreters", "interp_next", "interp_threads", "tstate_next", "tstate_native_id", "tstate_frame",
-    "cframe_frame", "frame_previous", "frame_code", "frame_instr", "frame_owner", "frame_localsplus", "owner_cstack",
+    "cframe_frame", "frame_previous", "frame_code", "frame_instr", "frame_owner", "frame_localsplus", "owner_shim",
     "code_argcount", "code_firstlineno", "code_qualname", "code_filename", "code_linetable", "code_adaptive",
+    "code_tlbc", "frame_tlbc_index",
     "unicode_length", "unicode_state", "unicode_ascii_data", "unicode_compact_data", "unicode_ascii_mask",
     "unicode_kind_mask", "unicode_kind_shift", "bytes_size", "bytes_data", "flags", "version",
 )

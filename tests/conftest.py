@@ -24,3 +24,23 @@ def root_required():
         if in_ci():
             pytest.fail("kernel tests must run as root in CI")
         pytest.skip("needs root to attach probes")
+
+
+@pytest.fixture(scope="session")
+def job_root(root_required, tmp_path_factory):
+    """Debian's unstable suite as a job's own root, with the launcher that enters it
+    (tests/roots.py; ci/roots.sh builds it, and make test runs that)."""
+    import subprocess
+
+    from tests.roots import UNSTABLE, JobRoot, build_launcher, missing_root, mount_proc
+
+    why = missing_root()
+    if why is not None:
+        if in_ci():
+            pytest.fail(why)
+        pytest.skip(why)
+    launcher = build_launcher(tmp_path_factory.mktemp("launcher"))
+    mounted = mount_proc(UNSTABLE)
+    yield JobRoot(UNSTABLE, launcher)
+    if mounted:
+        subprocess.run(["umount", "-l", str(UNSTABLE / "proc")], check=False)

@@ -22,6 +22,9 @@ LAYER_ORDER = (s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAY
                s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
 
 
+NOT_WALKED_SHOWN = 8  # processes named one a line whose Python frames were not read
+
+
 def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None,
                   unwritten: int = 0) -> None:
     """Totals, losses (`unwritten`: captured, but not in the trace) and the top files, sized for one screen."""
@@ -38,6 +41,11 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("layers", ", ".join(f"{layer} {n:,}" for layer, n in layers) or "-")
     if result.layers:
         totals.add_row("probed", "; ".join(f"{layer}: {how}" for layer, how in result.layers.items()))
+    refused = sorted(result.frames_not_walked.items())
+    for pid, why in refused[:NOT_WALKED_SHOWN]:
+        totals.add_row("no frames", f"pid {pid}: {why}; its I/O is recorded without Python frames")
+    if len(refused) > NOT_WALKED_SHOWN:
+        totals.add_row("no frames", f"and {len(refused) - NOT_WALKED_SHOWN} more processes")
     dropped = {k: v for k, v in summary.lost.items() if k != UNWRITTEN}  # those are in "not written"
     lost = sum(dropped.values())
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) if lost else ""

@@ -39,6 +39,7 @@ class RecordingResult:
     layers: dict[str, str] = field(default_factory=dict)  # layer -> how it was probed
     dropped_at_stop: int = 0  # events captured but not handed on: the stop deadline passed
     stop_overran: bool = False  # the stop deadline passed (or a second signal hurried it)
+    frames_not_walked: dict[int, str] = field(default_factory=dict)  # pid -> why its Python frames were not read
 
 
 class GatedCommand:
@@ -205,7 +206,8 @@ class Recording:
                     status = _reap(child)
         return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
                                self.probes.layer_report(), collector.dropped_at_stop,
-                               collector.abandoned or self.deadline.passed())
+                               collector.abandoned or self.deadline.passed(),
+                               dict(self.probes.python.refused) if self.probes.python is not None else {})
 
     def _start_accounting(self) -> None:
         if self.accounting is None:

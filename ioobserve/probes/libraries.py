@@ -17,9 +17,9 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ioobserve import events as ev
+from ioobserve.mappings import MappedFile, file_ident, mapped_files, reported_file
 from ioobserve.probes.call_table import CallSpec, entry_program
 from ioobserve.probes.uprobe_multi import BPF_TRACE_UPROBE_MULTI, link_uprobes
 
@@ -52,28 +52,15 @@ def resolve_calls(symbols: list[tuple[bytes, int]], specs: tuple[CallSpec, ...])
     return chosen
 
 
-def mapped_files(pattern: re.Pattern, proc: Path = Path("/proc")) -> list[str]:
-    """Paths (through /proc/PID/root, so a container's own copy is found) of the distinct
-    files matching `pattern` by name that running processes map."""
-    found: dict[tuple[int, int], str] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            maps = (entry / "maps").read_text()
-        except OSError:  # gone, or a kernel thread
-            continue
-        for line in maps.splitlines():
-            parts = line.split(maxsplit=5)
-            if len(parts) < 6 or not pattern.match(os.path.basename(parts[5])):
-                continue
-            path = f"{entry}/root{parts[5]}"
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
-            found.setdefault((st.st_dev, st.st_ino), path)
-    return sorted(found.values())
+def running_copies(pattern: re.Pattern) -> list[MappedFile]:
+    """The distinct files (by inode) matching `pattern` by name that running processes map,
+    each reached through a process mapping it (a container's own copy, not the host's)."""
+    found: dict[tuple[int, int], MappedFile] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            for mapped in mapped_files(int(entry), pattern):
+                found.setdefault(mapped.ident, mapped)
+    return sorted(found.values(), key=lambda mapped: mapped.inside)
 
 
 @dataclass
@@ -83,7 +70,8 @@ class LibraryProbes:
     bpf: object
     specs: tuple[CallSpec, ...]
     pattern: re.Pattern
-    files: dict[tuple[int, int], int] = field(default_factory=dict)  # (st_dev, st_ino) -> functions probed
+    files: dict[tuple[int, int], int] = field(default_factory=dict)  # (dev, inode) -> functions probed
+    names: dict[tuple[int, int], str] = field(default_factory=dict)  # (dev, inode) -> its path inside its root
     failures: dict[str, str] = field(default_factory=dict)  # path -> why it could not be probed
     multi: bool | None = None  # whether uprobe_multi links work here (None: not tried yet)
     links: list[int] = field(default_factory=list)
@@ -91,19 +79,35 @@ class LibraryProbes:
     sites: Callable[[str], dict[int, str]] | None = None  # {call address: op} of ops probed where they are called
     site_files: int = 0  # files probed at call sites
 
-    def attach_file(self, path: str) -> int:
-        """Probe one library file (once per inode); the number of functions probed there."""
+    def attach_mapped(self, mapped: MappedFile) -> int:
+        """Probe a file a process maps, through that process's mapping of it: held open
+        meanwhile, as attaching takes a while and a short process may leave before it ends."""
+        if mapped.ident in self.files:
+            return self.files[mapped.ident]
+        try:
+            held = os.open(mapped.opened, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            self.failures[mapped.inside] = f"its process left before it could be read ({exc.strerror})"
+            return 0
+        try:
+            return self.attach_file(f"/proc/self/fd/{held}", mapped.inside)
+        finally:
+            os.close(held)
+
+    def attach_file(self, path: str, shown: str | None = None) -> int:
+        """Probe one library file (once per inode), opened at `path` and named `shown` (its
+        path inside the root it was found in); the number of functions probed there."""
         from bcc import BPF  # deferred: only probes import bcc
 
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            self.failures[path] = exc.strerror or str(exc)
+        shown = shown or path
+        key = file_ident(path)
+        if key is None:
+            self.failures[shown] = "not found"
             return 0
-        key = (st.st_dev, st.st_ino)
         if key in self.files:
             return self.files[key]
         self.files[key] = 0
+        self.names[key] = shown
         wanted = "^(" + "|".join(re.escape(s) for spec in self.specs for s in spec.symbols) + ")$"
         try:
             calls = resolve_calls(BPF.get_user_functions_and_addresses(path, wanted), self.specs)
@@ -118,10 +122,10 @@ class LibraryProbes:
                 self.files[key] = len(calls) + len(sites)
             self.site_files += bool(sites)
         except Exception as exc:  # bcc raises bare Exceptions; the layer goes on without this file
-            self.failures[path] = str(exc)
-            del self.files[key]  # another path to it may do (a container's copy whose process left)
+            self.failures[shown] = str(exc)
+            del self.files[key], self.names[key]  # another path to it may do (a container's copy whose process left)
             return 0
-        self.failures.pop(path, None)
+        self.failures.pop(shown, None)
         return self.files[key]
 
     def _attach_each(self, path: str, calls: dict[int, str], sites: dict[int, str]) -> None:
@@ -192,18 +196,22 @@ class LibraryProbes:
         while self.links:
             os.close(self.links.pop())
 
-    def consider(self, pid: int, path: str) -> int:
-        """A process mapped `path` executable: probe it if it is one of this layer's libraries."""
+    def consider(self, pid: int, path: str, ident: tuple[int, int]) -> int:
+        """The kernel saw process `pid` map `path` (inode `ident`) executable: probe it if it
+        is one of this layer's libraries, as that process maps it (its container's copy)."""
         if not self.pattern.match(os.path.basename(path)):
             return 0
-        # Through the process's root (a container's copy); the host path once it has exited.
-        inside = f"/proc/{pid}/root{path}"
-        if os.path.exists(inside) and (done := self.attach_file(inside)):
-            return done
-        done = self.attach_file(path)
-        if done:  # the same file, reached once the process had gone: not a failure
-            self.failures.pop(inside, None)
-        return done
+        if ident in self.files:
+            return self.files[ident]
+        mapped = reported_file(pid, path, ident, self.pattern)
+        if mapped is None:
+            self.failures[path] = "its process left before it could be read"
+            return 0
+        return self.attach_mapped(mapped)
+
+    def describe_files(self) -> str:
+        """The files probed, by their path inside their root."""
+        return ", ".join(sorted(self.names.values()))
 
     @property
     def functions(self) -> int:

@@ -274,23 +274,24 @@ class SyscallProbes:
         the system's (containers' own libc): after attach(), once a command is released, as
         reading every process's mappings takes a while on a busy node."""
         for library in self.libraries.values():
-            for path in library.running_copies():
+            for mapped in library.running_copies():
                 with self._attaching:
                     if self.stopping:
                         return
-                    library.probes.attach_file(path)
+                    library.probes.attach_mapped(mapped)
                     self.attached_layers[library.name] = library.describe()
 
-    def library_mapped(self, pid: int, path: str) -> None:
-        """A selected process mapped `path` executable: probe it if a library layer wants it,
-        read its interpreter if it is libpython (nothing once the recording stops)."""
+    def library_mapped(self, pid: int, path: str, ident: tuple[int, int]) -> None:
+        """A selected process mapped `path` (inode `ident`) executable: probe it if a library
+        layer wants it, read its interpreter if it is libpython (nothing once the recording
+        stops)."""
         if self.stopping:
             return  # without the lock: detach() may hold it a while
         with self._attaching:
             if self.stopping:
                 return
             for library in self.libraries.values():
-                if library.consider(pid, path):
+                if library.consider(pid, path, ident):
                     self.attached_layers[library.name] = library.describe()
             if self.python is not None and self.python.consider(pid, path):
                 self.attached_layers[ly.PYTHON] = self.python.describe()

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ioobserve import events as ev
+from ioobserve.mappings import mapped_files
 from ioobserve.probes.call_table import PYTHON as PYTHON_CALLS
 from ioobserve.probes.libraries import LibraryProbes
 from ioobserve.python.import_sites import import_sites
@@ -59,12 +60,13 @@ class PythonProbes:
         self.depth = min(options.depth, ev.PY_MAX_FRAMES)
         self.sample = max(options.sample, 1)
         self.finder = InterpreterFinder()
-        self._layouts: dict[str, int] = {}  # interpreter path -> py_layouts index
+        self._layouts: dict[tuple[int, int], int] = {}  # interpreter file (inode) -> py_layouts index
+        self.interpreters: dict[tuple[int, int], Interpreter] = {}  # the files given to the kernel, by inode
+        self.refused: dict[int, str] = {}  # pid -> why its interpreter's frames are not walked
         self._walking = False  # the walk is in py_programs, where the enter program calls it
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
         self.calls = LibraryProbes(bpf, PYTHON_CALLS, INTERPRETER_FILE, locate=interpreter_methods, sites=import_sites)
-        self.versions: set[tuple[int, int]] = set()
 
     def attach(self) -> None:
         """Load the walk into py_programs: the syscall layer's enter program tail-calls it once
@@ -87,10 +89,12 @@ class PythonProbes:
             return False
         running = self.finder.in_process(pid)
         if running is None:
+            self._note_refusal(pid)
             return False
         interpreter = running.interpreter
         index = self._layout_index(interpreter)
         if index is None:
+            self.refused.setdefault(pid, f"more than {ev.PY_LAYOUTS} interpreter files")
             return False
         row = np.zeros(1, dtype=ev.PY_PROC)
         row["runtime"] = running.runtime
@@ -100,8 +104,7 @@ class PythonProbes:
         table = self.bpf["py_procs"]
         table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
         self.processes += 1
-        self.versions.add(interpreter.version)
-        self.calls.consider(pid, interpreter.path)  # after the walk is on: the first time, it takes a while
+        self.calls.attach_mapped(running.mapped)  # after the walk is on: the first time, it takes a while
         # Children forked before this entry existed did not inherit it in the kernel.
         for child in _children(pid):
             if ctypes.c_uint32(child) not in table:
@@ -110,11 +113,12 @@ class PythonProbes:
 
     def _layout_index(self, interpreter: Interpreter) -> int | None:
         """The interpreter's py_layouts index; the first time, its layout and file go to the kernel."""
-        index = self._layouts.get(interpreter.path)
+        index = self._layouts.get(interpreter.inode)
         if index is None:
             if len(self._layouts) >= ev.PY_LAYOUTS:
                 return None
-            index = self._layouts[interpreter.path] = len(self._layouts)
+            index = self._layouts[interpreter.inode] = len(self._layouts)
+            self.interpreters[interpreter.inode] = interpreter
             table = self.bpf["py_layouts"]
             table[ctypes.c_int(index)] = table.Leaf.from_buffer_copy(interpreter.layout.tobytes())
             self._add_image(interpreter, index)
@@ -133,18 +137,33 @@ class PythonProbes:
         row["runtime_from_start_code"] = interpreter.runtime_vaddr - interpreter.text_vaddr
         images = self.bpf["py_images"]
         images[ctypes.c_int(layout)] = images.Leaf.from_buffer_copy(row.tobytes())
-        key = np.zeros(1, dtype=ev.FILE_KEY)
-        key["dev"], key["ino"] = interpreter.inode
-        files = self.bpf["py_image_files"]  # one per layout index: never full
-        files[files.Key.from_buffer_copy(key.tobytes())] = ctypes.c_uint32(layout)
+        files = self.bpf["py_image_files"]  # room for 4 inodes a layout index: never full
+        for inode in sorted(interpreter.inodes)[:4]:  # the file, and the overlay's inode a process opens it by
+            key = np.zeros(1, dtype=ev.FILE_KEY)
+            key["dev"], key["ino"] = inode
+            files[files.Key.from_buffer_copy(key.tobytes())] = ctypes.c_uint32(layout)
+
+    def _note_refusal(self, pid: int) -> None:
+        """Remember why a process mapping an interpreter file gets no frames, if one was refused."""
+        if not self.finder.unsupported:
+            return
+        for mapped in mapped_files(pid, INTERPRETER_FILE):
+            refused = self.finder.unsupported.get(mapped.ident)
+            if refused is not None:
+                self.refused.setdefault(pid, f"{refused[0]}: {refused[1]}")
+                return
 
     def describe(self) -> str:
-        """How the layer is probed so far, for the recording's summary."""
-        versions = ", ".join(f"{major}.{minor}" for major, minor in sorted(self.versions)) or "none yet"
+        """How the layer is probed so far, for the recording's summary: each interpreter file,
+        by its path inside its root, and whether its frames are walked."""
         what = f"stack walk on traced syscalls, {self.depth} frames"
         if self.sample > 1:
             what += f", one call in {self.sample}"
-        what += f"; CPython {versions}"
+        walked = sorted(interpreter.describe() for interpreter in self.interpreters.values())
+        what += f"; frames walked in {', '.join(walked) if walked else 'no interpreter yet'}"
+        if self.finder.unsupported:
+            refused = sorted(f"{path}: {why}" for path, why in self.finder.unsupported.values())
+            what += f"; frames not walked in {'; '.join(refused)}"
         if self.calls.files:
             how = "uprobes" if self.calls.multi is False else "uprobe_multi links"
             what += f"; imports and open() probed ({how}) in {len(self.calls.files)} interpreter file(s)"
@@ -153,8 +172,6 @@ class PythonProbes:
         if self.calls.failures:
             path, why = next(iter(self.calls.failures.items()))
             what += f"; imports and open() not probed in {path}: {why}"
-        if self.finder.unsupported:
-            what += f" ({len(self.finder.unsupported)} interpreter(s) unsupported: {next(iter(self.finder.unsupported.values()))})"
         return what
 
     def detach(self) -> None:

@@ -30,7 +30,6 @@ CALL_LENGTH = 5
 # How far before a call its argument registers are loaded: the name object is referred to
 # within the few instructions before it (measured: 8-30 bytes in the builds above).
 LOOKBACK = 48
-_UNICODE_LENGTH = 16  # PyASCIIObject.length, after the object header (3.10-3.13)
 RUNTIME_BYTES = 1 << 20  # _PyRuntime's initial value holds the static strings (~100-300 KB in)
 
 
@@ -64,13 +63,14 @@ def _name_object(elf: ElfFile) -> int | None:
     version = (hexversion >> 24, hexversion >> 16 & 0xFF)
     size = debug_offsets_size(version)
     try:  # an ASCII str's characters follow its header: sizeof(PyASCIIObject)
-        header = int(layout_row(version, elf.read(runtime, size) if size else None)["unicode_ascii_data"][0])
+        layout = layout_row(version, elf.read(runtime, size) if size else None)
     except LayoutError:
         return None
+    header, length_at = int(layout["unicode_ascii_data"][0]), int(layout["unicode_length"][0])
     window = elf.read_to_segment_end(runtime, RUNTIME_BYTES)
     at = window.find(METHOD + b"\0")
     while at >= header:
-        length = struct.unpack_from("<q", window, at - header + _UNICODE_LENGTH)[0]
+        length = struct.unpack_from("<q", window, at - header + length_at)[0]
         if length == len(METHOD):  # the str object's own length: not a stray copy of the text
             return runtime + at - header
         at = window.find(METHOD + b"\0", at + 1)

@@ -32,6 +32,7 @@ def _run_traced(probes, reader) -> int:
 def test_nothing_is_selected_once_the_recording_stops(root_required):
     from ioobserve.collect.recording import load_probes
     from ioobserve.collect.ringbuf import RingReader
+    from ioobserve.mappings import file_ident
     from ioobserve.probes.filters import KernelFilters
 
     probes = load_probes()
@@ -42,7 +43,8 @@ def test_nothing_is_selected_once_the_recording_stops(root_required):
         assert _run_traced(probes, reader) >= STATS  # the interpreter's own stats come on top
         probes.stop_selecting()
         assert _run_traced(probes, reader) == 0
-        probes.library_mapped(1, "/usr/lib/x86_64-linux-gnu/libc.so.6")  # the reader's late calls attach nothing
+        libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+        probes.library_mapped(1, libc, file_ident(libc))  # the reader's late calls attach nothing
         assert probes.stopping
         reader.close()
     finally:

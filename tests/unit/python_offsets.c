@@ -46,8 +46,10 @@ int main(void)
 	P("frame_code", offsetof(_PyInterpreterFrame, f_code));
 	P("frame_instr", offsetof(_PyInterpreterFrame, prev_instr));
 #endif
-#if PY_VERSION_HEX >= 0x030c0000
-	P("owner_cstack", FRAME_OWNED_BY_CSTACK);
+#if PY_VERSION_HEX >= 0x030e0000
+	P("owner_shim", FRAME_OWNED_BY_INTERPRETER);  /* and FRAME_OWNED_BY_CSTACK above it in 3.14 */
+#elif PY_VERSION_HEX >= 0x030c0000
+	P("owner_shim", FRAME_OWNED_BY_CSTACK);
 #endif
 	P("code_argcount", offsetof(PyCodeObject, co_argcount));
 	P("code_firstlineno", offsetof(PyCodeObject, co_firstlineno));

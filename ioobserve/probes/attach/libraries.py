@@ -8,7 +8,8 @@ from ioobserve.probes import layers as ly
 from ioobserve.probes.call_table import HDF5, LIBC, MPIIO
 from ioobserve.probes.compile import ProbeError
 from ioobserve.probes.kernel import uprobes_available
-from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, mapped_files
+from ioobserve.mappings import MappedFile
+from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, running_copies
 
 # Each layer's calls and the files (by name) that implement them.
 LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPIIO: (MPIIO, MPI_FILE)}
@@ -40,26 +41,29 @@ class LibraryLayer:
             if found:
                 library.attach_file(found.decode())
         if self.name == ly.LIBC and not library.functions:  # no system libc: a running process's copy, then
-            for path in mapped_files(library.pattern):
-                library.attach_file(path)
+            for mapped in running_copies(library.pattern):
+                library.attach_mapped(mapped)
         if self.name == ly.LIBC and not library.functions:  # every process has a libc: something is wrong
             why = "; ".join(f"{path}: {reason}" for path, reason in library.failures.items()) or "no libc found"
             raise ProbeError(f"the libc layer could not probe any libc ({why})")
         return self.describe()
 
-    def running_copies(self) -> list[str]:
+    def running_copies(self) -> list[MappedFile]:
         """The copies of the library running processes map (containers' own libc, say)."""
-        return mapped_files(self.probes.pattern)
+        return running_copies(self.probes.pattern)
 
-    def consider(self, pid: int, path: str) -> bool:
-        """A selected process mapped `path` executable: probe it if it is this layer's library."""
-        return bool(self.probes.consider(pid, path))
+    def consider(self, pid: int, path: str, ident: tuple[int, int]) -> bool:
+        """A selected process mapped `path` (inode `ident`) executable: probe it if it is this
+        layer's library."""
+        return bool(self.probes.consider(pid, path, ident))
 
     def describe(self) -> str:
         """How the layer is probed so far (HDF5 and MPI-IO grow as processes map them)."""
         library = self.probes
         how = "uprobes" if library.multi is False else "uprobe_multi links"
         what = f"{how} on {library.functions} functions in {len(library.files)} {self.name} file(s)"
+        if library.names:
+            what += f" ({library.describe_files()})"
         if self.name != ly.LIBC:
             what += ", probed as processes map them"
         if library.failures:
