@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The root file systems the tests run jobs in, as a container or an Apptainer image brings one:
-# Debian's unstable suite with its own libc, CPython 3.13, 3.14 and 3.15, h5py and mpi4py on
-# Open MPI (mmdebstrap), plus CPython 3.13's free-threaded build (--disable-gil) made from
-# Debian 13's source under /opt/python3.13t in it. Built once per machine under
+# Debian's unstable suite with its own libc, CPython 3.13, 3.14 and 3.15 (their headers too, to
+# check the Python layer's tables), h5py with its libhdf5, and MPICH (mmdebstrap), plus CPython
+# 3.13's free-threaded build (--disable-gil) made from Debian 13's source, under
+# /opt/python3.13t in it. Built once per machine under
 # /var/cache/ioobserve/roots (IOOBSERVE_ROOTS) and built again only when the suite's versions
 # of these packages (or this script) change. Needs root; safe to rerun.
 set -euo pipefail
@@ -12,8 +13,8 @@ CACHE=${IOOBSERVE_ROOTS:-/var/cache/ioobserve/roots}
 ROOT=$CACHE/unstable
 FREE_THREADED=$CACHE/python3.13t
 PACKAGES=(python3.13-minimal libpython3.13-stdlib libpython3.13-dev python3.14-minimal libpython3.14-stdlib
-          libpython3.14-dev python3.15-minimal libpython3.15-stdlib libpython3.15-dev python3-h5py python3-mpi4py
-          openmpi-bin)
+          libpython3.14-dev python3.15-minimal libpython3.15-stdlib libpython3.15-dev python3-h5py
+          mpich)
 NO_DATE_CHECK=(-o 'Acquire::Check-Valid-Until=false')  # the unstable suite's Release file is past its date here
 
 if [ "$(id -u)" -ne 0 ]; then

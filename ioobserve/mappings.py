@@ -28,6 +28,12 @@ class MappedFile:
     ident: tuple[int, int]  # (kernel dev_t, inode) of the file itself: what uprobes attach to
     idents: frozenset[tuple[int, int]]  # ident, and the inode the process opened (overlayfs: the overlay's)
     start: int  # where its mapping at file offset 0 begins (0: none seen)
+    root: str = "/"  # the process's root: "/", a chroot's directory, or a container's own
+
+    @property
+    def shown(self) -> str:
+        """Its path inside its root, and that root where it is not the recorder's own."""
+        return self.inside if self.root == "/" else f"{self.inside} in {self.root}"
 
 
 def kernel_dev(st_dev: int) -> int:
@@ -45,12 +51,24 @@ def file_ident(path: str) -> tuple[int, int] | None:
 
 
 def process_root(pid: int) -> str | None:
-    """The process's root as this process names it ('/' for one in its own mount namespace,
-    the directory for a chroot); None once it has gone."""
+    """The process's root as this process names it: '/' (ours, or a container's own in a
+    mount namespace of its own), a chroot's directory; None once it has gone."""
     try:
         return os.readlink(f"/proc/{pid}/root")
     except OSError:
         return None
+
+
+def root_shown(pid: int, root: str | None) -> str:
+    """How a summary names the root of process `pid`: '/' where it is ours, the directory of
+    a chroot, 'the mount namespace of pid N' for a container's."""
+    try:
+        own = os.stat(f"/proc/{pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+    except OSError:
+        own = False
+    if own and root in ("/", None):
+        return f"the mount namespace of pid {pid}"
+    return root or "/"
 
 
 def inside_root(path: str, root: str | None) -> str:
@@ -100,14 +118,16 @@ def mapped_files(pid: int, pattern: re.Pattern, ident: tuple[int, int] | None = 
     inode, as the kernel reported it)."""
     root = process_root(pid)
     files = []
-    for path, seen in _scan(pid, pattern).items():
-        mapped = _open(pid, path, seen, root)
+    scanned = _scan(pid, pattern)
+    shown = root_shown(pid, root) if scanned else "/"
+    for path, seen in scanned.items():
+        mapped = _open(pid, path, seen, root, shown)
         if mapped is not None and (ident is None or ident in mapped.idents):
             files.append(mapped)
     return files
 
 
-def _open(pid: int, path: str, seen: _Seen, root: str | None) -> MappedFile | None:
+def _open(pid: int, path: str, seen: _Seen, root: str | None, shown: str) -> MappedFile | None:
     """The file behind one path of maps, opened through its mapping, else found by inode."""
     inside = inside_root(path, root)
     for candidate in [f"/proc/{pid}/map_files/{r}" for r in seen.ranges[:1]] + [f"/proc/{pid}/root{inside}", path]:
@@ -115,7 +135,7 @@ def _open(pid: int, path: str, seen: _Seen, root: str | None) -> MappedFile | No
         # A path (not the mapping itself) counts only if it is the inode maps names, or the
         # file under it (overlayfs): a chroot's /usr/lib/libc.so.6 is not the host's.
         if ident is not None and (candidate.startswith(f"/proc/{pid}/map_files/") or ident == seen.maps_ident):
-            return MappedFile(pid, path, inside, candidate, ident, frozenset({ident, seen.maps_ident}), seen.start)
+            return MappedFile(pid, path, inside, candidate, ident, frozenset({ident, seen.maps_ident}), seen.start, shown)
     return None
 
 

@@ -194,7 +194,7 @@ class Collector:
                 for lib in records.libs:  # its path record came first, in the same ring
                     path = self.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:
-                        self.probes.library_mapped(lib.pid, path, (lib.dev, lib.ino))
+                        self.probes.library_mapped(lib.pid, path, (lib.dev, lib.ino), lib.ts_ns)
                 self._queue.put((batch, records), batch.nbytes)
         except BaseException as exc:  # surfaced by stop() through the worker
             end = exc

@@ -168,15 +168,15 @@ class Recording:
         status = None
         try:
             collector.start()
-            if not child:
-                # Before saying it records: the library copies that running processes map are
-                # probed (a test that ran its workload at once lost h5py's calls under load)
-                self.probes.scan_running()
+            # Before saying it records, and before the command starts: the library copies
+            # that running processes map are probed (a test that ran its workload at once lost
+            # h5py's calls under load; a command that enters a running container's root uses
+            # that root's libc from its first call). A few ms for a few hundred processes.
+            self.probes.scan_running()
             if on_start:
                 on_start()
             if child:
-                child.release()  # its own mappings are probed as it makes them: the scan need not hold it
-                self.probes.scan_running()
+                child.release()
             deadline = started + duration if duration is not None else None
             while not self._stop.is_set():
                 if child and (status := child.poll()) is not None:

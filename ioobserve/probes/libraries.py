@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -72,6 +73,7 @@ class LibraryProbes:
     pattern: re.Pattern
     files: dict[tuple[int, int], int] = field(default_factory=dict)  # (dev, inode) -> functions probed
     names: dict[tuple[int, int], str] = field(default_factory=dict)  # (dev, inode) -> its path inside its root
+    late: dict[str, float] = field(default_factory=dict)  # name -> seconds from its first mapping to its probes
     failures: dict[str, str] = field(default_factory=dict)  # path -> why it could not be probed
     multi: bool | None = None  # whether uprobe_multi links work here (None: not tried yet)
     links: list[int] = field(default_factory=list)
@@ -87,10 +89,10 @@ class LibraryProbes:
         try:
             held = os.open(mapped.opened, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
-            self.failures[mapped.inside] = f"its process left before it could be read ({exc.strerror})"
+            self.failures[mapped.shown] = f"its process left before it could be read ({exc.strerror})"
             return 0
         try:
-            return self.attach_file(f"/proc/self/fd/{held}", mapped.inside)
+            return self.attach_file(f"/proc/self/fd/{held}", mapped.shown)
         finally:
             os.close(held)
 
@@ -196,9 +198,11 @@ class LibraryProbes:
         while self.links:
             os.close(self.links.pop())
 
-    def consider(self, pid: int, path: str, ident: tuple[int, int]) -> int:
-        """The kernel saw process `pid` map `path` (inode `ident`) executable: probe it if it
-        is one of this layer's libraries, as that process maps it (its container's copy)."""
+    def consider(self, pid: int, path: str, ident: tuple[int, int], mapped_ns: int = 0) -> int:
+        """The kernel saw process `pid` map `path` (inode `ident`) executable at `mapped_ns`
+        (CLOCK_MONOTONIC): probe it if it is one of this layer's libraries, as that process
+        maps it (its container's copy). A copy first mapped during the recording is probed a
+        moment after its first process mapped it: how long is kept, for the summary."""
         if not self.pattern.match(os.path.basename(path)):
             return 0
         if ident in self.files:
@@ -207,11 +211,16 @@ class LibraryProbes:
         if mapped is None:
             self.failures[path] = "its process left before it could be read"
             return 0
-        return self.attach_mapped(mapped)
+        done = self.attach_mapped(mapped)
+        if done and mapped_ns:
+            self.late[mapped.shown] = max(time.monotonic_ns() - mapped_ns, 0) / 1e9
+        return done
 
     def describe_files(self) -> str:
-        """The files probed, by their path inside their root."""
-        return ", ".join(sorted(self.names.values()))
+        """The files probed, by their path inside their root (and that root, if not ours),
+        with how late those first mapped during the recording were probed."""
+        return ", ".join(f"{name} ({self.late[name] * 1000:.0f} ms after its first mapping)" if name in self.late else name
+                         for name in sorted(self.names.values()))
 
     @property
     def functions(self) -> int:

@@ -236,7 +236,7 @@ class SyscallProbes:
         """Attach every layer, lineage first so that no process is born unseen. Optional
         layers the kernel cannot give are left out (see layer_report). The copies of a library
         layer's library that running processes map besides the system's are probed by
-        scan_running(), once the command is on its way."""
+        scan_running(), before the command starts."""
         wait(self._preloading)
         for layer in self._layers:
             if layer.name in self.unavailable_layers and layer.name != ly.VFS:
@@ -271,8 +271,8 @@ class SyscallProbes:
 
     def scan_running(self) -> None:
         """Probe the copies of a library layer's library that running processes map besides
-        the system's (containers' own libc): after attach(), once a command is released, as
-        reading every process's mappings takes a while on a busy node."""
+        the system's (containers' own libc): after attach(), once the collector runs (a
+        copy new to the kernel is reported to it as well)."""
         for library in self.libraries.values():
             for mapped in library.running_copies():
                 with self._attaching:
@@ -281,17 +281,17 @@ class SyscallProbes:
                     library.probes.attach_mapped(mapped)
                     self.attached_layers[library.name] = library.describe()
 
-    def library_mapped(self, pid: int, path: str, ident: tuple[int, int]) -> None:
-        """A selected process mapped `path` (inode `ident`) executable: probe it if a library
-        layer wants it, read its interpreter if it is libpython (nothing once the recording
-        stops)."""
+    def library_mapped(self, pid: int, path: str, ident: tuple[int, int], mapped_ns: int = 0) -> None:
+        """A selected process mapped `path` (inode `ident`) executable at `mapped_ns`
+        (CLOCK_MONOTONIC): probe it if a library layer wants it, read its interpreter if it is
+        libpython (nothing once the recording stops)."""
         if self.stopping:
             return  # without the lock: detach() may hold it a while
         with self._attaching:
             if self.stopping:
                 return
             for library in self.libraries.values():
-                if library.consider(pid, path, ident):
+                if library.consider(pid, path, ident, mapped_ns):
                     self.attached_layers[library.name] = library.describe()
             if self.python is not None and self.python.consider(pid, path):
                 self.attached_layers[ly.PYTHON] = self.python.describe()

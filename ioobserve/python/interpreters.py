@@ -38,10 +38,13 @@ class Interpreter:
     inodes: frozenset[tuple[int, int]]  # inode, and the one processes open (overlayfs: the overlay's)
     release: str  # '3.13.18' ('3.10' where the file does not say)
     free_threaded: bool = False
+    root: str = "/"  # the root it was first found in (mappings.root_shown)
 
     def describe(self) -> str:
-        """'/usr/bin/python3.13 (CPython 3.13.18)', with 't' for a free-threaded build."""
-        return f"{self.path} (CPython {self.release}{'t' if self.free_threaded else ''})"
+        """'/usr/bin/python3.13 (CPython 3.13.18)', with 't' for a free-threaded build and
+        its root where that is not the recorder's."""
+        where = "" if self.root == "/" else f" in {self.root}"
+        return f"{self.path} (CPython {self.release}{'t' if self.free_threaded else ''}){where}"
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,12 @@ class InterpreterFinder:
         try:
             layout = layout_row(version, elf.read(runtime, size) if size else None)
         except LayoutError as exc:
-            self.unsupported[mapped.ident] = (f"{mapped.inside} (CPython {release})", str(exc))
+            where = "" if mapped.root == "/" else f" in {mapped.root}"
+            self.unsupported[mapped.ident] = (f"{mapped.inside} (CPython {release}){where}", str(exc))
             return None
         text = elf.text()
         if text is None:
             return None
         return Interpreter(mapped.inside, version, runtime, elf.is_executable, elf.first_vaddr(), layout, text.vaddr,
-                           text.offset, mapped.ident, mapped.idents, release, bool(layout["flags"][0] & ev.PY_FREE_THREADED))
+                           text.offset, mapped.ident, mapped.idents, release, bool(layout["flags"][0] & ev.PY_FREE_THREADED),
+                           mapped.root)

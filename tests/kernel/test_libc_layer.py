@@ -42,6 +42,13 @@ def test_stdio_calls_and_the_syscalls_they_became(root_required, stdio_workload,
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
     frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(
         (pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(data)))
+    check_stdio_workload(frame, report)
+
+
+def check_stdio_workload(frame: pl.DataFrame, report: dict) -> None:
+    """tests/workloads/stdio_workload.c's calls (`frame`: its events on its file) against its
+    report: each stdio call, the write syscalls they became inside them, each pread wrapper
+    with its one syscall."""
     stdio = frame.filter(pl.col(s.LAYER) == s.LAYER_STDIO)
     fwrites = stdio.filter(pl.col(s.OP) == "fwrite")
     assert fwrites.height == report["fwrites"]

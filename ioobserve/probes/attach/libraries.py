@@ -52,10 +52,10 @@ class LibraryLayer:
         """The copies of the library running processes map (containers' own libc, say)."""
         return running_copies(self.probes.pattern)
 
-    def consider(self, pid: int, path: str, ident: tuple[int, int]) -> bool:
-        """A selected process mapped `path` (inode `ident`) executable: probe it if it is this
-        layer's library."""
-        return bool(self.probes.consider(pid, path, ident))
+    def consider(self, pid: int, path: str, ident: tuple[int, int], mapped_ns: int = 0) -> bool:
+        """A selected process mapped `path` (inode `ident`) executable at `mapped_ns`: probe it
+        if it is this layer's library."""
+        return bool(self.probes.consider(pid, path, ident, mapped_ns))
 
     def describe(self) -> str:
         """How the layer is probed so far (HDF5 and MPI-IO grow as processes map them)."""
