@@ -327,6 +327,9 @@ struct ioo_proc_record {
 	__u32 uid;
 	__s32 exit_code;
 	__u32 len;         /* exec: bytes of data (filename NUL argv NUL-separated) */
+	__u64 exe_ino;     /* exec: the program's file (0 otherwise), as the kernel names it */
+	__u32 exe_dev;
+	__u32 pad;
 	char comm[IOO_COMM_LEN];
 	char data[IOO_EXEC_BYTES];
 };

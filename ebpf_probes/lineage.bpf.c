@@ -29,6 +29,9 @@ static __always_inline struct ioo_proc_record *proc_record(u32 kind)
 	rec->ptid = 0;
 	rec->exit_code = 0;
 	rec->len = 0;
+	rec->exe_ino = 0;
+	rec->exe_dev = 0;
+	rec->pad = 0;
 	bpf_get_current_comm(&rec->comm, sizeof(rec->comm));
 	return rec;
 }
@@ -134,6 +137,8 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	rec->pid = pid_tgid >> 32;
 	rec->tid = pid_tgid;
+	rec->exe_ino = exe.ino;
+	rec->exe_dev = exe.dev;
 	void *real_parent = read_ptr(task, OFF_TASK_REAL_PARENT);
 	rec->ppid = real_parent ? read_u32(real_parent, OFF_TASK_TGID) : 0;
 	int n = bpf_probe_read_kernel_str(rec->data, IOO_EXEC_BYTES / 2, read_ptr(bprm, OFF_LINUX_BINPRM_FILENAME));

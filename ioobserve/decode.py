@@ -47,6 +47,7 @@ class ProcRecord(NamedTuple):
     comm: str
     exe: str
     argv: tuple[str, ...]
+    exe_ident: tuple[int, int] = (0, 0)  # exec: the program's (dev, inode), as the kernel names it
 
 
 class EnvRecord(NamedTuple):
@@ -163,6 +164,7 @@ def _decode_proc(raw: bytes) -> ProcRecord:
     return ProcRecord(
         int(head["proc_kind"]), int(head["ts_ns"]), int(head["pid"]), int(head["tid"]), int(head["ppid"]),
         int(head["uid"]), int(head["cgroup_id"]), int(head["exit_code"]), _text(bytes(head["comm"])), exe, argv,
+        (int(head["exe_dev"]), int(head["exe_ino"])),
     )
 
 

@@ -204,7 +204,8 @@ PROC_RECORD = np.dtype(
     [
         ("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("cgroup_id", "<u8"),
         ("proc_kind", "<u4"), ("pid", "<u4"), ("tid", "<u4"), ("ppid", "<u4"), ("ptid", "<u4"),
-        ("uid", "<u4"), ("exit_code", "<i4"), ("len", "<u4"), ("comm", "S16"),
+        ("uid", "<u4"), ("exit_code", "<i4"), ("len", "<u4"), ("exe_ino", "<u8"), ("exe_dev", "<u4"), ("pad", "<u4"),
+        ("comm", "S16"),
     ]
 )  # followed by `len` bytes: filename NUL argv (NUL-separated)
 

@@ -190,7 +190,7 @@ class Collector:
                 self.files.add(records.paths)
                 for proc in records.procs:
                     if proc.kind == ev.PROC_EXEC:
-                        self.probes.program_started(proc.pid)
+                        self.probes.program_started(proc.pid, proc.exe_ident, proc.ts_ns)
                 for lib in records.libs:  # its path record came first, in the same ring
                     path = self.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:

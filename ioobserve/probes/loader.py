@@ -284,7 +284,9 @@ class SyscallProbes:
     def library_mapped(self, pid: int, path: str, ident: tuple[int, int], mapped_ns: int = 0) -> None:
         """A selected process mapped `path` (inode `ident`) executable at `mapped_ns`
         (CLOCK_MONOTONIC): probe it if a library layer wants it, read its interpreter if it is
-        libpython (nothing once the recording stops)."""
+        libpython (nothing once the recording stops, but saying a refused one's process)."""
+        if self.python is not None:
+            self.python.note_program(pid, ident)
         if self.stopping:
             return  # without the lock: detach() may hold it a while
         with self._attaching:
@@ -293,15 +295,18 @@ class SyscallProbes:
             for library in self.libraries.values():
                 if library.consider(pid, path, ident, mapped_ns):
                     self.attached_layers[library.name] = library.describe()
-            if self.python is not None and self.python.consider(pid, path):
+            if self.python is not None and self.python.consider(pid, path, mapped_ns):
                 self.attached_layers[ly.PYTHON] = self.python.describe()
 
-    def program_started(self, pid: int) -> None:
-        """A selected process exec'd: read its interpreter if the program is a python binary."""
+    def program_started(self, pid: int, exe: tuple[int, int] = (0, 0), started_ns: int = 0) -> None:
+        """A selected process exec'd the file `exe` at `started_ns` (CLOCK_MONOTONIC): read its
+        interpreter if the program is a python binary."""
+        if self.python is not None:
+            self.python.note_program(pid, exe)
         if self.stopping:
             return
         with self._attaching:
-            if not self.stopping and self.python is not None and self.python.consider(pid):
+            if not self.stopping and self.python is not None and self.python.consider(pid, started_ns=started_ns):
                 self.attached_layers[ly.PYTHON] = self.python.describe()
 
     def stop_selecting(self) -> None:

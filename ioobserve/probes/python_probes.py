@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,7 @@ class PythonProbes:
         self._layouts: dict[tuple[int, int], int] = {}  # interpreter file (inode) -> py_layouts index
         self.interpreters: dict[tuple[int, int], Interpreter] = {}  # the files given to the kernel, by inode
         self.refused: dict[int, str] = {}  # pid -> why its interpreter's frames are not walked
+        self.late: dict[tuple[int, int], float] = {}  # inode -> seconds from its first process's start to its reading
         self._walking = False  # the walk is in py_programs, where the enter program calls it
         self.processes = 0  # processes given to the kernel so far
         # Uprobes on each interpreter file: imports, and open() (found without a symbol too).
@@ -82,9 +84,10 @@ class PythonProbes:
             if entry.name.isdigit():
                 self.consider(int(entry.name))
 
-    def consider(self, pid: int, path: str | None = None) -> bool:
+    def consider(self, pid: int, path: str | None = None, started_ns: int = 0) -> bool:
         """Give the kernel `pid`'s interpreter if it runs one (`path`: a file it just mapped,
-        looked at only if its name is an interpreter's)."""
+        looked at only if its name is an interpreter's; `started_ns`: when it exec'd or
+        mapped it, CLOCK_MONOTONIC, to say how late a file new to the recording was read)."""
         if path is not None and not INTERPRETER_FILE.match(os.path.basename(path)):
             return False
         running = self.finder.in_process(pid)
@@ -92,7 +95,10 @@ class PythonProbes:
             self._note_refusal(pid)
             return False
         interpreter = running.interpreter
+        new = interpreter.inode not in self._layouts
         index = self._layout_index(interpreter)
+        if new and index is not None and started_ns:
+            self.late[interpreter.inode] = max(time.monotonic_ns() - started_ns, 0) / 1e9
         if index is None:
             self.refused.setdefault(pid, f"more than {ev.PY_LAYOUTS} interpreter files")
             return False
@@ -143,6 +149,14 @@ class PythonProbes:
             key["dev"], key["ino"] = inode
             files[files.Key.from_buffer_copy(key.tobytes())] = ctypes.c_uint32(layout)
 
+    def note_program(self, pid: int, ident: tuple[int, int]) -> None:
+        """Process `pid` exec'd or mapped the file `ident`: if that is an interpreter file
+        already refused, say so for this process (cheap: once the recording stops too, and
+        after the process has gone)."""
+        refused = self.finder.unsupported.get(ident)
+        if refused is not None:
+            self.refused.setdefault(pid, f"{refused[0]}: {refused[1]}")
+
     def _note_refusal(self, pid: int) -> None:
         """Remember why a process mapping an interpreter file gets no frames, if one was refused."""
         if not self.finder.unsupported:
@@ -159,7 +173,9 @@ class PythonProbes:
         what = f"stack walk on traced syscalls, {self.depth} frames"
         if self.sample > 1:
             what += f", one call in {self.sample}"
-        walked = sorted(interpreter.describe() for interpreter in self.interpreters.values())
+        walked = sorted(interpreter.describe() + (f" read {self.late[inode] * 1000:.0f} ms after its first process started"
+                                                  if inode in self.late else "")
+                        for inode, interpreter in self.interpreters.items())
         what += f"; frames walked in {', '.join(walked) if walked else 'no interpreter yet'}"
         if self.finder.unsupported:
             refused = sorted(f"{path}: {why}" for path, why in self.finder.unsupported.values())

@@ -5,7 +5,10 @@ pivot_root. Counts, bytes and frames against the workload's own record."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -79,3 +82,118 @@ def test_imports_in_a_root_of_its_own(job_root, tmp_path, python):
     report = json_line(done.stdout, "files")
     frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
     check_imports(frame, report, lambda path: job_root.traced_path(path, "chroot"))
+
+
+def _shard_run(job_root, way: str, python: str, root=None) -> tuple[list[str], str]:
+    """The shard dataset (spawned workers) in the root by `python`: its command line, and the
+    path inside of the directory it writes to."""
+    inside, host = job_root.scratch()
+    script = job_root.copy_in(WORKLOADS / "shard_dataset.py", host)
+    command = [INTERPRETERS.get(python, python), script, f"{inside}/data", "spawn", "2"]
+    if root is None:
+        return job_root.command(way, command), inside
+    return [str(job_root.launcher), way, str(root), *command], inside
+
+
+def _worker_reads(traces, report: dict, files: list[str]) -> pl.DataFrame:
+    workers = [int(pid) for pid in report["workers"]]
+    return reads_of(load(traces)).filter(pl.col(s.PID).is_in(workers) & pl.col(s.PATH).is_in(files))
+
+
+@pytest.fixture
+def second_root(job_root, tmp_path):
+    """The same root file system at a second place (a recursive bind mount): the same files."""
+    second = tmp_path / "second-root"
+    second.mkdir()
+    subprocess.run(["mount", "--rbind", str(job_root.path), str(second)], check=True)
+    yield second
+    subprocess.run(["umount", "-R", "-l", str(second)], check=False)
+
+
+def _holding(command: list[str]) -> Workload:
+    """A process running `command` (an interpreter that waits) before a recording starts, so
+    that its interpreter file is read from the start: a file new to a recording is read when
+    its first process is seen, a moment after its exec (longer while the cores are busy), and
+    this module's tests are about other things."""
+    return Workload([*command, "-c", "print('READY', flush=True); input()"])
+
+
+@pytest.mark.kernel
+def test_one_interpreter_file_in_two_roots_is_read_once(job_root, second_root, tmp_path):
+    """3.14's interpreter file, in a chroot and in a container whose root is the same files
+    elsewhere, at once: read and probed once (one file in the summary), and both jobs' reads
+    have their frames."""
+    first, first_dir = _shard_run(job_root, "chroot", "3.14")
+    second, second_dir = _shard_run(job_root, "pivot", "3.14", second_root)
+    both = ["/bin/sh", "-c", f"{subprocess.list2cmdline(first)} & {subprocess.list2cmdline(second)}; wait"]
+    holder = _holding(job_root.command("chroot", [INTERPRETERS["3.14"]]))
+    try:
+        done = record_command(tmp_path / "trace", both)
+    finally:
+        holder.go()
+    assert done.returncode == 0, done.stderr
+    summary = _summary(done)
+    assert summary.count("/usr/bin/python3.14 (CPython 3.14.") == 1, summary
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    reports = [json_line(line, "workers") for line in done.stdout.splitlines() if '"workers"' in line]
+    assert len(reports) == 2, done.stdout
+    for report in reports:
+        way = "chroot" if report["files"][0].startswith(first_dir) else "pivot"
+        files = [job_root.traced_path(path, way) for path in report["files"]]
+        reads = _worker_reads(traces, report, files)
+        assert reads.height == sum(worker["reads"] for worker in report["workers"].values()), (way, reads)
+        assert reads.get_column(s.PY_FUNCTION).to_list() == ["ShardDataset.__getitem__"] * reads.height, way
+
+
+def _damage(interpreter: Path) -> None:
+    """Write a thread-state offset far past its struct into the copy's _Py_DebugOffsets (the
+    interpreter itself never reads them: it runs as before)."""
+    from ioobserve.python.elf import ElfFile
+    from ioobserve.python.layouts import DEBUG_POSITIONS
+
+    elf = ElfFile(interpreter)
+    field_at = elf.symbol("_PyRuntime") + DEBUG_POSITIONS[(3, 14)]["tstate_native_id"]
+    (segment,) = [seg for seg in elf.segments if seg.vaddr <= field_at < seg.vaddr + seg.filesz]
+    with open(interpreter, "r+b") as file:
+        file.seek(segment.offset + field_at - segment.vaddr)
+        file.write((1 << 40).to_bytes(8, "little"))
+
+
+@pytest.mark.kernel
+def test_a_damaged_interpreter_is_named_and_the_rest_recorded(job_root, tmp_path):
+    """A copy of 3.14 whose _Py_DebugOffsets is damaged: each of its processes gets one line
+    saying why its frames are not read, their reads are all recorded without frames, and a
+    sound interpreter's job recorded at the same time keeps its frames."""
+    inside, host = job_root.scratch()
+    shutil.copy(job_root.path / "usr/bin/python3.14", host / "python3.14")
+    _damage(host / "python3.14")
+    damaged, damaged_dir = _shard_run(job_root, "chroot", f"{inside}/python3.14")
+    sound, _ = _shard_run(job_root, "chroot", "3.14")
+    both = ["/bin/sh", "-c", f"{subprocess.list2cmdline(damaged)} & {subprocess.list2cmdline(sound)}; wait"]
+    holders = [_holding(job_root.command("chroot", [python])) for python in (f"{inside}/python3.14", INTERPRETERS["3.14"])]
+    try:
+        done = record_command(tmp_path / "trace", both)
+    finally:
+        for holder in holders:
+            holder.go()
+    assert done.returncode == 0, done.stderr
+    reports = [json_line(line, "workers") for line in done.stdout.splitlines() if '"workers"' in line]
+    by_damage = {report["files"][0].startswith(damaged_dir): report for report in reports}
+    assert set(by_damage) == {True, False}, done.stdout
+    why = f"{inside}/python3.14 (CPython 3.14.10) in {job_root.path}: Python 3.14: its _Py_DebugOffsets is damaged"
+    refused = [line for line in done.stdout.splitlines() if line.startswith("no frames")]
+    summary = _summary(done)
+    for pid in [by_damage[True]["pid"], *map(int, by_damage[True]["workers"])]:
+        assert f"pid {pid}: {why}" in summary, summary
+    # Every line names the damaged file (its job has a multiprocessing helper too); none is
+    # about the sound job's processes.
+    assert len(re.findall(rf"pid \d+: {re.escape(why)}", summary)) == len(refused), refused
+    for pid in [by_damage[False]["pid"], *map(int, by_damage[False]["workers"])]:
+        assert f"pid {pid}:" not in summary, summary
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    for damaged_run, report in by_damage.items():
+        files = [job_root.traced_path(path, "chroot") for path in report["files"]]
+        reads = _worker_reads(traces, report, files)
+        assert reads.height == sum(worker["reads"] for worker in report["workers"].values()), damaged_run
+        assert reads.get_column(s.PY_STACK).null_count() == (reads.height if damaged_run else 0), damaged_run
+

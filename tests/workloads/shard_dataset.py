@@ -1,7 +1,8 @@
 """A DataLoader-like workload on the standard library alone (it runs on any CPython, in any
 root): a Dataset whose __getitem__ reads one shard in 4 KiB chunks, read by worker processes
-started with spawn or fork, 4 shards each. Prints one JSON line: the workers' pids, the
-shards, the reads and bytes each worker made, and the line of the read in __getitem__."""
+started with spawn or fork, 4 shards each. Prints one JSON line: its pid, the workers'
+pids, the shards, the reads and bytes each worker made, and the line of the read in
+__getitem__."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def main() -> None:
     for proc in procs:
         proc.join()
     read_line = inspect.getsourcelines(ShardDataset.__getitem__)[1] + 3
-    print(json.dumps({"workers": {str(pid): {"reads": reads, "bytes": size} for pid, reads, size in done},
+    print(json.dumps({"pid": os.getpid(), "workers": {str(pid): {"reads": reads, "bytes": size} for pid, reads, size in done},
                       "files": paths, "file": __file__, "read_line": read_line,
                       "version": list(sys.version_info[:2]), "gil": getattr(sys, "_is_gil_enabled", lambda: True)()}))
 
