@@ -18,7 +18,7 @@ keeps the result, so that recordings start without a compile (make setup runs th
 
 
 def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry load test.")] = False) -> None:
-    """Check privileges, BTF, headers, tracefs, tracepoints, kprobes, fentry, uprobes, ring buffer, cgroup v2, and that the probes load."""
+    """Check privileges, BTF, headers, tracefs, tracepoints, kprobes, fentry, uprobes, ring buffer, cgroup v2, and that the probes load; list the interpreters and libraries running processes map."""
     from rich.console import Console
     from rich.table import Table
 
@@ -44,11 +44,26 @@ def doctor(quick: Annotated[bool, typer.Option("--quick", help="Skip the fentry 
     for layer, mechanism in {**layer_plan(checks), **{layer: f"unavailable: {why}" for layer, why in refused.items()}}.items():
         plan.add_row(layer, mechanism)
     console.print(plan)
+    console.print(running_table())
     failed = [c for c in checks if c.required and not c.ok]
     if failed:
         console.print(f"[red]recording cannot work here:[/] {failed[0].name}: {failed[0].detail}")
         raise typer.Exit(1)
     console.print("[green]recording can work here[/]")
+
+
+def running_table():
+    """The interpreter and library files running processes map, as the uprobe layers see them."""
+    from rich.table import Table
+
+    from ioobserve.probes.inventory import running_files
+
+    table = Table(title="interpreters and libraries running now (paths inside their roots)", title_justify="left")
+    for column in ("layer", "file", "processes", "status"):
+        table.add_column(column, overflow="fold")
+    for found in running_files():
+        table.add_row(found.layer, found.shown, str(found.processes), found.status)
+    return table
 
 
 def probes_check():

@@ -22,8 +22,11 @@ from tests.roots import INTERPRETERS, WAYS
 
 WORKLOADS = ROOT / "tests" / "workloads"
 NEW_INTERPRETERS = [*INTERPRETERS]
-CASES = [(python, way, "spawn") for python in INTERPRETERS for way in WAYS] + [
-    (python, "chroot", "fork") for python in INTERPRETERS]
+# Each kernel of the matrix runs two of them: a new interpreter by each way in.
+IN_MATRIX = {("3.14", "chroot", "spawn"), ("3.15", "pivot", "spawn")}
+CASES = [pytest.param(*case, marks=[pytest.mark.matrix] if case in IN_MATRIX else [])
+         for case in [(python, way, "spawn") for python in INTERPRETERS for way in WAYS]
+         + [(python, "chroot", "fork") for python in INTERPRETERS]]
 
 
 def _summary(done: subprocess.CompletedProcess) -> str:
@@ -197,3 +200,27 @@ def test_a_damaged_interpreter_is_named_and_the_rest_recorded(job_root, tmp_path
         assert reads.height == sum(worker["reads"] for worker in report["workers"].values()), damaged_run
         assert reads.get_column(s.PY_STACK).null_count() == (reads.height if damaged_run else 0), damaged_run
 
+
+
+@pytest.mark.kernel
+def test_doctor_names_each_running_interpreter_and_library_inside_its_root(job_root):
+    """The files a job in the root maps, as `ioobserve doctor` lists them: its interpreter
+    with its version and whether its frames are walked, and its libc, each by its path inside
+    the root and the root; a damaged copy of the interpreter with why it is not walked."""
+    from ioobserve.probes.inventory import running_files
+
+    inside, host = job_root.scratch()
+    shutil.copy(job_root.path / "usr/bin/python3.14", host / "python3.14")
+    _damage(host / "python3.14")
+    holders = [_holding(job_root.command("chroot", [python])) for python in (INTERPRETERS["3.14"], f"{inside}/python3.14")]
+    try:
+        found = {(item.layer, item.shown): item for item in running_files([holder.pid for holder in holders])}
+    finally:
+        for holder in holders:
+            holder.go()
+    where = f" in {job_root.path}"
+    assert found[("python", "/usr/bin/python3.14" + where)].status.startswith("CPython 3.14."), found
+    assert "frames walked" in found[("python", "/usr/bin/python3.14" + where)].status
+    damaged = found[("python", f"{inside}/python3.14" + where)]
+    assert damaged.status.startswith("frames not walked: Python 3.14: its _Py_DebugOffsets is damaged"), damaged
+    assert found[("libc", "/usr/lib/x86_64-linux-gnu/libc.so.6" + where)].processes == 2, found
