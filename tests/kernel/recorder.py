@@ -39,9 +39,10 @@ def record_command(out_dir: Path, command: list[str], *options: str, timeout: fl
 class Recorder:
     """A background `ioobserve record` that tests stop with SIGTERM."""
 
-    def __init__(self, out_dir: Path, *options: str):
+    def __init__(self, out_dir: Path, *options: str, prefix: tuple[str, ...] = ()):
+        """`prefix`: a command the recorder runs under (one that puts it in a root of its own)."""
         self.out_dir = out_dir
-        self.proc = subprocess.Popen([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options],
+        self.proc = subprocess.Popen([*prefix, IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + READY_TIMEOUT
         self.stderr_head = ""

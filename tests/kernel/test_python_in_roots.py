@@ -17,7 +17,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.python_checks import check_imports, check_item_spans, reads_of, stacks_of
-from tests.kernel.recorder import Workload, json_line, record_command
+from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 from tests.roots import INTERPRETERS, WAYS
 
 WORKLOADS = ROOT / "tests" / "workloads"
@@ -224,3 +224,36 @@ def test_doctor_names_each_running_interpreter_and_library_inside_its_root(job_r
     damaged = found[("python", f"{inside}/python3.14" + where)]
     assert damaged.status.startswith("frames not walked: Python 3.14: its _Py_DebugOffsets is damaged"), damaged
     assert found[("libc", "/usr/lib/x86_64-linux-gnu/libc.so.6" + where)].processes == 2, found
+
+
+@pytest.fixture
+def host_view(tmp_path):
+    """The host's whole tree again at another place (a recursive bind mount of /): a root for
+    the recorder itself, as a container with the host's PID namespace gives it one."""
+    view = tmp_path / "host-view"
+    view.mkdir()
+    subprocess.run(["mount", "--rbind", "/", str(view)], check=True)
+    subprocess.run(["mount", "--make-rslave", str(view)], check=True)  # its unmount leaves the host's mounts
+    yield view
+    subprocess.run(["umount", "-R", "-l", str(view)], check=False)
+
+
+@pytest.mark.kernel
+def test_a_recorder_in_a_root_of_its_own_reads_a_jobs_interpreter(job_root, host_view, tmp_path):
+    """ioobserve in its own mount namespace and root (the host's files, bound elsewhere), as in
+    a privileged container with the host's PID namespace, recording a job in the unstable
+    root: the job's interpreter is read through the job's own mapping, and each thread's
+    reads name their function."""
+    inside, host = job_root.scratch()
+    script = job_root.copy_in(WORKLOADS / "python_threads.py", host)
+    job = Workload(job_root.command("chroot", [INTERPRETERS["3.14"], script, f"{inside}/data", "--wait"]))
+    recorder = Recorder(tmp_path / "trace", "--pid", str(job.pid), prefix=(str(job_root.launcher), "pivot", str(host_view)))
+    report = json_line(job.go(), "threads")
+    code, out, stderr = recorder.stop()
+    assert code == 0, stderr
+    assert "/usr/bin/python3.14 (CPython 3.14." in " ".join(out.split()), out
+    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
+    for name, function in (("alpha", "read_in_alpha"), ("beta", "read_in_beta")):
+        reads = reads_of(frame).filter(pl.col(s.PATH) == job_root.traced_path(report["files"][name], "chroot"))
+        assert reads.height == report["reads_each"], (name, reads)
+        assert reads.select(s.PY_FUNCTION, s.PY_LINE).unique().rows() == [(function, report["lines"][name])], reads

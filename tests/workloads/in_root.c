@@ -40,6 +40,7 @@ static int pivot(const char *root)
 		return fail("pivot_root");
 	if (umount2("/.oldroot", MNT_DETACH) != 0)
 		return fail("umount /.oldroot");
+	rmdir("/.oldroot");  /* nothing of it left in ROOT */
 	return 0;
 }
 
