@@ -27,7 +27,11 @@ PEERS_STAMP := .venv-peers/.peers-installed
 $(PEERS_STAMP): ci/peers.sh
 	ci/peers.sh
 
+# The root file system the kernel tests run jobs in, as containers bring one (Debian unstable's,
+# with its own libc and CPython 3.13, 3.14, 3.15 and 3.13t): built once per machine (a few
+# minutes), again when its packages change; a second or two when current (ci/roots.sh).
 test: $(STAMP) $(PEERS_STAMP)
+	ci/roots.sh
 	ci/test.sh
 
 # The kernel matrix alone: Debian's 6.1 and 6.12 (ci/kernels/kernels.toml) booted under qemu

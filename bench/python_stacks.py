@@ -2,9 +2,11 @@
 frames deep; metric: ns per call as it measures it) and the DataLoader-like workload with 4
 spawned workers (metric: its own elapsed seconds), run plain, under `record --py-stacks off`,
 under `record` (stacks on every traced call, the default) and `record --py-stacks 10`.
-Interleaved round by round; medians.
+Interleaved round by round; medians. With --interpreters, the read loop also runs on pyenv's
+3.12 and, in the unstable root of ci/roots.sh (chroot), on 3.14 and the free-threaded 3.13t:
+the walk's cost per call on each layout.
 
-  sudo .venv/bin/python bench/python_stacks.py --rounds 5
+  sudo .venv/bin/python bench/python_stacks.py --rounds 5 [--interpreters]
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 from overhead import BENCH, IOOBSERVE, PYTHON, ROOT, measure
+
+PYENV_312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+IN_ROOT = {"3.14": "/usr/bin/python3.14", "3.13t": "/opt/python3.13t/bin/python3.13t"}  # tests/roots.py's
 
 # config -> `record` options (None: the workload alone)
 CONFIGS = {
@@ -29,20 +35,42 @@ CONFIGS = {
 }
 
 
-def targets(work: Path, calls: int) -> dict[str, tuple[list[str], str]]:
+def targets(work: Path, calls: int, interpreters: bool) -> dict[str, tuple[list[str], str]]:
     """name -> (command, metric key in the program's JSON output)."""
     loader = [str(PYTHON), str(ROOT / "tests" / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0",
               "--start", "spawn", "--dir", str(work / "spawn")]
-    loop = [str(PYTHON), str(BENCH / "workloads" / "py_read_loop.py"), str(work / "loop.dat"), str(calls), "8"]
-    return {"python read loop": (loop, "ns_per_call"), "loader, 4 spawned workers": (loader, "elapsed_s")}
+    script = BENCH / "workloads" / "py_read_loop.py"
+    loop = [str(PYTHON), str(script), str(work / "loop.dat"), str(calls), "8"]
+    found = {"python read loop (3.11)": (loop, "ns_per_call")}
+    if interpreters:
+        found["python read loop (3.12)"] = ([str(PYENV_312), *loop[1:]], "ns_per_call")
+        found.update(root_loops(work, script, calls))
+    return {**found, "loader, 4 spawned workers": (loader, "elapsed_s")}
 
 
-def run(rounds: int, calls: int) -> dict:
+def root_loops(work: Path, script: Path, calls: int) -> dict[str, tuple[list[str], str]]:
+    """The read loop on the unstable root's 3.14 and 3.13t, entered by chroot."""
+    from tests.roots import UNSTABLE, build_launcher, missing_root, mount_proc
+
+    why = missing_root()
+    if why is not None:
+        sys.exit(f"bench/python_stacks.py: {why}")
+    mount_proc(UNSTABLE)
+    launcher = build_launcher(work)
+    inside = Path("/tmp") / work.name
+    (UNSTABLE / inside.relative_to("/")).mkdir(parents=True, exist_ok=True)
+    shutil.copy(script, UNSTABLE / inside.relative_to("/") / script.name)
+    return {f"python read loop ({name}, own root)": (
+        [str(launcher), "chroot", str(UNSTABLE), python, str(inside / script.name), str(inside / "loop.dat"), str(calls), "8"],
+        "ns_per_call") for name, python in IN_ROOT.items()}
+
+
+def run(rounds: int, calls: int, interpreters: bool = False) -> dict:
     """{target: {config: [metric, ...]}}, configurations interleaved round by round."""
     work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-"))
     results: dict = {}
     try:
-        for name, (command, key) in targets(work, calls).items():
+        for name, (command, key) in targets(work, calls, interpreters).items():
             results[name] = {config: [] for config in CONFIGS}
             for _ in range(rounds):
                 for config, options in CONFIGS.items():
@@ -78,10 +106,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300_000, help="preads in the Python loop")
+    parser.add_argument("--interpreters", action="store_true", help="the read loop on 3.12, and 3.14 and 3.13t in a root of their own")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/python_stacks.py: run as root (the traced configurations attach probes)")
-    print(report(run(args.rounds, args.calls)))
+    print(report(run(args.rounds, args.calls, args.interpreters)))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ BENCHMARKS = [
     Benchmark("trace_size.py", [], ["--files", "200", "--epochs", "1"], peers=True, peers_only=True),
     Benchmark("real_job.py", [], ["--rounds", "1", "--epochs", "1", "--samples", "16"], peers=True,
               needs="/var/tmp/torchvenv/bin/python"),  # real_job.py's default --torch-python
-    Benchmark("python_stacks.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "30000"]),
+    Benchmark("python_stacks.py", ["--rounds", "5", "--interpreters"], ["--rounds", "1", "--calls", "30000", "--interpreters"]),
     Benchmark("layers.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "100000"], peers=True),
     Benchmark("analysis.py", [], ["--events", "200000"], source=True),
     Benchmark("top.py", [], ["--rates", "10000", "--seconds", "3"], needs="tmux"),

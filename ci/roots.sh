@@ -18,8 +18,9 @@ PACKAGES=(python3.13-minimal libpython3.13-stdlib libpython3.13-dev python3.14-m
 NO_DATE_CHECK=(-o 'Acquire::Check-Valid-Until=false')  # the unstable suite's Release file is past its date here
 
 if [ "$(id -u)" -ne 0 ]; then
-    echo "ci/roots.sh: building the test roots needs root (sudo make test)" >&2
-    exit 1
+    # The tests that use it are kernel tests, which need root too: they skip (CI runs as root).
+    echo "ci/roots.sh: not root: the test root is not built, and the tests in it skip" >&2
+    exit 0
 fi
 for tool in mmdebstrap; do
     command -v "$tool" >/dev/null || { echo "ci/roots.sh: $tool is missing: run make setup" >&2; exit 1; }

@@ -8,8 +8,9 @@ SYSTEM_PYTHON=/usr/bin/python3   # the interpreter Debian's python3-bpfcc is bui
 # systemd: its systemd-analyze checks the service unit in deploy/systemd.
 # fuse3: the fault tests' file system (libfuse3 for mfusepy) that is slow, fails or hangs.
 # libmpich-dev: MPICH's headers, for the C MPI-IO workload run in the test root (ci/roots.sh).
+# mmdebstrap: the test root of Debian's unstable suite (ci/roots.sh).
 # qemu-system-x86, busybox-static, kmod: the kernel matrix's guests (ci/kernel_matrix.py).
-PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace bpftool gcc make mpich libmpich-dev chromium systemd fuse3 fio
+PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace bpftool gcc make mpich libmpich-dev mmdebstrap chromium systemd fuse3 fio
           qemu-system-x86 busybox-static kmod e2fsprogs)
 
 need_root() {

@@ -78,11 +78,11 @@ class InterpreterFinder:
     def in_file(self, mapped: MappedFile) -> Interpreter | None:
         """The interpreter in a mapped file (None if it holds none, or one not supported)."""
         match = INTERPRETER_FILE.match(os.path.basename(mapped.path))
+        if not match:
+            return None
         try:
             info = os.stat(mapped.opened)
         except OSError:
-            return None
-        if not match:
             return None
         key = (*mapped.ident, info.st_mtime_ns)
         with self._lock:
