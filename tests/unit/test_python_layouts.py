@@ -95,7 +95,12 @@ print(json.dumps({"version": list(sys.version_info[:2]), "codes": [
 @pytest.mark.parametrize("python", [python for python, _ in PYTHONS])
 def test_line_numbers_match_co_lines(python):
     """Every instruction's line, as the interpreter itself numbers it."""
-    report = json.loads(subprocess.run([python, "-c", LINES_SCRIPT], check=True, capture_output=True, text=True).stdout)
+    _check_lines([python])
+
+
+def _check_lines(python: list[str]) -> None:
+    """LINES_SCRIPT run by `python` (a command line): each line it reports, as ours."""
+    report = json.loads(subprocess.run([*python, "-c", LINES_SCRIPT], check=True, capture_output=True, text=True).stdout)
     version = tuple(report["version"])
     checked = 0
     for code in report["codes"]:
@@ -165,3 +170,11 @@ def test_damaged_debug_offsets_are_refused(job_root):
         layout_row((3, 15), bytes(data) + bytes(DEBUG_SIZE[(3, 15)]))
     with pytest.raises(LayoutError, match="no _Py_DebugOffsets"):
         layout_row((3, 14), bytes(data[:100]))
+
+
+@pytest.mark.parametrize("name", ["3.13", "3.14", "3.15", "3.13t"])
+def test_line_numbers_match_co_lines_in_the_roots_interpreters(job_root, name):
+    """Every instruction's line, as the root's interpreter itself numbers it."""
+    from tests.roots import INTERPRETERS
+
+    _check_lines(job_root.command("chroot", [INTERPRETERS[name]]))
