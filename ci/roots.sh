@@ -80,7 +80,13 @@ if [ "$(cat "$ROOT/.ioobserve-key" 2>/dev/null)" = "$key" ]; then
     exit 0
 fi
 echo "ci/roots.sh: making the unstable suite's root with mmdebstrap" >&2
-mountpoint -q "$ROOT/proc" 2>/dev/null && umount -l "$ROOT/proc"
+unmount_below() {  # what tests (or an interrupted run) left mounted in a root: /proc, stacked too
+    awk -v root="$1/" 'index($2, root) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r target; do
+        umount -l "$target"
+    done
+}
+unmount_below "$ROOT"
+unmount_below "$ROOT.new"
 rm -rf "$ROOT.new"
 include=$(IFS=,; echo "${PACKAGES[*]}")
 mmdebstrap -q --variant=essential --aptopt='Acquire::Check-Valid-Until "false"' --include="$include" sid "$ROOT.new" \
