@@ -1,7 +1,10 @@
 """The Python layer for jobs in a root file system of their own, as containers and images
 bring one: Debian's unstable suite with its own libc and CPython 3.13, 3.14, 3.15 and the
 free-threaded 3.13t (ci/roots.sh), entered by chroot or by a new mount namespace and
-pivot_root. Counts, bytes and frames against the workload's own record."""
+pivot_root. Counts, bytes and frames against the workload's own record. A process of the
+job's interpreter runs from before each recording (as a pod's long-lived processes do), so
+the file is read at the start: how soon a file new to a recording is read depends on how
+busy the cores are (the summary says how late), and these tests are about reading it right."""
 
 from __future__ import annotations
 
@@ -33,6 +36,12 @@ def _summary(done: subprocess.CompletedProcess) -> str:
     return " ".join(done.stdout.split())
 
 
+def _holding(command: list[str]) -> Workload:
+    """A process running `command` (an interpreter that waits) before a recording starts, so
+    that its interpreter file is read from the start (see the module's docstring)."""
+    return Workload([*command, "-c", "print('READY', flush=True); input()"])
+
+
 @pytest.mark.kernel
 @pytest.mark.parametrize(("python", "way", "method"), CASES)
 def test_dataset_workers_in_a_root_of_their_own(job_root, tmp_path, python, way, method):
@@ -41,8 +50,12 @@ def test_dataset_workers_in_a_root_of_their_own(job_root, tmp_path, python, way,
     read through the process's own root."""
     inside, host = job_root.scratch()
     script = job_root.copy_in(WORKLOADS / "shard_dataset.py", host)
-    done = record_command(tmp_path / "trace", job_root.command(way, [INTERPRETERS[python], script, f"{inside}/data",
-                                                                     method, "3"]))
+    holder = _holding(job_root.command("chroot", [INTERPRETERS[python]]))
+    try:
+        done = record_command(tmp_path / "trace", job_root.command(way, [INTERPRETERS[python], script, f"{inside}/data",
+                                                                         method, "3"]))
+    finally:
+        holder.go()
     assert done.returncode == 0, done.stderr
     report = json_line(done.stdout, "workers")
     assert (report["version"], report["gil"]) == ([3, int(python[2:4])], not python.endswith("t")), report
@@ -72,9 +85,7 @@ def test_imports_in_a_root_of_its_own(job_root, tmp_path, python):
     tests/workloads/python_imports.py, nested, each holding its reads."""
     inside, host = job_root.scratch()
     script = job_root.copy_in(WORKLOADS / "python_imports.py", host)
-    # An interpreter file first mapped during a recording is probed a moment after: one
-    # running before it starts is probed from the start (a pod's long-lived processes).
-    holder = Workload(job_root.command("chroot", [INTERPRETERS[python], "-c", "print('READY', flush=True); input()"]))
+    holder = _holding(job_root.command("chroot", [INTERPRETERS[python]]))
     try:
         done = record_command(tmp_path / "trace", job_root.command("chroot", [INTERPRETERS[python], script,
                                                                                f"{inside}/mods"]))
@@ -111,14 +122,6 @@ def second_root(job_root, tmp_path):
     subprocess.run(["mount", "--rbind", str(job_root.path), str(second)], check=True)
     yield second
     subprocess.run(["umount", "-R", "-l", str(second)], check=False)
-
-
-def _holding(command: list[str]) -> Workload:
-    """A process running `command` (an interpreter that waits) before a recording starts, so
-    that its interpreter file is read from the start: a file new to a recording is read when
-    its first process is seen, a moment after its exec (longer while the cores are busy), and
-    this module's tests are about other things."""
-    return Workload([*command, "-c", "print('READY', flush=True); input()"])
 
 
 @pytest.mark.kernel
