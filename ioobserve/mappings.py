@@ -86,13 +86,13 @@ def _maps_dev(field: str) -> int:
 
 @dataclass
 class _Seen:
-    ranges: list[str]
-    maps_ident: tuple[int, int]
+    first_range: str  # its first mapping, as map_files names it
+    maps_ident: tuple[int, int]  # (dev, inode) as maps gives them
     start: int = 0
 
 
 def _scan(pid: int, pattern: re.Pattern) -> dict[str, _Seen]:
-    """The files `pid` maps whose name matches, with their mappings, in maps' order."""
+    """The files `pid` maps whose name matches, with their first mapping, in maps' order."""
     found: dict[str, _Seen] = {}
     try:
         with open(f"/proc/{pid}/maps") as maps:
@@ -103,11 +103,11 @@ def _scan(pid: int, pattern: re.Pattern) -> dict[str, _Seen]:
                 path = fields[5].rstrip("\n")
                 if not pattern.match(os.path.basename(path)):
                     continue
-                seen = found.setdefault(path, _Seen([], (_maps_dev(fields[3]), int(fields[4]))))
                 low, high = (int(end, 16) for end in fields[0].split("-"))
-                seen.ranges.append(f"{low:x}-{high:x}")  # map_files' names: no leading zeros
+                # map_files' names have no leading zeros
+                seen = found.setdefault(path, _Seen(f"{low:x}-{high:x}", (_maps_dev(fields[3]), int(fields[4]))))
                 if not seen.start and int(fields[2], 16) == 0:
-                    seen.start = int(fields[0].split("-")[0], 16)
+                    seen.start = low
     except (OSError, ValueError):  # gone, a kernel thread, or a line not as documented
         pass
     return found
@@ -130,7 +130,7 @@ def mapped_files(pid: int, pattern: re.Pattern, ident: tuple[int, int] | None = 
 def _open(pid: int, path: str, seen: _Seen, root: str | None, shown: str) -> MappedFile | None:
     """The file behind one path of maps, opened through its mapping, else found by inode."""
     inside = inside_root(path, root)
-    for candidate in [f"/proc/{pid}/map_files/{r}" for r in seen.ranges[:1]] + [f"/proc/{pid}/root{inside}", path]:
+    for candidate in (f"/proc/{pid}/map_files/{seen.first_range}", f"/proc/{pid}/root{inside}", path):
         ident = file_ident(candidate)
         # A path (not the mapping itself) counts only if it is the inode maps names, or the
         # file under it (overlayfs): a chroot's /usr/lib/libc.so.6 is not the host's.

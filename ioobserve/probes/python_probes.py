@@ -3,7 +3,8 @@ how to read each one (ioobserve.python), and attaches the walk.
 
 Processes are found when the recording starts (every running one), at exec (a python
 binary holding the runtime) and when they map libpython (the kernel's report of each new
-executable mapping). Once an interpreter file has been read, the kernel places its runtime
+executable mapping); each interpreter file is read through the process's own mapping of it
+(a container's own python), once per inode. Once an interpreter file has been read, the kernel places its runtime
 itself in every later process that execs or maps it (py_images), and a forked child
 inherits its parent's entry: both are covered from their first call.
 """
@@ -144,7 +145,7 @@ class PythonProbes:
         images = self.bpf["py_images"]
         images[ctypes.c_int(layout)] = images.Leaf.from_buffer_copy(row.tobytes())
         files = self.bpf["py_image_files"]  # room for 4 inodes a layout index: never full
-        for inode in sorted(interpreter.inodes)[:4]:  # the file, and the overlay's inode a process opens it by
+        for inode in interpreter.inodes:  # the file, and the overlay's inode a process opens it by (at most 2)
             key = np.zeros(1, dtype=ev.FILE_KEY)
             key["dev"], key["ino"] = inode
             files[files.Key.from_buffer_copy(key.tobytes())] = ctypes.c_uint32(layout)
@@ -159,13 +160,9 @@ class PythonProbes:
 
     def _note_refusal(self, pid: int) -> None:
         """Remember why a process mapping an interpreter file gets no frames, if one was refused."""
-        if not self.finder.unsupported:
-            return
-        for mapped in mapped_files(pid, INTERPRETER_FILE):
-            refused = self.finder.unsupported.get(mapped.ident)
-            if refused is not None:
-                self.refused.setdefault(pid, f"{refused[0]}: {refused[1]}")
-                return
+        if self.finder.unsupported:
+            for mapped in mapped_files(pid, INTERPRETER_FILE):
+                self.note_program(pid, mapped.ident)
 
     def describe(self) -> str:
         """How the layer is probed so far, for the recording's summary: each interpreter file,
