@@ -76,7 +76,8 @@ def stages(events: int, writer) -> dict[str, float]:
     frame, tables = enricher.frame(batch)
     ids = frame.select(list(s.ID_SCHEMA))
     described = writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending()))
-    text = b"".join(t for t, _ in event_lines(described).values())
+    prefix = writer._file_prefix
+    text = b"".join(group.text for group in event_lines(described, "us", prefix).values())
     message = encode(batch, [])
     result = {
         "capture message (encode + decode)": lambda: decode(memoryview(message)[16:16 + batch.nbytes], b""),
@@ -84,7 +85,7 @@ def stages(events: int, writer) -> dict[str, float]:
         "enrichment (ids, file ids, spans, tables)": lambda: enricher.frame(batch),
         "summary": lambda: SummarySink().events(frame, tables),
         "writer: metadata and id columns": lambda: writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending())),
-        "JSON lines": lambda: event_lines(described),
+        "JSON lines": lambda: event_lines(described, "us", prefix),
         f"deflate, level {GZIP_LEVEL}": lambda: writer_module.gzip_member(text),
         f"deflate, level {writer_module.HURRIED_LEVEL}": lambda: writer_module.gzip_member(text, writer_module.HURRIED_LEVEL),
     }

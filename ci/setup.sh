@@ -58,7 +58,9 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import bcc" 2>/dev/null; 
     "$SYSTEM_PYTHON" -m venv --system-site-packages .venv
 fi
 stamp=.venv/.ioobserve-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# Installing builds the compiled core (ioobserve/csrc) in place: again when its sources change.
+core_built() { ls ioobserve/_core.*.so >/dev/null 2>&1 && [ -z "$(find ioobserve/csrc -newer "$stamp" 2>/dev/null)" ]; }
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! core_built; then
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e ".[dev]"
     touch "$stamp"

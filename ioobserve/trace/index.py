@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ioobserve import schema as s
@@ -56,15 +57,15 @@ class MemberStats:
         self.raw += len(text)
         self.lines += text.count(b"\n") if lines is None else lines
 
-    def add_events(self, frame: pl.DataFrame) -> None:
-        """A batch of events in this member (columns of ioobserve.schema)."""
-        if not frame.height:
+    def add_events(self, ts: np.ndarray, pids: np.ndarray) -> None:
+        """A batch of events in this member: their times (ns, as written) and pids."""
+        if not len(ts):
             return
-        self.events += frame.height
-        ts_min, ts_max = frame.get_column(s.TS).min(), frame.get_column(s.TS).max()
+        self.events += len(ts)
+        ts_min, ts_max = int(ts.min()), int(ts.max())
         self.ts_min = ts_min if self.ts_min is None else min(self.ts_min, ts_min)
         self.ts_max = ts_max if self.ts_max is None else max(self.ts_max, ts_max)
-        self.pids.update(frame.get_column(s.PID).unique().to_list())
+        self.pids.update(np.unique(pids).tolist())
 
     def entry(self, offset: int, size: int) -> MemberEntry:
         """The finished member's index entry."""

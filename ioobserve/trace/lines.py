@@ -25,14 +25,16 @@ reads the lines as ordinary JSON. Event lines carry no "id": nothing refers to t
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import io
 import json
 import os
+from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from ioobserve import events as ev
+from ioobserve import _core
 from ioobserve import schema as s
 
 PH_COMPLETE = 1
@@ -66,9 +68,6 @@ FIELD_DEFAULTS: dict[str, int] = {"ret": 0, "count": 0, "offset": -1, "fd": -1, 
                                   "pyframe": 0}
 """What an absent field means (fields not here mean null: no file, no parent, no stack, or,
 for uid and cgroup, the process's own from its PR line)."""
-QUOTED = frozenset({"name", "fhash", "fhash2", "module"})
-_SEPARATOR = "\x1f"  # between template columns, removed after writing: no value contains it
-_SEPARATOR_BYTE = _SEPARATOR.encode()  # bytes.translate deletes it 1.5x faster than bytes.replace
 
 
 def string_hash(text: str) -> str:
@@ -118,56 +117,84 @@ def literal_tokens(layer: str, keys: list[str]) -> list[str]:
     return tokens
 
 
-def _values(precision: str) -> dict[str, pl.Expr]:
-    """Each field's value, null where it does not apply (at its default included), from an
-    enriched frame with fhash/fhash2 columns and uid/cgroup nulled where the PR line says them."""
-    parent = (pl.col(s.FLAGS) & ev.F_PARENT) != 0
-    values = {
-        "name": pl.col(s.OP), "pid": pl.col(s.PID), "tid": pl.col(s.TID),
-        "ts": pl.col(s.TS) // 1000, "dur": pl.col(s.DUR) // 1000,
-        "fhash": pl.col("fhash"), "fhash2": pl.col("fhash2"), "ret": pl.col(s.RET), "count": pl.col(s.BYTES_REQ),
-        "offset": pl.col(s.OFFSET), "fd": pl.col(s.FD), "arg": pl.col(s.ARG), "uid": pl.col(s.UID),
-        "cgroup": pl.col(s.CGROUP), "evflags": pl.col(s.FLAGS),
-        "tns": pl.col(s.TS) % 1000 if precision == "ns" else pl.when(parent).then(pl.max_horizontal(pl.col(s.TS) % 1000, 1)),
-        "dns": pl.col(s.DUR) % 1000 if precision == "ns" else pl.lit(None, pl.UInt64),
-        "pts": pl.col(s.PARENT_TS) if precision == "ns" else
-        pl.when(pl.col(s.PARENT_TS) % 1000 == 0).then(pl.col(s.PARENT_TS) + 1).otherwise(pl.col(s.PARENT_TS)),
-        "pystack": pl.col(s.PY_STACK), "pyframe": pl.col(s.PY_FRAME),
-        # A module name is the program's text: anything but a name's characters becomes "?",
-        # so it needs no JSON escape and no reader's separator.
-        "module": pl.col(s.PY_MODULE).str.replace_all(r"[^\w.\-]", "?"),
-    }
-    for key, default in FIELD_DEFAULTS.items():
-        if key == "tns" and precision != "ns":
-            continue  # a parent's remainder is at least 1 (see the module docstring)
-        values[key] = pl.when(values[key] != default).then(values[key])
-    return values
+# The columns the compiled core reads (ioobserve/csrc/lines.c, enum input), in its order.
+INPUT_COLUMNS = (
+    s.OP, s.LAYER, s.PID, s.TID, s.TS, s.DUR, s.FILE, s.FILE2, s.RET, s.BYTES_REQ, s.OFFSET, s.FD, s.ARG, s.UID,
+    s.CGROUP, s.FLAGS, s.PARENT_TS, s.PY_STACK, s.PY_FRAME, s.PY_MODULE,
+)
+_STRING_COLUMNS = frozenset({s.OP, s.LAYER, s.PY_MODULE})
+_NO_CODE = 0xFFFFFFFF  # a null string
+# A module name is the program's text: anything but a name's characters becomes "?", so it
+# needs no JSON escape and no reader's separator.
+_NOT_IN_NAME = r"[^\w.\-]"
 
 
-def event_lines(frame: pl.DataFrame, precision: str = "us") -> dict[tuple[str, int], tuple[bytes, pl.DataFrame]]:
-    """Event lines per (layer, shape) for an enriched frame with fhash/fhash2 columns, in
-    time order, so that a reader concatenating members has little left to sort; with each,
-    its events' ts (ns, as written) and pid, for the member index. A shape is the bit set of the fields
-    present (bit i: EVENT_FIELDS[i])."""
-    values = _values(precision)
-    keys = [key for key, _ in EVENT_FIELDS]
-    present = [pl.col(f"v_{key}").is_not_null().cast(pl.UInt32) * (1 << index) for index, key in enumerate(keys)]
-    table = frame.sort(s.TS).select(s.LAYER, s.PID, *(values[key].alias(f"v_{key}") for key in keys))
-    table = table.with_columns(pl.sum_horizontal(present).alias("_shape"))
-    groups = {}
-    for (layer, shape), group in table.group_by(s.LAYER, "_shape", maintain_order=True):
-        fields = [key for index, key in enumerate(keys) if shape & (1 << index)]
-        tokens = literal_tokens(layer, fields)
-        columns = []
-        for index, key in enumerate(fields):
-            value = pl.col(f"v_{key}")
-            if key in QUOTED:  # op names, hex ids and cleaned module names need no escaping
-                value = pl.concat_str(pl.lit('"'), value, pl.lit('"'))
-            columns += [pl.lit(tokens[index]).alias(f"_{index}"), value.alias(key)]
-        columns.append(pl.lit(tokens[-1]).alias("_end"))
-        out = io.BytesIO()
-        group.select(columns).write_csv(out, separator=_SEPARATOR, include_header=False, quote_style="never")
-        # the times as a reader will see them: in µs unless the line has the remainder
-        written = (pl.col("v_ts") * 1000 + pl.col("v_tns").fill_null(0)).cast(pl.UInt64).alias(s.TS)
-        groups[(layer, shape)] = out.getvalue().translate(None, _SEPARATOR_BYTE), group.select(written, s.PID)
-    return groups
+@dataclass(frozen=True)
+class LineGroup:
+    """The lines of one (layer, shape) of a batch, in time order, with each line's time as
+    a reader will see it (ns: whole µs unless the line has the remainder) and its pid."""
+
+    text: memoryview
+    ts: np.ndarray
+    pids: np.ndarray
+
+    @property
+    def lines(self) -> int:
+        """How many lines (events) the group holds."""
+        return len(self.ts)
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(layer: str, shape: int) -> tuple[bytes, ...]:
+    keys = [key for index, (key, _) in enumerate(EVENT_FIELDS) if shape & (1 << index)]
+    return tuple(token.encode() for token in literal_tokens(layer, keys))
+
+
+def _codes(column: pl.Series) -> tuple[np.ndarray, pl.Series]:
+    """A string column as codes (_NO_CODE for null) into its distinct values."""
+    # Categories of this batch's own, so codes count from 0. Polars keeps a Categories'
+    # strings only while a column uses them: they are read while `categorical` lives.
+    categorical = column.cast(pl.Categorical(pl.Categories.random()))
+    codes = categorical.to_physical().fill_null(_NO_CODE).to_numpy()
+    return codes, categorical.dtype.categories.to_series()
+
+
+def event_lines(frame: pl.DataFrame, precision: str = "us", file_prefix: str = "") -> dict[tuple[str, int], LineGroup]:
+    """Event lines per (layer, shape) for a frame of ID_SCHEMA columns whose FILE and FILE2
+    are null where the file is not described (their ids are written as `file_prefix` and
+    the id in hex), in time order, so that a reader concatenating members has little left
+    to sort. A shape is the bit set of the fields present (bit i: EVENT_FIELDS[i]). One call
+    into the compiled core (ioobserve/csrc/lines.c) formats the whole batch."""
+    columns, valid = [], []
+    layers: pl.Series | None = None
+    ops = modules = []
+    for name in INPUT_COLUMNS:
+        column = frame.get_column(name)
+        if name in _STRING_COLUMNS:
+            codes, values = _codes(column)
+            columns.append(codes)
+            valid.append(None)
+            if name == s.OP:
+                ops = [value.encode("utf-8", "surrogateescape") for value in values]
+            elif name == s.LAYER:
+                layers = values
+            else:
+                modules = [value.encode() for value in values.str.replace_all(_NOT_IN_NAME, "?")]
+        elif column.null_count():
+            columns.append(column.fill_null(0).to_numpy())
+            valid.append(column.is_not_null().to_numpy())
+        else:
+            columns.append(column.to_numpy())
+            valid.append(None)
+    layer_names = layers.to_list() if layers is not None else []
+    order = np.argsort(columns[INPUT_COLUMNS.index(s.TS)], kind="stable")
+    text, groups, written, pids = _core.event_lines(
+        order, tuple(columns), tuple(valid), ops, modules, precision == "ns", file_prefix.encode(),
+        lambda layer, shape: _template(layer_names[layer], shape))
+    text, written, pids = memoryview(text), np.frombuffer(written, np.uint64), np.frombuffer(pids, np.uint32)
+    made = {}
+    first = 0
+    for layer, shape, start, end, rows in groups:
+        made[(layer_names[layer], shape)] = LineGroup(text[start:end], written[first:first + rows], pids[first:first + rows])
+        first += rows
+    return made

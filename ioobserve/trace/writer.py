@@ -291,7 +291,8 @@ class TraceWriter:
 
     def _describe_files(self, frame: pl.DataFrame, files: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
         """An FH line per file the batch names and the part has not described; the frame
-        with fhash/fhash2 columns (the part's prefix and the recording's file id, in hex)."""
+        with FILE and FILE2 null where the tables do not name the file (written as the
+        part's prefix and the recording's file id, in hex)."""
         used = pl.concat([frame.get_column(s.FILE), frame.get_column(s.FILE2)]).drop_nulls().unique()
         named = files.filter(pl.col(s.FILE).is_in(used.implode())).unique(s.FILE)
         for file_id, path, dev, ino in named.iter_rows():  # the batch's few files, not the part's many
@@ -300,12 +301,9 @@ class TraceWriter:
             self._files_described.add(file_id)
             args = {"hhash": self._hhash, "name": path, "value": f"{self._file_prefix}{file_id:x}", "dev": dev, "ino": ino}
             pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
-        ids = named.get_column(s.FILE)
-        lookup = ids, pl.Series([f"{self._file_prefix}{file_id:x}" for file_id in ids], dtype=pl.String)
-        return frame.with_columns(
-            pl.col(s.FILE).replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash"),
-            pl.col(s.FILE2).replace_strict(*lookup, default=None, return_dtype=pl.String).alias("fhash2"),
-        )
+        ids = named.get_column(s.FILE).implode()
+        return frame.with_columns(pl.when(pl.col(column).is_in(ids)).then(pl.col(column)).alias(column)
+                                  for column in (s.FILE, s.FILE2))
 
     def _describe_contexts(self, rows: pl.DataFrame, pending: _Pending) -> None:
         """A PC line per change of a process's context (rank, worker, tags, and job and step
@@ -469,7 +467,8 @@ class TraceWriter:
                         self._dropped_frames += item.frame.height
                     elif item.frame.height:
                         described = self._without_process_ids(self._describe(item.frame, item.tables, pending))
-                        pending.add_batch(self._pool.submit(event_lines, described, self._precision), described.height)
+                        formatting = self._pool.submit(event_lines, described, self._precision, self._file_prefix)
+                        pending.add_batch(formatting, described.height)
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
@@ -614,13 +613,13 @@ class _Flush:
             stats = MemberStats(KIND_META)
             stats.add_text(text)
             yield text, stats
-        texts: dict[tuple, list[bytes]] = {}
+        texts: dict[tuple, list[memoryview]] = {}
         stats_by_key: dict[tuple, MemberStats] = {}
         for formatting in self.batches:
-            for key, (text, rows) in formatting.result().items():
+            for key, group in formatting.result().items():
                 stats = stats_by_key.setdefault(key, MemberStats(KIND_EVENTS))
-                stats.add_text(text, lines=rows.height)
-                stats.add_events(rows)
-                texts.setdefault(key, []).append(text)
+                stats.add_text(group.text, lines=group.lines)
+                stats.add_events(group.ts, group.pids)
+                texts.setdefault(key, []).append(group.text)
         for key, parts in texts.items():
             yield b"".join(parts), stats_by_key[key]
