@@ -1,6 +1,8 @@
 """The deflate curve on a recorded trace's own text: bytes per event against CPU per event, per
 level, for the members as the writer cuts them (a flush per layer and shape) and as the
-finisher merges them (up to 32 MiB of text), beside Python's zlib (DFTracer's deflate).
+finisher merges them (up to 32 MiB of text): libdeflate (the writer's), ISA-L's igzip (PyPI
+`isal`, levels 0-3) and zlib-ng (PyPI `zlib-ng`) where installed, beside Python's zlib
+(DFTracer's deflate). Every one writes standard gzip members.
 
 The input is a trace recorded here (`--trace`; `record --no-compact` leaves it as written, or
 any trace: its members are inflated and compressed again). Each member is deflated on its own,
@@ -71,9 +73,25 @@ def main() -> None:
         for level in args.levels:
             cpu, size = measure(parts, lambda text, level=level: deflate.gzip_compress(text, level))
             print(f"| libdeflate | {cut} | {level} | {cpu / events * 1e9:.0f} | {raw / cpu / 1e6:.0f} | {size / events:.2f} |")
-        for level in (1, 6):
-            cpu, size = measure(parts, lambda text, level=level: zlib.compress(text, level))
-            print(f"| zlib | {cut} | {level} | {cpu / events * 1e9:.0f} | {raw / cpu / 1e6:.0f} | {size / events:.2f} |")
+        for name, compress, levels in _others():
+            for level in levels:
+                cpu, size = measure(parts, lambda text, level=level: compress(text, level))
+                print(f"| {name} | {cut} | {level} | {cpu / events * 1e9:.0f} | {raw / cpu / 1e6:.0f} | {size / events:.2f} |")
+
+
+def _others():
+    """(name, gzip compress(text, level), levels) of the other deflaters installed."""
+    try:
+        from isal import igzip
+        yield "ISA-L igzip", igzip.compress, (0, 1, 2, 3)
+    except ImportError:
+        print("(ISA-L: `pip install isal` to compare)")
+    try:
+        from zlib_ng import gzip_ng
+        yield "zlib-ng", gzip_ng.compress, (1, 2, 4, 6)
+    except ImportError:
+        print("(zlib-ng: `pip install zlib-ng` to compare)")
+    yield "zlib", lambda text, level: zlib.compress(text, level), (1, 6)
 
 
 if __name__ == "__main__":

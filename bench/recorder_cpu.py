@@ -12,6 +12,7 @@ bytes per event. Rates at which the recorder kept up (no loss, lag <= 1 s) are s
 
   sudo .venv/bin/python bench/recorder_cpu.py [--rates 100000 300000 1000000] [--seconds 10]
       [--writer-threads 1 2] [--procs 2]
+  sudo .venv/bin/python bench/recorder_cpu.py --rates 0 --calls 3000000   # issue 46's flood, unpaced
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def _environment(checkout: Path) -> dict[str, str]:
 
 
 def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_threads: int | None,
-        checkout: Path = ROOT) -> dict:
-    """One recorded, paced flood."""
+        checkout: Path = ROOT, unpaced_calls: int = 0) -> dict:
+    """One recorded flood, paced to `rate` (0: `unpaced_calls` per process, as fast as they go)."""
     out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
     command = [str(IOOBSERVE), "record", "--comm", "flood", "--no-compact", "-o", str(out)]
     if writer_threads:
@@ -84,7 +85,7 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
     else:
         raise RuntimeError(f"record did not start (status {recorder.wait()})")
     start_cpu = tree_cpu(recorder.pid)
-    calls = int(rate * seconds / procs)
+    calls = int(rate * seconds / procs) if rate else unpaced_calls
     flood = subprocess.run([str(binary), str(work / "flood.dat"), str(procs), str(calls), str(rate)],
                            capture_output=True, text=True, check=True)
     flood_end = time.monotonic()
@@ -112,7 +113,9 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rates", type=int, nargs="+", default=[100_000, 300_000, 1_000_000], help="events/s in all")
+    parser.add_argument("--rates", type=int, nargs="+", default=[100_000, 300_000, 1_000_000],
+                        help="events/s in all; 0: unpaced, --calls per process (issue 46's flood: --rates 0 --calls 3000000)")
+    parser.add_argument("--calls", type=int, default=3_000_000, help="calls per process of an unpaced flood (rate 0)")
     parser.add_argument("--seconds", type=float, default=10.0, help="flood length per run")
     parser.add_argument("--procs", type=int, default=2, help="flood processes")
     parser.add_argument("--writer-threads", type=int, nargs="+", default=[0], help="record --writer-threads values (0: the default)")
@@ -132,9 +135,9 @@ def main() -> None:
         for _ in range(args.rounds):
             for rate in args.rates:
                 for threads in args.writer_threads:
-                    r = run(binary, work, args.procs, rate, args.seconds, threads or None, args.checkout.resolve())
+                    r = run(binary, work, args.procs, rate, args.seconds, threads or None, args.checkout.resolve(), args.calls)
                     kept_up = r["lost"] == 0 and r["lag_s"] <= 1.0
-                    print(f"| {rate:,} | {r['threads']} | {r['issued'] / r['flood_s']:,.0f} | {r['events']:,} | {r['lost']:,} | "
+                    print(f"| {f'{rate:,}' if rate else 'unpaced'} | {r['threads']} | {r['issued'] / r['flood_s']:,.0f} | {r['events']:,} | {r['lost']:,} | "
                           f"{r['cpu_us']:.2f} | {r['finisher_us']:.2f} | {r['lag_s']:.2f} | {r['tail_s']:.2f} | {r['bytes']:.1f} | "
                           f"{'yes' if kept_up else 'no'} |", flush=True)
     finally:

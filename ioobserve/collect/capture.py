@@ -3,7 +3,7 @@
 A separate process, not a thread, because the drain must never wait: a thread shares the
 GIL with the worker and writer, and when those run niced (the observed applications come
 first) a preempted GIL holder would stall the drain until the rings overflow. The child
-keeps the recorder's original priority, holds only the ring fds and two pipes, buffers a
+runs above the jobs' priority (ioobserve.collect.priority.drain_priority), holds only the ring fds and two pipes, buffers a
 burst in memory (up to `backlog_bytes`) when the recorder falls behind, and stops reading
 the rings beyond that, so the kernel counts the loss.
 
@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from ioobserve import events as ev
-from ioobserve.collect.priority import restore_priority
+from ioobserve.collect.priority import drain_priority
 from ioobserve.collect.ringbuf import RingReader
 from ioobserve.thread_names import name_this_thread
 
@@ -35,6 +35,9 @@ LENGTH = struct.Struct("<I")
 F_SETPIPE_SZ = 1031
 PIPE_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
+# Records taken from the ring at a time (about 2 MiB): the kernel gets the space back as each
+# chunk is copied, not after a whole ring's worth.
+DRAIN_RECORDS = 1 << 14
 
 
 def encode(batch: np.ndarray, aux: list[bytes]) -> bytes:
@@ -148,7 +151,7 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the recorder
     name_this_thread("ioo-capture")
     if nice is not None:
-        restore_priority(nice)
+        drain_priority(nice)
     try:
         fcntl.fcntl(out, F_SETPIPE_SZ, PIPE_BYTES)
     except OSError:
@@ -162,7 +165,7 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
     while True:
         stopping = stopping or bool(select.select([stop], [], [], 0)[0])
         if pending_bytes < backlog_bytes:  # beyond the backlog the rings overflow: counted loss
-            batch = events.read_fixed(ev.EVENT)
+            batch = events.read_fixed(ev.EVENT, DRAIN_RECORDS)
             records = aux.read_records()  # after events: every name/path they need is in
             if batch.size or records:
                 message = encode(batch, records)
@@ -172,6 +175,8 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
         empty = not events.pending_bytes() and not aux.pending_bytes()
         if stopping and empty and not pending:
             break  # the probes are detached and everything is out
+        if not empty and pending_bytes < backlog_bytes:
+            continue  # more to drain: the pipe can wait, the rings cannot
         if pending:
             select.select([], [out], [], poll_interval)  # until the recorder reads
         elif empty:

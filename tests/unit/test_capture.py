@@ -3,10 +3,14 @@ and drains what is left when asked to stop."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ioobserve import events as ev
+from ioobserve.collect import capture as capture_module
 from ioobserve.collect.capture import CaptureProcess, decode, encode
+from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
 from tests.unit.fake_ring import SIZE, FakeRing
 
 
@@ -50,3 +54,44 @@ def test_streams_everything_then_drains_on_stop():
     finally:
         events_ring.close()
         aux_ring.close()
+
+
+def test_the_rings_are_drained_in_chunks_in_order(monkeypatch):
+    """The kernel gets ring space back chunk by chunk (DRAIN_RECORDS), and nothing is lost
+    or reordered between chunks."""
+    monkeypatch.setattr(capture_module, "DRAIN_RECORDS", 7)  # read by the forked child
+    events_ring, aux_ring = FakeRing(), FakeRing()
+    try:
+        for record in _events(0, 100):
+            events_ring.put(record.tobytes())
+        capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, 1 << 20)
+        capture.go()
+        capture.stop()
+        sizes, seen = [], []
+        for batch, _ in capture.batches():
+            sizes.append(len(batch))
+            seen.extend(batch["ts_ns"].tolist())
+        capture.close()
+        assert seen == list(range(100))
+        assert max(sizes) == 7
+    finally:
+        events_ring.close()
+        aux_ring.close()
+
+
+def test_the_drain_runs_above_the_jobs_priority():
+    """In a child started niced, as the capture process is: DRAIN_BOOST above the original
+    priority (root); without the privilege it stays as it was."""
+    original = os.getpriority(os.PRIO_PROCESS, 0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setpriority(os.PRIO_PROCESS, 0, original + 5)  # the recorder runs niced, and starts it from there
+        drain_priority(original)
+        os.write(write, str(os.getpriority(os.PRIO_PROCESS, 0)).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    got = int(os.read(read, 16))
+    os.close(read)
+    os.close(write)
+    assert got == (max(original - DRAIN_BOOST, -20) if os.geteuid() == 0 else min(original + 5, 19))
