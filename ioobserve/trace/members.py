@@ -11,11 +11,26 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
+from isal import isal_zlib
+
 GZIP_MAGIC = b"\x1f\x8b\x08"
 # The deflate level of a trace's members, written and recompressed: on the torch job's trace
-# (bench/compression.py) libdeflate's level 6 costs 0.65 µs/event for 11.9 B/event, level 9
-# 3.1 µs for 10.6 B and level 1 0.33 µs for 14.6 B.
+# (bench/compression.py) libdeflate's level 6 costs 0.61 µs/event for 11.4 B/event, level 9
+# 2.3 µs for 10.2 B and level 1 0.64 µs for 13.2 B.
 GZIP_LEVEL = 6
+# When the writer is behind: ISA-L's igzip at level 2, on the torch job's trace 0.12 µs/event
+# for 13.6 B/event and on a flood's 0.05 µs for 2.9 B (libdeflate's level 6: 0.26 µs, 2.4 B),
+# smaller and 3-5x faster than libdeflate's level 1 on both (issue 46, bench/README.md).
+HURRIED_LEVEL = 2
+
+
+def gzip_member(data, hurried: bool = False) -> bytes:
+    """One complete, standard gzip member holding `data` (bytes-like): libdeflate at
+    GZIP_LEVEL, or ISA-L at HURRIED_LEVEL when the writer is behind. Both release the GIL."""
+    if hurried:
+        return isal_zlib.compress(data, HURRIED_LEVEL, wbits=31)  # wbits 31: a gzip member
+    return deflate.gzip_compress(data, GZIP_LEVEL)
 
 
 @dataclass

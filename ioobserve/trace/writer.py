@@ -28,7 +28,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import deflate  # libdeflate: at level 6 smaller than zlib-ng's level 2 and as fast (bench/README.md)
 import polars as pl
 
 from ioobserve import schema as s
@@ -38,13 +37,12 @@ from ioobserve.thread_names import name_this_thread
 from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
 from ioobserve.trace.disk import RESUME_CHECK_S
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_path
-from ioobserve.trace.members import GZIP_LEVEL
+from ioobserve.trace.members import gzip_member
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
-HURRIED_LEVEL = 1  # when work queues up: keep pace with the collector rather than compress well
 DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
 HURRY_QUEUE = QUEUED_EVENTS  # this many waiting (the worker is about to wait): compress fast rather than small
@@ -87,11 +85,6 @@ class _End:
 def part_name(name: str, part: int) -> str:
     """The file name of part `part` of a rotated trace (part 0 keeps the original name)."""
     return name if part == 0 else f"{name[: -len(SUFFIX)]}-{part}{SUFFIX}"
-
-
-def gzip_member(data: bytes, level: int = GZIP_LEVEL) -> bytes:
-    """One complete gzip member holding `data`."""
-    return deflate.gzip_compress(data, level)
 
 
 class TraceWriter:
@@ -150,7 +143,7 @@ class TraceWriter:
         self._pool = ThreadPoolExecutor(max(1, writer_threads), thread_name_prefix="ioobserve-format",
                                         initializer=name_this_thread)
         self._failed_flushes = 0  # flushes a pool thread could not format or compress (their events: unwritten)
-        self._hurried_members = 0  # members deflated at HURRIED_LEVEL (the writer was behind)
+        self._hurried_members = 0  # members deflated fast (members.HURRIED_LEVEL: the writer was behind)
         self._queue = Handoff(QUEUED_EVENTS)
         self._disk_queue = Handoff(DISK_QUEUE)
         self._thread = threading.Thread(target=self._run, name="ioobserve-writer", daemon=True)
@@ -492,8 +485,7 @@ class TraceWriter:
         thread; it waits only on formatting submitted before it, so the pool, first in first
         out, never waits on itself)."""
         hurried = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
-        level = HURRIED_LEVEL if hurried else GZIP_LEVEL
-        return hurried, [(gzip_member(text, level), stats) for text, stats in flush.members()]
+        return hurried, [(gzip_member(text, hurried), stats) for text, stats in flush.members()]
 
     def _disk_run(self) -> None:
         """Compress, append and index members, switch parts, in the order they come; while

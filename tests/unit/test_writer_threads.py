@@ -65,12 +65,12 @@ def test_one_and_two_writer_threads_write_the_same_events(tmp_path, one_flush_pe
 def test_a_failing_writer_thread_is_counted_and_the_rest_loads(tmp_path, one_flush_per_batch, monkeypatch):
     real, event_members = writer_module.gzip_member, []
 
-    def fail_on_the_third_event_member(data: bytes, level: int = writer_module.GZIP_LEVEL) -> bytes:
+    def fail_on_the_third_event_member(data: bytes, hurried: bool = False) -> bytes:
         if b'"ph":1,"args"' in data[:200] and b'"cat":"dftracer"' not in data[:200]:
             event_members.append(len(data))
             if len(event_members) == 3:
                 raise MemoryError("deflate failed")
-        return real(data, level)
+        return real(data, hurried)
 
     monkeypatch.setattr(writer_module, "gzip_member", fail_on_the_third_event_member)
     told: list[str] = []
