@@ -8,8 +8,9 @@ burst in memory (up to `backlog_bytes`) when the recorder falls behind, and stop
 the rings beyond that, so the kernel counts the loss.
 
 Stream format, per message: u64 event bytes, u64 aux bytes, then the fixed-size event
-records, then the auxiliary records each prefixed by its u32 length. A message with both
-sizes zero ends the stream.
+records as they lay in the ring (each after its 8-byte ring header: ringbuf.ring_dtype),
+then the auxiliary records each prefixed by its u32 length. A message with both sizes zero
+ends the stream.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import numpy as np
 
 from ioobserve import events as ev
 from ioobserve.collect.priority import drain_priority
-from ioobserve.collect.ringbuf import RingReader
+from ioobserve.collect.ringbuf import RingReader, records_of, ring_dtype
+from ioobserve.memory import keep_freed_buffers
 from ioobserve.thread_names import name_this_thread
 
 HEADER = struct.Struct("<QQ")
@@ -38,23 +40,26 @@ PR_SET_PDEATHSIG = 1
 # Records taken from the ring at a time (about 2 MiB): the kernel gets the space back as each
 # chunk is copied, not after a whole ring's worth.
 DRAIN_RECORDS = 1 << 14
+RECORD_STRIDE = ring_dtype(ev.EVENT).itemsize
 
 
-def encode(batch: np.ndarray, aux: list[bytes]) -> bytes:
-    """One stream message."""
+def encode(raw_events: bytes, aux: list[bytes]) -> list[bytes]:
+    """One stream message, as the pieces to write (written one after the other, not joined:
+    the events are copied only from the ring, then by the kernel into the pipe)."""
     aux_blob = b"".join(LENGTH.pack(len(record)) + record for record in aux)
-    return b"".join((HEADER.pack(batch.nbytes, len(aux_blob)), batch.data.cast("B"), aux_blob))  # one copy
+    return [HEADER.pack(len(raw_events), len(aux_blob)), raw_events, aux_blob]
 
 
 def decode(events_blob, aux_blob) -> tuple[np.ndarray, list[bytes]]:
-    """A message's payload (bytes-like) back into an event array (no copy) and auxiliary records."""
+    """A message's payload (bytes-like) back into an event array (ringbuf.ring_dtype of
+    events.EVENT, no copy) and auxiliary records."""
     aux_blob = bytes(aux_blob)
     records, pos = [], 0
     while pos < len(aux_blob):
         (length,) = LENGTH.unpack_from(aux_blob, pos)
         records.append(aux_blob[pos + LENGTH.size : pos + LENGTH.size + length])
         pos += LENGTH.size + length
-    return np.frombuffer(events_blob, dtype=ev.EVENT), records
+    return records_of(events_blob, ev.EVENT), records
 
 
 def _read_exactly(fd: int, size: int) -> bytearray | None:
@@ -150,6 +155,7 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
         signal.signal(signum, signal.SIG_IGN)
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive the recorder
     name_this_thread("ioo-capture")
+    keep_freed_buffers()  # each chunk and message is a new buffer: reused, not faulted in again
     if nice is not None:
         drain_priority(nice)
     try:
@@ -164,19 +170,21 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
     stopping = False
     while True:
         stopping = stopping or bool(select.select([stop], [], [], 0)[0])
+        raw = b""
         if pending_bytes < backlog_bytes:  # beyond the backlog the rings overflow: counted loss
-            batch = events.read_fixed(ev.EVENT, DRAIN_RECORDS)
+            raw = events.read_raw(ev.EVENT, DRAIN_RECORDS)
             records = aux.read_records()  # after events: every name/path they need is in
-            if batch.size or records:
-                message = encode(batch, records)
-                pending.append(memoryview(message))
-                pending_bytes += len(message)
+            if raw or records:
+                for piece in encode(raw, records):
+                    if piece:
+                        pending.append(memoryview(piece))
+                        pending_bytes += len(piece)
         pending_bytes -= _write_some(out, pending)
         empty = not events.pending_bytes() and not aux.pending_bytes()
         if stopping and empty and not pending:
             break  # the probes are detached and everything is out
-        if not empty and pending_bytes < backlog_bytes:
-            continue  # more to drain: the pipe can wait, the rings cannot
+        if len(raw) == DRAIN_RECORDS * RECORD_STRIDE and pending_bytes < backlog_bytes:
+            continue  # a whole chunk, and more behind it: the pipe can wait, the rings cannot
         if pending:
             select.select([], [out], [], poll_interval)  # until the recorder reads
         elif empty:

@@ -228,7 +228,8 @@ class Collector:
         if len(batches) == 1:
             return batches[0], records
         # As bytes: numpy promotes the fields of each structured array it concatenates, in Python.
-        return np.concatenate([batch.view(np.uint8) for batch in batches]).view(ev.EVENT), records
+        # One capture stream's batches share their dtype (ringbuf.ring_dtype of events.EVENT).
+        return np.concatenate([batch.view(np.uint8) for batch in batches]).view(batches[0].dtype), records
 
     def _work_loop(self) -> None:
         name_this_thread()

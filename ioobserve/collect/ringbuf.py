@@ -27,6 +27,24 @@ def _stride(record_size: int) -> int:
     return (record_size + HEADER + 7) & ~7
 
 
+def ring_dtype(dtype: np.dtype) -> np.dtype:
+    """`dtype`'s fields as records lie in the ring: after their header, 8-byte aligned."""
+    fields = dtype.fields
+    return np.dtype({"names": list(dtype.names), "formats": [fields[name][0] for name in dtype.names],
+                     "offsets": [fields[name][1] + HEADER for name in dtype.names], "itemsize": _stride(dtype.itemsize)})
+
+
+def records_of(raw, dtype: np.dtype) -> np.ndarray:
+    """The records of read_raw's bytes (any bytes-like) as an array of ring_dtype(dtype),
+    without a copy, less those the kernel discarded."""
+    records = np.frombuffer(raw, dtype=ring_dtype(dtype))
+    if not records.size:
+        return records
+    headers = np.ndarray((records.size,), dtype=np.uint32, buffer=records.data, strides=(records.itemsize,))
+    discarded = (headers & DISCARD) != 0
+    return records[~discarded] if discarded.any() else records
+
+
 class RingReader:
     """Consumer side of one ring buffer map."""
 
@@ -47,8 +65,9 @@ class RingReader:
         """Bytes produced but not yet consumed."""
         return int(self._producer[0]) - int(self._consumer[0])
 
-    def read_fixed(self, dtype: np.dtype, limit: int | None = None) -> np.ndarray:
-        """Consume committed records that all have the size of `dtype`, as one array copy."""
+    def read_raw(self, dtype: np.dtype, limit: int | None = None) -> bytes:
+        """Consume committed records that all have the size of `dtype` (at most `limit`), as
+        they lie in the ring, headers included: one copy (records_of reads them)."""
         cons = int(self._consumer[0])
         prod = int(self._producer[0])
         stride = _stride(dtype.itemsize)
@@ -56,21 +75,20 @@ class RingReader:
         if limit is not None:
             count = min(count, limit)
         if count <= 0:
-            return np.empty(0, dtype)
+            return b""
         start = cons & self._mask
         window = self._data[start : start + count * stride]
         headers = np.ndarray((count,), dtype=np.uint32, buffer=window, strides=(stride,))
         busy = np.flatnonzero(headers & BUSY)
         if busy.size:
             count = int(busy[0])  # stop at the first record still being written
-            if count == 0:
-                return np.empty(0, dtype)
-        records = np.ndarray((count,), dtype=dtype, buffer=window, offset=HEADER, strides=(stride,))
-        out = records.copy()
+        raw = window[: count * stride].tobytes()
         self._consumer[0] = cons + count * stride
-        if np.any(headers[:count] & DISCARD):
-            out = out[(headers[:count] & DISCARD) == 0]
-        return out
+        return raw
+
+    def read_fixed(self, dtype: np.dtype, limit: int | None = None) -> np.ndarray:
+        """Consume committed records that all have the size of `dtype`, as an array."""
+        return records_of(self.read_raw(dtype, limit), dtype)
 
     def read_records(self, limit_bytes: int | None = None) -> list[bytes]:
         """Consume committed variable-size records, each as bytes (for low-rate rings)."""

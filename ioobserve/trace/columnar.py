@@ -33,7 +33,8 @@ from polars.io.plugins import register_io_source
 
 from ioobserve import schema as s
 from ioobserve.trace.index import index_path, parse_index
-from ioobserve.trace.inflate import Selection, TraceError, read_lines, release_freed_buffers, run_chunks
+from ioobserve.memory import release_freed_buffers
+from ioobserve.trace.inflate import Selection, TraceError, read_lines, run_chunks
 from ioobserve.trace.members import Damage
 from ioobserve.trace.named import TraceNames
 from ioobserve.trace.output import OutputError, check_output_dir

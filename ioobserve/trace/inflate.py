@@ -9,7 +9,6 @@ members are skipped and reported; everything intact loads.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -22,12 +21,14 @@ import deflate
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.memory import keep_freed_buffers
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.members import Damage, NotATrace, iter_members
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
+READ_ARENAS = 2  # malloc arenas of a process reading a trace (ioobserve.memory.keep_freed_buffers)
 
 
 class TraceError(Exception):
@@ -118,40 +119,6 @@ class Yields:
         return pl.concat(frames) if frames else pl.DataFrame(schema=parse.LINE_SCHEMA)
 
 
-def _keep_freed_buffers() -> None:
-    """Ask glibc to keep freed member buffers for reuse instead of handing them back to the
-    kernel: every member inflates into tens of MB that live for a moment, and faulting that
-    memory back in for the next member was a third of a load's time. And into two arenas at
-    most: with one per parsing thread, each kept its own freed buffers, and building the copy
-    of a 100 M-event trace grew past 1.6 GB (flat at 180 MB with two). Process-wide, harmless
-    to repeat, and skipped where the C library is not glibc."""
-    global _buffers_kept
-    if _buffers_kept:
-        return
-    _buffers_kept = True
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_ARENA_MAX, _ARENAS)
-    mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
-    mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
-
-
-def release_freed_buffers() -> None:
-    """Hand the freed buffers kept for reuse back to the kernel, once a long read is done
-    (building a copy): whatever runs next in the process (the analysis) should not sit on
-    them. Skipped where the C library is not glibc."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        return
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # glibc's mallopt parameters
-_ARENAS = 2
-_KEEP_BYTES = 256 << 20
-_buffers_kept = False
 
 
 def as_paths(paths) -> list[Path]:
@@ -262,7 +229,7 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
             file_damage.notes.append(f"a member is not trace lines ({exc})")
             return task.size, path, (None, None)
 
-    _keep_freed_buffers()
+    keep_freed_buffers(arenas=READ_ARENAS)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
         for chunk in _chunked(jobs, chunk_bytes):
             parts = Yields()

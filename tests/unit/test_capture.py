@@ -11,6 +11,7 @@ from ioobserve import events as ev
 from ioobserve.collect import capture as capture_module
 from ioobserve.collect.capture import CaptureProcess, decode, encode
 from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
+from ioobserve.collect.ringbuf import ring_dtype
 from tests.unit.fake_ring import SIZE, FakeRing
 
 
@@ -23,9 +24,13 @@ def _events(start: int, n: int) -> np.ndarray:
 
 def test_message_round_trip():
     batch, aux = _events(0, 3), [b"abc", b"", b"0123456789"]
-    raw = encode(batch, aux)
-    got_events, got_aux = decode(raw[16 : 16 + batch.nbytes], raw[16 + batch.nbytes :])
-    assert got_events.tobytes() == batch.tobytes() and got_aux == aux
+    in_ring = np.zeros(3, ring_dtype(ev.EVENT))  # as the records lie in the ring, after their headers
+    for name in ev.EVENT.names:
+        in_ring[name] = batch[name]
+    raw = b"".join(encode(in_ring.tobytes(), aux))
+    got_events, got_aux = decode(raw[16 : 16 + in_ring.nbytes], raw[16 + in_ring.nbytes :])
+    assert got_events.tobytes() == in_ring.tobytes() and got_aux == aux
+    assert all((got_events[name] == batch[name]).all() for name in ev.EVENT.names)
 
 
 def test_streams_everything_then_drains_on_stop():
