@@ -46,6 +46,9 @@ FLUSH_BYTES = 8 << 20
 DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
 HURRY_QUEUE = QUEUED_EVENTS  # this many waiting (the worker is about to wait): compress fast rather than small
+# Or a batch whose calls ended this long before it reached the writer: the backlog is in the
+# capture process, out of the writer's sight (a flood). On the torch job batches arrive within 0.9 s.
+HURRY_LAG_NS = 1_500_000_000
 # The pool starts a thread only when every thread it has is busy: at a quiet node's rate one
 # does all the work, and more start as the rate needs them, up to this many.
 DEFAULT_WRITER_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
@@ -68,10 +71,11 @@ class _ProcessLine(bytes):
 
 
 class _Batch:
-    """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order."""
+    """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order;
+    `behind`: its calls ended HURRY_LAG_S or more before it reached the writer."""
 
-    def __init__(self, frame: pl.DataFrame, tables: BatchTables):
-        self.frame, self.tables = frame, tables
+    def __init__(self, frame: pl.DataFrame, tables: BatchTables, behind: bool):
+        self.frame, self.tables, self.behind = frame, tables, behind
 
 
 class _End:
@@ -370,7 +374,8 @@ class TraceWriter:
             if pid in self._proc_lines:  # a process described in an earlier part
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
-        self._put(_Batch(frame.select(list(s.ID_SCHEMA)), tables), frame.height)
+        behind = bool(frame.height) and time.time_ns() - frame.select((pl.col(s.TS) + pl.col(s.DUR)).min()).item() >= HURRY_LAG_NS
+        self._put(_Batch(frame.select(list(s.ID_SCHEMA)), tables, behind), frame.height)
         self._part_events += frame.height
         self.events_handed += frame.height
 
@@ -461,7 +466,7 @@ class TraceWriter:
                     elif item.frame.height:
                         described = self._without_process_ids(self._describe(item.frame, item.tables, pending))
                         formatting = self._pool.submit(event_lines, described, self._precision, self._file_prefix)
-                        pending.add_batch(formatting, described.height)
+                        pending.add_batch(formatting, described.height, item.behind)
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
                 if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
@@ -476,7 +481,7 @@ class TraceWriter:
         """Hand what is pending to the pool, to be made into members (metadata first: FH lines
         come before the events using them), and its place in the file to the disk thread."""
         if pending.meta or pending.batches:
-            flush = _Flush(pending.meta, pending.batches, pending.events)
+            flush = _Flush(pending.meta, pending.batches, pending.events, pending.behind)
             self._disk_queue.put((self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
         pending.reset()
 
@@ -484,7 +489,7 @@ class TraceWriter:
         """Whether a flush was deflated in a hurry, and its compressed members (in a pool
         thread; it waits only on formatting submitted before it, so the pool, first in first
         out, never waits on itself)."""
-        hurried = self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
+        hurried = flush.behind or self._queue.held >= HURRY_QUEUE or len(self._disk_queue) >= DISK_QUEUE - 1
         return hurried, [(gzip_member(text, hurried), stats) for text, stats in flush.members()]
 
     def _disk_run(self) -> None:
@@ -579,15 +584,17 @@ class _Pending:
         self.batches: list[Future] = []
         self.events = 0
         self.buffered = 0
+        self.behind = False  # a batch in it reached the writer late: deflate it fast
 
     def add_meta(self, line: bytes) -> None:
         """A metadata line or one of our own records."""
         self.meta.append(line)
         self.buffered += len(line)
 
-    def add_batch(self, formatting: Future, events: int) -> None:
+    def add_batch(self, formatting: Future, events: int, behind: bool) -> None:
         """A batch being formatted (event_lines' result to come)."""
         self.batches.append(formatting)
+        self.behind = self.behind or behind
         self.events += events
         self.buffered += events * LINE_BYTES_GUESS
 
@@ -595,8 +602,8 @@ class _Pending:
 class _Flush:
     """One flush's lines: metadata, then events per layer and shape, in separate members."""
 
-    def __init__(self, meta: list[bytes], batches: list[Future], events: int) -> None:
-        self.meta, self.batches, self.events = meta, batches, events
+    def __init__(self, meta: list[bytes], batches: list[Future], events: int, behind: bool) -> None:
+        self.meta, self.batches, self.events, self.behind = meta, batches, events, behind
 
     def members(self):
         """(text, stats) of each member to write, once the batches are formatted."""
