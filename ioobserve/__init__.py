@@ -3,11 +3,13 @@
 `ioobserve.load(paths)` reads traces into a Polars DataFrame and `ioobserve.scan(paths)`
 into a LazyFrame, with the columns of ioobserve.schema; `ioobserve.tag("epoch")` is the
 expression for one application tag's value; `ioobserve.accounting(paths)` sets each exited
-process's traced calls and bytes beside the kernel's own accounting.
+process's traced calls and bytes beside the kernel's own accounting. They raise
+`ioobserve.TraceError` for a file that is not a readable trace; damaged members of a trace
+are skipped and reported, naming the file, the member and the line.
 """
 
 __version__ = "0.1.0"
-__all__ = ["accounting", "load", "scan", "tag"]
+__all__ = ["TraceError", "accounting", "load", "scan", "tag"]
 
 
 def tag(key: str):
@@ -27,4 +29,8 @@ def __getattr__(name: str):
         from ioobserve.trace import reader
 
         return getattr(reader, name)
+    if name == "TraceError":  # what load and scan raise for a file that is not a readable trace
+        from ioobserve.trace.inflate import TraceError
+
+        return TraceError
     raise AttributeError(f"module 'ioobserve' has no attribute {name!r}")

@@ -7,5 +7,6 @@
 #define CORE_F_PARENT 0x200 /* events.F_PARENT: exported as _core.F_PARENT, compared by a test */
 
 PyObject *core_event_lines(PyObject *self, PyObject *args);
+PyObject *core_parse_shape(PyObject *self, PyObject *args);
 
 #endif

@@ -10,6 +10,9 @@ static PyMethodDef core_methods[] = {
     {"event_lines", core_event_lines, METH_VARARGS,
      "event_lines(order, columns, valid, ops, modules, precision_ns, file_prefix, template) -> "
      "(text, [(layer, shape, start, end, rows)], written_ts, pids): a batch's event lines by (layer, shape)."},
+    {"parse_shape", core_parse_shape, METH_VARARGS,
+     "parse_shape(text, tokens, kinds) -> (rows, columns): a member of event lines of one shape as columns "
+     "(bytearrays of each field's width; strings as (codes, [distinct values])); ValueError naming the line."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import deflate
 
 from ioobserve.trace import parse
-from ioobserve.trace.members import GZIP_LEVEL
+from ioobserve.trace.members import GZIP_LEVEL, inflate_member
 from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberEntry, index_line, index_path, read_index
 
 COMPACT_LEVEL = GZIP_LEVEL  # level 9 is 11% smaller for 4.7x the CPU (ioobserve.trace.members)
@@ -103,7 +103,7 @@ def _merged(group: list[MemberEntry], data) -> list[_Member]:
     meta = _Member(KIND_META)
     by_shape: dict[parse.Shape, _Member] = {}
     for entry in group:
-        text = deflate.gzip_decompress(data[entry.offset:entry.offset + entry.size])
+        text = inflate_member(data[entry.offset:entry.offset + entry.size])
         shape = parse.event_shape(text) if entry.kind == KIND_EVENTS else None
         if shape is None:
             meta.add(text, entry)

@@ -24,7 +24,7 @@ from ioobserve import schema as s
 from ioobserve.memory import keep_freed_buffers
 from ioobserve.trace import parse
 from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
-from ioobserve.trace.members import Damage, NotATrace, iter_members
+from ioobserve.trace.members import Damage, NotATrace, OversizedMember, inflate_member, iter_members
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time
 PROGRESS_BYTES = 64 << 20  # show a progress bar on a terminal when there is this much to read
@@ -159,9 +159,13 @@ def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.Data
         try:
             keys = None if selection.fields is None else [*selection.fields, "cat"]
             return selection.rows(parse.shape_events(text, shape, keys)), None
-        except parse.MalformedMember:
-            pass  # not what its first line promised: read it as JSON
-    lines = parse.json_lines(text)
+        except parse.MalformedMember as exc:
+            try:  # not what its first line promised: read it as JSON
+                lines = parse.json_lines(text)
+            except parse.MalformedMember:
+                raise exc from None  # it names the line that broke the shape
+    else:
+        lines = parse.json_lines(text)
     kept = lines.filter((pl.col("ph") == parse.PH_METADATA) | (pl.col("cat") == parse.CAT_META))
     events = parse.json_events(lines)
     events = events if selection.fields is None else events.select("cat", *selection.fields)
@@ -171,7 +175,11 @@ def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.Data
 def _member(data: _TraceFile, offset: int, size: int, kind: str | None, selection: Selection, damage: Damage):
     """Inflate and parse one member; what _parse returns, or (None, None) if it is damaged."""
     try:
-        text = deflate.gzip_decompress(data.read(offset, size))
+        text = inflate_member(data.read(offset, size))
+    except OversizedMember as exc:
+        damage.members_lost += 1
+        damage.notes.append(f"the member at byte {offset:,} was skipped: {exc}")
+        return None, None
     except (deflate.DeflateError, ValueError):  # libdeflate raises ValueError for a bad header
         damage.members_lost += 1
         return None, None
@@ -180,9 +188,11 @@ def _member(data: _TraceFile, offset: int, size: int, kind: str | None, selectio
 
 @dataclass(frozen=True)
 class MemberTask:
-    """One member worth reading: its compressed size, its text's size (the compressed size
-    where unindexed), its first and last event times (where indexed) and the reading itself."""
+    """One member worth reading: where it starts in its file, its compressed size, its text's
+    size (the compressed size where unindexed), its first and last event times (where
+    indexed) and the reading itself."""
 
+    offset: int
     size: int
     raw: int
     times: tuple[int, int] | None
@@ -204,7 +214,7 @@ def member_tasks(path: Path, selection: Selection, damage: Damage) -> Iterator[M
         members = [(e.offset, e.size, e.raw, e.kind, (e.ts_min, e.ts_max) if e.events else None)
                    for e in entries if not selection.skips(e)]
     for offset, length, raw, kind, times in members:
-        yield MemberTask(length, raw, times, partial(_member, data, offset, length, kind, selection, damage))
+        yield MemberTask(offset, length, raw, times, partial(_member, data, offset, length, kind, selection, damage))
 
 
 def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | None, progress: bool | None,
@@ -226,7 +236,7 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
             return task.size, path, task.read()
         except parse.MalformedMember as exc:
             file_damage.members_lost += 1
-            file_damage.notes.append(f"a member is not trace lines ({exc})")
+            file_damage.notes.append(f"the member at byte {task.offset:,} is not trace lines ({exc})")
             return task.size, path, (None, None)
 
     keep_freed_buffers(arenas=READ_ARENAS)

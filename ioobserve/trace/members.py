@@ -25,6 +25,29 @@ GZIP_LEVEL = 6
 HURRIED_LEVEL = 2
 
 
+# The most text one member may inflate to: the writer's hold about FLUSH_BYTES (8 MiB), the
+# finisher's merged ones up to compact.GROUP_BYTES (32 MiB) and a little more. A member
+# claiming more is not ours and not DFTracer's: a compression bomb (1 MB of deflate can say
+# 1 GB), skipped as damage before a byte of it is inflated.
+MAX_MEMBER_TEXT = 64 << 20
+
+
+class OversizedMember(ValueError):
+    """A member that would inflate past MAX_MEMBER_TEXT."""
+
+
+def inflate_member(data) -> bytes:
+    """The text of one complete gzip member (bytes-like), inflated into exactly the size its
+    trailer states, which must be at most MAX_MEMBER_TEXT: OversizedMember if more; ValueError
+    or deflate.DeflateError if the member is damaged (including a text longer than stated)."""
+    if len(data) < 18:
+        raise ValueError("too short for a gzip member")
+    stated = int.from_bytes(bytes(data[-4:]), "little")  # ISIZE: the text's length mod 2^32
+    if stated > MAX_MEMBER_TEXT:
+        raise OversizedMember(f"it would inflate to {stated / (1 << 20):,.0f} MiB, past the {MAX_MEMBER_TEXT >> 20} MiB a member may hold")
+    return deflate.gzip_decompress(data)
+
+
 def gzip_member(data, hurried: bool = False) -> bytes:
     """One complete, standard gzip member holding `data` (bytes-like): libdeflate at
     GZIP_LEVEL, or ISA-L at HURRIED_LEVEL when the writer is behind. Both release the GIL."""
@@ -66,7 +89,11 @@ def iter_members(path: Path, damage: Damage):
     while pos < len(data):
         member = zlib.decompressobj(31)
         try:
-            text = member.decompress(data[pos:])
+            text = member.decompress(data[pos:], MAX_MEMBER_TEXT + 1)
+            if len(text) > MAX_MEMBER_TEXT:  # a bomb: found to its end, its text dropped as it comes
+                text = None
+                while member.unconsumed_tail and not member.eof:
+                    member.decompress(member.unconsumed_tail, 1 << 20)
         except zlib.error:
             damage.members_lost += 1
             pos = _next_member(data, pos + 1)
@@ -75,6 +102,11 @@ def iter_members(path: Path, damage: Damage):
             damage.truncated_tail = True
             return
         end = len(data) - len(member.unused_data)
+        if text is None:
+            damage.members_lost += 1
+            damage.notes.append(f"the member at byte {pos:,} inflates past the {MAX_MEMBER_TEXT >> 20} MiB a member may hold")
+            pos = end
+            continue
         # A member always ends on a line boundary; drop a partial line defensively.
         yield pos, end - pos, text if text.endswith(b"\n") or not text else text[: text.rfind(b"\n") + 1]
         pos = end

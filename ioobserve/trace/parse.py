@@ -1,8 +1,8 @@
 """One member's text to Polars frames: a fast path for our event lines, JSON for the rest.
 
 Our event members hold lines of one layer and one shape (ioobserve.trace.lines), so the
-first line says where every value of every line is: with the JSON punctuation between values
-(, { }) turned into one separator, a member reads as columns with Polars' CSV reader.
+first line says what text lies between the values of every line: the compiled core reads a
+member as columns, checking that text on every line (ioobserve/csrc/parse.c).
 Everything else (metadata, our own records, older traces, traces written by DFTracer) goes
 through the NDJSON reader with a declared schema: inferring it from the first rows would
 silently drop keys that appear only later. Fields an event line leaves out get their
@@ -16,8 +16,10 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import polars as pl
 
+from ioobserve import _core
 from ioobserve.trace.lines import (
     CAT_META,
     EVENT_FIELDS,
@@ -32,8 +34,6 @@ from ioobserve.trace.lines import (
 RAW_SCHEMA: dict[str, pl.DataType] = {"cat": pl.Categorical, **dict(EVENT_FIELDS)}
 """Event fields as written (plus the layer), before conversion to ioobserve.schema."""
 _ARG_FIELDS = [key for key, _ in EVENT_FIELDS if key not in TOP_FIELDS]
-_SEPARATOR = b":"
-_TO_SEPARATOR = bytes.maketrans(b",{}", _SEPARATOR * 3)
 
 _ARGS = pl.Struct({
     "hhash": pl.String, "name": pl.String, "value": pl.String, "fhash": pl.String, "fhash2": pl.String,
@@ -94,39 +94,45 @@ def event_shape(text: bytes) -> Shape | None:
     return Shape(layer, fields)
 
 
+_KINDS = {pl.UInt16: "H", pl.UInt32: "I", pl.UInt64: "Q", pl.Int32: "i", pl.Int64: "q",
+          pl.Categorical: "s", pl.String: "s"}  # ioobserve/csrc/parse.c's field kinds
+
+
 @lru_cache(maxsize=256)
-def _columns(shape: Shape) -> tuple[int, dict[str, tuple[int, pl.DataType]]]:
-    """(separators per line, field -> (column, type)) of a shape's lines read as columns."""
-    tokens = literal_tokens(shape.layer, list(shape.fields))
+def _template(shape: Shape) -> tuple[tuple[bytes, ...], str]:
+    """A shape's tokens (the text around its values) and its fields' kinds, for parse_shape."""
     types = dict(EVENT_FIELDS)
-    at, where = 0, {}
-    for token, key in zip(tokens, shape.fields):
-        at += token.encode().translate(_TO_SEPARATOR).count(_SEPARATOR)
-        where[key] = (at, types[key])
-    at += tokens[-1].encode().translate(_TO_SEPARATOR).count(_SEPARATOR)
-    return at, where
+    tokens = tuple(token.encode() for token in literal_tokens(shape.layer, list(shape.fields)))
+    return tokens, "".join(_KINDS[types[key]] for key in shape.fields)
 
 
 def shape_events(text: bytes, shape: Shape, keys: list[str] | None = None) -> pl.DataFrame:
-    """Event fields (RAW_SCHEMA, or just `keys`) of a member of our event lines of one shape."""
-    separators, where = _columns(shape)
-    columnar = text.translate(_TO_SEPARATOR)
-    schema = {f"_{i}": pl.String for i in range(separators + 1)}
-    for key, (column, dtype) in where.items():
-        schema[f"_{column}"] = dtype
-    wanted = [key for key in RAW_SCHEMA if keys is None or key in keys]
-    present = [key for key in wanted if key in where]
+    """Event fields (RAW_SCHEMA, or just `keys`) of a member of our event lines of one shape,
+    read by the compiled core (ioobserve/csrc/parse.c) in one call."""
+    tokens, kinds = _template(shape)
     try:
-        frame = pl.scan_csv(
-            io.BytesIO(columnar), separator=":", has_header=False, quote_char='"', schema=schema,
-        ).select(pl.col(f"_{where[key][0]}").alias(key) for key in present).collect()
-    except pl.exceptions.PolarsError as exc:
-        raise MalformedMember(str(exc).splitlines()[0]) from None
-    # Checked once read, by the lines the reader found: counting them too took a third of the time.
-    if columnar.count(_SEPARATOR) != separators * frame.height or not columnar.endswith(b"\n"):
-        raise MalformedMember("its lines are not all of its first line's shape")
-    frame = frame.with_columns(pl.lit(shape.layer).alias("cat"))
+        rows, columns = _core.parse_shape(text, tokens, kinds)
+    except ValueError as exc:
+        raise MalformedMember(str(exc)) from None
+    wanted = [key for key in RAW_SCHEMA if keys is None or key in keys]
+    series = []
+    for key, kind, column in zip(shape.fields, kinds, columns):
+        if key not in wanted:
+            continue
+        if kind == "s":
+            codes, values = column
+            try:
+                names = pl.Series(key, [value.decode() for value in values], dtype=RAW_SCHEMA[key])
+            except UnicodeDecodeError:
+                raise MalformedMember(f"a {key} value is not UTF-8") from None
+            series.append(names.gather(np.frombuffer(codes, np.uint32)))
+        else:
+            series.append(pl.Series(key, np.frombuffer(column, _NUMPY[kind])))
+    frame = pl.DataFrame(series, height=rows).with_columns(pl.lit(shape.layer).alias("cat"))
     return with_defaults(frame, wanted)
+
+
+_NUMPY = {"H": np.uint16, "I": np.uint32, "Q": np.uint64, "i": np.int32, "q": np.int64}
 
 
 def with_defaults(frame: pl.DataFrame, keys: list[str] | None = None) -> pl.DataFrame:

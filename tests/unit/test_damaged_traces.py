@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
+import sys
+import zlib
 
 import pytest
 
+from ioobserve.trace.index import build_index, write_index
 from ioobserve.trace.reader import TraceError, load
 from ioobserve.trace.writer import gzip_member
 
@@ -62,3 +67,37 @@ def test_no_traces_is_one_clear_error():
     for call in (ioobserve.load, ioobserve.scan):
         with pytest.raises(TraceError, match="no traces were given"):
             call([])
+
+
+def _bomb(text_bytes: int) -> bytes:
+    """A gzip member of about text_bytes / 1000 bytes that inflates to `text_bytes` of newlines."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"\n" * (1 << 20)
+    return b"".join([*(packer.compress(chunk) for _ in range(text_bytes >> 20)), packer.flush()])
+
+
+BOMB_LOAD = """
+import resource, sys
+from ioobserve.trace.reader import load
+damage = []
+frame = load(sys.argv[1], damage=damage)
+print(frame.height, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10, "|".join(damage[0].notes))
+"""
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_a_compression_bomb_is_skipped_before_it_is_inflated(tmp_path, indexed):
+    """1 MB of deflate that would inflate to 1 GiB: the members around it load, it is named as
+    skipped, and the reader's peak memory stays far below what it would have taken."""
+    bomb = _bomb(1 << 30)
+    path = tmp_path / "t.pfw.gz"
+    path.write_bytes(_member(0) + bomb + _member(10))
+    if indexed:  # an index that lists the bomb as an ordinary member (a damaged or forged index)
+        (first, last), _ = build_index(path)
+        bomb_entry = dataclasses.replace(first, offset=first.size, size=len(bomb))
+        write_index(path, [first, bomb_entry, dataclasses.replace(last, offset=first.size + len(bomb))])
+    loaded = subprocess.run([sys.executable, "-c", BOMB_LOAD, str(path)], capture_output=True, text=True, check=True)
+    events, peak_mib, notes = loaded.stdout.split(" ", 2)
+    assert int(events) == 20
+    assert int(peak_mib) < 400  # the bomb alone would take 1024 MiB
+    assert f"member at byte {len(_member(0)):,}" in notes and "64 MiB" in notes
