@@ -7,7 +7,7 @@ STAMP := $(VENV)/.ioobserve-installed
 setup:
 	ci/setup.sh
 
-$(STAMP): pyproject.toml ci/setup.sh $(wildcard ioobserve/csrc/*)
+$(STAMP): pyproject.toml setup.py ci/setup.sh $(wildcard ioobserve/csrc/*)
 	ci/setup.sh
 
 # Records every process on the node while the bundled workload runs (a main process that

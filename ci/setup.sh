@@ -60,9 +60,13 @@ fi
 stamp=.venv/.ioobserve-installed
 # Installing builds the compiled core (ioobserve/csrc) in place: again when its sources change.
 core_built() { ls ioobserve/_core.*.so >/dev/null 2>&1 && [ -z "$(find ioobserve/csrc -newer "$stamp" 2>/dev/null)" ]; }
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! core_built; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] || ! core_built; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[dev]"
+    # The build's own chatter (setuptools' notes on editable installs) only if it fails.
+    if ! .venv/bin/python -m pip install -q -e ".[dev]" 2> .venv/pip-install.log; then
+        cat .venv/pip-install.log >&2
+        exit 1
+    fi
     touch "$stamp"
 fi
 # The kernel matrix's kernels (Debian's packages, unpacked under /var/cache/ioobserve/kernels),
