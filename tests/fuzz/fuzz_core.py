@@ -20,7 +20,7 @@ from ioobserve.trace.lines import event_lines
 from tests.fuzz.sanitized import ENV_MODULE
 from tests.unit.test_event_lines_core import ROW
 
-EXAMPLES = int(os.environ.get("IOOBSERVE_FUZZ_EXAMPLES", "600"))
+EXAMPLES = int(os.environ.get("IOOBSERVE_FUZZ_EXAMPLES", "400"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 _WIDTH = {"B": 1, "b": 1, "H": 2, "h": 2, "I": 4, "i": 4, "Q": 8, "q": 8, "s": 4}
 
