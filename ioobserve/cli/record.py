@@ -86,9 +86,11 @@ def record(
     # (ioobserve/cli/__init__.py). The traced command gets the environment and priority we
     # were given, untouched.
     from ioobserve.collect.priority import lower_priority
+    from ioobserve.memory import keep_freed_buffers
 
     command_env = environment_given()
     original_nice = lower_priority()
+    keep_freed_buffers(keep_bytes=64 << 20)  # each batch's lines and members: reused, not faulted in again
     # Deferred: keep `--help` fast and free of polars/bcc imports.
     from ioobserve.cli.summary_view import incomplete_line, print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
