@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from ioobserve.context.processes import ProcessTable  # noqa: E402
 from ioobserve.decode import columns_of  # noqa: E402
 from ioobserve.model import Process  # noqa: E402
 from ioobserve.summary import SummarySink  # noqa: E402
-from ioobserve.trace import writer as writer_module  # noqa: E402
+from ioobserve.trace.describe import PartDescriptions  # noqa: E402
 from ioobserve.trace.lines import event_lines  # noqa: E402
 from ioobserve.trace.members import GZIP_LEVEL, HURRIED_LEVEL, gzip_member  # noqa: E402
 
@@ -65,7 +64,7 @@ def cpu_ns_per_event(work, events: int, seconds: float = 1.0) -> float:
     return (time.process_time() - cpu) / runs / events * 1e9
 
 
-def stages(events: int, writer) -> dict[str, float]:
+def stages(events: int) -> dict[str, float]:
     """Each stage's CPU ns per event at this batch size."""
     batch = flood_batch(events)
     files, processes = FileTable(), ProcessTable()
@@ -76,8 +75,11 @@ def stages(events: int, writer) -> dict[str, float]:
     enricher = Enricher(files, processes, 0)
     frame, tables = enricher.frame(batch)
     ids = frame.select(list(s.ID_SCHEMA))
-    described = writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending()))
-    prefix = writer._file_prefix
+    descriptions = PartDescriptions(1, "0" * 16)
+    for pid in PIDS:
+        descriptions.process_line(pid, 0, 0)  # as writer.processes would: the PR line's uid and cgroup
+    described, _ = descriptions.describe(ids, tables)
+    prefix = descriptions.file_prefix
     text = b"".join(group.text for group in event_lines(described, "us", prefix).values())
     in_ring = np.zeros(len(batch), ring_dtype(ev.EVENT))  # the records as the ring holds them
     for name in ev.EVENT.names:
@@ -88,7 +90,7 @@ def stages(events: int, writer) -> dict[str, float]:
         "columns from the ring's records": lambda: columns_of(batch, _RAW_COLUMNS),
         "enrichment (ids, file ids, spans, tables)": lambda: enricher.frame(batch),
         "summary": lambda: SummarySink().events(frame, tables),
-        "writer: metadata and id columns": lambda: writer._without_process_ids(writer._describe(ids, tables, writer_module._Pending())),
+        "writer: metadata and id columns": lambda: descriptions.describe(ids, tables),
         "JSON lines": lambda: event_lines(described, "us", prefix),
         f"deflate, libdeflate level {GZIP_LEVEL}": lambda: gzip_member(text),
         f"deflate hurried, ISA-L level {HURRIED_LEVEL}": lambda: gzip_member(text, hurried=True),
@@ -103,14 +105,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1 << 16)
     parser.add_argument("--small", type=int, default=1 << 13)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        Path(directory).chmod(0o700)
-        writer = writer_module.TraceWriter(Path(directory), "stages.pfw.gz", {}, mounts=[])
-        writer.processes([Process(pid, 1, "flood") for pid in PIDS])
-        try:
-            large, small = stages(args.events, writer), stages(args.small, writer)
-        finally:
-            writer.close()
+    large, small = stages(args.events), stages(args.small)
     print(f"| stage | CPU ns/event, batch of {args.events:,} | batch of {args.small:,} |")
     print("|---|---|---|")
     for name in large:

@@ -23,9 +23,9 @@ import queue
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -34,11 +34,13 @@ from ioobserve import schema as s
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.handoff import Handoff
 from ioobserve.thread_names import name_this_thread
-from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, PSEUDO_FS, BatchTables, Mount, Process, Stack
+from ioobserve.model import PSEUDO_FS, BatchTables, Mount, Process
 from ioobserve.trace.disk import RESUME_CHECK_S
-from ioobserve.trace.index import KIND_EVENTS, KIND_META, MemberStats, index_path
+from ioobserve.trace.index import KIND_META, MemberStats, index_path
 from ioobserve.trace.members import gzip_member
-from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, file_id_prefix, metadata_line, string_hash
+from ioobserve.trace.describe import PartDescriptions
+from ioobserve.trace.flushing import Flush, Pending
+from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
 
 FLUSH_SECONDS = 1.0
@@ -53,37 +55,71 @@ HURRY_LAG_NS = 1_500_000_000
 # does all the work, and more start as the rate needs them, up to this many.
 DEFAULT_WRITER_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
 SUFFIX = ".pfw.gz"
-_CGROUP_FIELDS = list(s.CGROUP_CONTEXT_SCHEMA)[1:]  # what a CG line says beside the path
-_STOP = object()
 
 
-class _Rotate(str):
-    """Queue marker: switch to the part file named by this string."""
+# What the writer's queues carry, a closed set: lines, batches, and what they are between.
+@dataclass(frozen=True)
+class _Line:
+    """A metadata line or one of our own records (start, lost)."""
+
+    text: bytes
 
 
-class _ProcessLine(bytes):
+@dataclass(frozen=True)
+class _ProcessLine:
     """A PR line, with the uid and cgroup its process's events need not repeat in this part."""
 
-    def __new__(cls, line: bytes, pid: int, uid: int, cgroup: int):
-        made = super().__new__(cls, line)
-        made.pid, made.uid, made.cgroup = pid, uid, cgroup
-        return made
+    text: bytes
+    pid: int
+    uid: int
+    cgroup: int
 
 
+@dataclass(frozen=True)
 class _Batch:
     """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order;
-    `behind`: its calls ended HURRY_LAG_S or more before it reached the writer."""
+    `behind`: its calls ended HURRY_LAG_NS or more before it reached the writer."""
 
-    def __init__(self, frame: pl.DataFrame, tables: BatchTables, behind: bool):
-        self.frame, self.tables, self.behind = frame, tables, behind
+    frame: pl.DataFrame
+    tables: BatchTables
+    behind: bool
 
 
+@dataclass(frozen=True)
+class _Flushed:
+    """A flush made into members in the pool (a future of (hurried, members)), for the disk thread."""
+
+    made: Future
+    events: int
+    meta_lines: int
+
+
+@dataclass(frozen=True)
 class _End:
     """A part's end record: written after everything queued before it, by the disk thread,
     which alone knows by then how many events were dropped."""
 
-    def __init__(self, record_id: int, args: dict, final: bool) -> None:
-        self.record_id, self.ts_us, self.args, self.final = record_id, time.time_ns() // 1000, args, final
+    record_id: int
+    args: dict
+    final: bool
+    ts_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+
+
+@dataclass(frozen=True)
+class _Rotate:
+    """Switch to the part file of this name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class _FlushNow:
+    """Flush what is pending (the start record goes out on its own: the file is readable at once)."""
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """Write what is left and close."""
 
 
 def part_name(name: str, part: int) -> str:
@@ -119,22 +155,9 @@ class TraceWriter:
         self._rotate_seconds = rotate_seconds
         self._part_number = 0
         self._rotate_asked = False
-        # Per part, the format thread's own: the file ids, cgroups and uids described, and the
-        # uid and cgroup of each process's first PR line.
-        self._files_described: set[int] = set()
-        self._file_prefix = file_id_prefix()
-        self._part_processes: dict[int, tuple[int, int]] = {}
-        self._cgroups_described: set[int] = set()
-        self._uids_described: set[int] = set()
-        self._contexts_described: dict[int, tuple] = {}  # pid -> the context its last PC line gave
-        # The Python stacks used last, least recently first: as many as the collector keeps
-        # chains, and touched at each use as it touches them, so any stack id the collector can
-        # still give an event is here (python/stacks.py).
-        self._stacks: OrderedDict[int, Stack] = OrderedDict()
-        self._stacks_described: set[int] = set()  # per part: PS lines written
-        self._stacks_missing = 0  # stack ids used with no frames to describe them (should stay 0)
+        self._described = PartDescriptions(self._pid, self._hhash)  # the describing thread's own
         self._part_pids: set[int] = set()  # per part: PR lines written
-        self._proc_lines: dict[int, bytes] = {}  # latest PR line of every process
+        self._proc_lines: dict[int, _ProcessLine] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
         self._part_events = 0
         self._next_id = 1
@@ -204,14 +227,15 @@ class TraceWriter:
 
     def _put_header(self) -> None:
         host = socket.gethostname()
-        self._put(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash}))
+        self._put(_Line(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash})))
         for mount in self._mounts:  # which file system each dev is: local or shared
-            self._put(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint, "value": mount.fstype}))
+            self._put(_Line(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint,
+                                                                       "value": mount.fstype})))
         start = {"hhash": self._hhash, **self._recording, "part": self._part_number}
         if self.troubles:
             start["after_trouble"] = {"error": self.troubles[-1], "unwritten_so_far": self.unwritten}
-        self._put(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start))
-        self._queue.put(None)  # flush the start record on its own: the file is readable at once
+        self._put(_Line(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start)))
+        self._queue.put(_FlushNow())
 
     def rotate_soon(self) -> None:
         """Start a new part with the next batch (after logrotate moved the files: SIGHUP); any thread."""
@@ -263,108 +287,6 @@ class TraceWriter:
         for pid in pids:
             self._proc_lines.pop(pid, None)
 
-    def _describe(self, frame: pl.DataFrame, tables: BatchTables, pending: _Pending) -> pl.DataFrame:
-        """The metadata lines the batch's ids need and the part lacks (PS, FH, CG, US, PC),
-        straight from the batch's tables, and the frame with the part's file ids."""
-        self._describe_stacks(frame, pending)
-        frame = self._describe_files(frame, tables.files, pending)
-        for cgroup in frame.get_column(s.CGROUP).unique().to_list():
-            context = tables.cgroups.get(cgroup)
-            if cgroup in self._cgroups_described or context is None:
-                continue  # described, or not known yet: described when a later batch knows it
-            self._cgroups_described.add(cgroup)
-            args = {"hhash": self._hhash, "cgroup": cgroup, "name": context.path}
-            args |= {key: getattr(context, key) for key in _CGROUP_FIELDS if getattr(context, key) is not None}
-            pending.add_meta(metadata_line("CG", self._pid, self._pid, args))
-        for uid in frame.get_column(s.UID).unique().to_list():
-            user = tables.users.get(uid)
-            if uid not in self._uids_described and user is not None:
-                self._uids_described.add(uid)
-                pending.add_meta(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
-        # Only the batch's own processes: a job's trace in `serve` says nothing of other jobs'.
-        self._describe_contexts(tables.contexts.filter(pl.col(s.PID).is_in(frame.get_column(s.PID).unique().implode())),
-                                pending)
-        return frame
-
-    def _describe_files(self, frame: pl.DataFrame, files: pl.DataFrame, pending: _Pending) -> pl.DataFrame:
-        """An FH line per file the batch names and the part has not described; the frame
-        with FILE and FILE2 null where the tables do not name the file (written as the
-        part's prefix and the recording's file id, in hex)."""
-        used = pl.concat([frame.get_column(s.FILE), frame.get_column(s.FILE2)]).drop_nulls().unique()
-        named = files.filter(pl.col(s.FILE).is_in(used.implode())).unique(s.FILE)
-        for file_id, path, dev, ino in named.iter_rows():  # the batch's few files, not the part's many
-            if file_id in self._files_described:
-                continue
-            self._files_described.add(file_id)
-            args = {"hhash": self._hhash, "name": path, "value": f"{self._file_prefix}{file_id:x}", "dev": dev, "ino": ino}
-            pending.add_meta(metadata_line("FH", self._pid, self._pid, args))
-        ids = named.get_column(s.FILE).implode()
-        return frame.with_columns(pl.when(pl.col(column).is_in(ids)).then(pl.col(column)).alias(column)
-                                  for column in (s.FILE, s.FILE2))
-
-    def _describe_contexts(self, rows: pl.DataFrame, pending: _Pending) -> None:
-        """A PC line per change of a process's context (rank, worker, tags, and job and step
-        as its environment gave them) the part has not described: a reader joins each event
-        to the latest PC line of its pid before it."""
-        for row in rows.sort("since").iter_rows(named=True):
-            pid = row.pop(s.PID)
-            since = row.pop("since")
-            row[s.TAGS] = row[s.TAGS] or None  # no tags: as for a process without context
-            context = tuple((key, str(value)) for key, value in row.items() if value is not None)
-            if context == self._contexts_described.get(pid, ()):
-                continue
-            self._contexts_described[pid] = context
-            args = {"hhash": self._hhash, "since": since, "job": row[ENV_JOB], "step": row[ENV_STEP]}
-            args |= {key: row[key] for key in s.PROCESS_CONTEXT_SCHEMA}
-            pending.add_meta(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
-
-    def _describe_stacks(self, frame: pl.DataFrame, pending: _Pending) -> None:
-        """A PS line per Python stack the batch uses and the part has not described."""
-        used = frame.get_column(s.PY_STACK).drop_nulls().unique().to_list()
-        for stack_id in used:
-            if stack_id in self._stacks:
-                self._stacks.move_to_end(stack_id)
-        for stack_id in sorted(set(used) - self._stacks_described):
-            stack = self._stacks.get(stack_id)
-            if stack is None:
-                self._stacks_missing += 1
-                continue
-            frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
-            args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
-            pending.add_meta(metadata_line("PS", self._pid, self._pid, args))
-            self._stacks_described.add(stack_id)
-
-    def _keep_stacks(self, new: dict[int, Stack]) -> None:
-        for stack_id, stack in new.items():
-            self._stacks[stack_id] = stack
-            self._stacks.move_to_end(stack_id)
-        for _ in range(len(self._stacks) - KEPT_CHAINS):
-            self._stacks_described.discard(self._stacks.popitem(last=False)[0])
-
-    def _without_process_ids(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """uid and cgroup nulled where the process's first PR line in the part says them."""
-        pids = [pid for pid in frame.get_column(s.PID).unique().to_list() if pid in self._part_processes]
-        if not pids:
-            return frame
-        # Replacing by pid, not joining: a join copies every column of the batch.
-        uid = pl.col(s.PID).replace_strict(pids, [self._part_processes[p][0] for p in pids], default=None,
-                                           return_dtype=pl.UInt32)
-        cgroup = pl.col(s.PID).replace_strict(pids, [self._part_processes[p][1] for p in pids], default=None,
-                                              return_dtype=pl.UInt64)
-        return frame.with_columns(
-            pl.when(uid.is_null() | (pl.col(s.UID) != uid)).then(pl.col(s.UID)).alias(s.UID),
-            pl.when(cgroup.is_null() | (pl.col(s.CGROUP) != cgroup)).then(pl.col(s.CGROUP)).alias(s.CGROUP),
-        )
-
-    def _forget_described(self) -> None:
-        self._part_processes.clear()
-        self._file_prefix = file_id_prefix()
-        self._stacks_described.clear()
-        self._contexts_described.clear()
-        self._files_described.clear()
-        self._cgroups_described.clear()
-        self._uids_described.clear()
-
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """Queue a batch for formatting: its ids (schema.ID_SCHEMA; names are not read) and the
         tables naming them. PR lines the part lacks go first; the format thread adds the rest."""
@@ -383,7 +305,8 @@ class TraceWriter:
         """A loss record for the interval, so a trace says what it misses."""
         for name, count in counts.items():
             self.lost_counts[name] = self.lost_counts.get(name, 0) + count
-        self._put(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000, {"hhash": self._hhash, "lost": counts}))
+        self._put(_Line(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000,
+                                      {"hhash": self._hhash, "lost": counts})))
 
     def counters(self, counts: dict[str, int]) -> None:
         """Recording-wide counters, for the end record."""
@@ -393,7 +316,7 @@ class TraceWriter:
         """A TS metadata line per exited process: what was traced beside the kernel's accounting."""
         for row in rows.iter_rows(named=True):
             pid = row.pop("pid")
-            self._put(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row}))
+            self._put(_Line(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row})))
 
     def abandon(self) -> None:
         """Stop writing events now (a stop deadline passed; any thread): what is queued is
@@ -422,7 +345,7 @@ class TraceWriter:
         args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
                 "recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
         self._put(_End(self._take_id(), args, final=True))
-        self._queue.put(_STOP)
+        self._queue.put(_Stop())
         if not join_by([self._thread, self._disk_thread], deadline):
             self.abandon()
             join_by([self._thread, self._disk_thread], grace())  # one stuck on a hung disk is left behind
@@ -431,61 +354,66 @@ class TraceWriter:
             raise self.error
 
     def _run(self) -> None:
-        """Format lines in queue order into members for the disk thread; None asks for a flush.
-        While the disk takes nothing (or after abandon) frames are dropped unformatted."""
+        """Describe batches and gather lines in queue order into flushes for the pool and the
+        disk thread. While the disk takes nothing (or after abandon) frames are dropped unformatted."""
         name_this_thread()
-        pending = _Pending()
+        pending = Pending()
         last_flush = time.monotonic()
         while True:
             try:
                 item = self._queue.get(timeout=FLUSH_SECONDS)
             except queue.Empty:
-                item = None
+                item = _FlushNow()
             try:
-                if item is _STOP:
-                    self._emit(pending)
-                    self._disk_queue.put(_STOP)
-                    return
-                if isinstance(item, _Rotate):
-                    self._emit(pending)
-                    self._forget_described()  # each part describes its own files, cgroups and users
-                    self._disk_queue.put(item)
-                    last_flush = time.monotonic()
-                    continue
-                if isinstance(item, _End):
-                    self._emit(pending)
-                    self._disk_queue.put(item)
-                elif isinstance(item, bytes):
-                    if isinstance(item, _ProcessLine):
-                        self._part_processes.setdefault(item.pid, (item.uid, item.cgroup))
-                    pending.add_meta(item)
-                elif isinstance(item, _Batch):
-                    self._keep_stacks(item.tables.stacks)  # kept while the disk takes nothing too: later batches use them
-                    if self.trouble is not None or self._abandoned.is_set():
-                        self._dropped_frames += item.frame.height
-                    elif item.frame.height:
-                        described = self._without_process_ids(self._describe(item.frame, item.tables, pending))
-                        formatting = self._pool.submit(event_lines, described, self._precision, self._file_prefix)
-                        pending.add_batch(formatting, described.height, item.behind)
+                match item:
+                    case _Stop():
+                        self._emit(pending)
+                        self._disk_queue.put(item)
+                        return
+                    case _Rotate():
+                        self._emit(pending)
+                        self._described.new_part()  # each part describes its own files, cgroups and users
+                        self._disk_queue.put(item)
+                        last_flush = time.monotonic()
+                        continue
+                    case _End():
+                        self._emit(pending)
+                        self._disk_queue.put(item)
+                    case _ProcessLine():
+                        self._described.process_line(item.pid, item.uid, item.cgroup)
+                        pending.add_meta(item.text)
+                    case _Line():
+                        pending.add_meta(item.text)
+                    case _Batch():
+                        self._described.keep_stacks(item.tables.stacks)
+                        if self.trouble is not None or self._abandoned.is_set():
+                            self._dropped_frames += item.frame.height
+                        elif item.frame.height:
+                            frame, lines = self._described.describe(item.frame, item.tables)
+                            for line in lines:
+                                pending.add_meta(line)
+                            formatting = self._pool.submit(event_lines, frame, self._precision, self._described.file_prefix)
+                            pending.add_batch(formatting, frame.height, item.behind)
+                    case _FlushNow():
+                        pass
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
-                if pending.buffered and (item is None or pending.buffered >= FLUSH_BYTES or due):
+                if pending.buffered and (isinstance(item, _FlushNow) or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
                     last_flush = time.monotonic()
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
-                if item is _STOP:
-                    self._disk_queue.put(_STOP)
+                if isinstance(item, _Stop):
+                    self._disk_queue.put(item)
                     return
 
-    def _emit(self, pending: _Pending) -> None:
+    def _emit(self, pending: Pending) -> None:
         """Hand what is pending to the pool, to be made into members (metadata first: FH lines
         come before the events using them), and its place in the file to the disk thread."""
-        if pending.meta or pending.batches:
-            flush = _Flush(pending.meta, pending.batches, pending.events, pending.behind)
-            self._disk_queue.put((self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
-        pending.reset()
+        flush = pending.flush()
+        if flush is not None:
+            self._disk_queue.put(_Flushed(self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
 
-    def _members(self, flush: _Flush) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
+    def _members(self, flush: Flush) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
         """Whether a flush was deflated in a hurry, and its compressed members (in a pool
         thread; it waits only on formatting submitted before it, so the pool, first in first
         out, never waits on itself)."""
@@ -504,19 +432,20 @@ class TraceWriter:
                 self._ask_resume()
                 continue
             try:
-                if item is _STOP:
-                    parts.finish()
-                    parts.close()
-                    return
-                if isinstance(item, _Rotate):
-                    parts.finish()
-                    parts.start(str(item))
-                    continue
-                if isinstance(item, _End):
-                    text, stats = self._end_member(item)
-                    hurried, members = False, [(gzip_member(text), stats)]
-                else:
-                    hurried, members = self._flush_members(*item)
+                match item:
+                    case _Stop():
+                        parts.finish()
+                        parts.close()
+                        return
+                    case _Rotate():
+                        parts.finish()
+                        parts.start(item.name)
+                        continue
+                    case _End():
+                        text, stats = self._end_member(item)
+                        hurried, members = False, [(gzip_member(text), stats)]
+                    case _Flushed():
+                        hurried, members = self._flush_members(item)
                 for member, stats in members:
                     if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
                         parts.drop(stats.events)
@@ -526,14 +455,15 @@ class TraceWriter:
                     self._hurried_members += hurried
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
-                if item is _STOP:
+                if isinstance(item, _Stop):
                     return
 
-    def _flush_members(self, made: Future, events: int, meta_lines: int) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
+    def _flush_members(self, flushed: _Flushed) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
         """A flush's members once its pool thread made them; none if it failed: its events are
         counted as unwritten (and the flushes failed, in the end record) and the user is told, once."""
+        events, meta_lines = flushed.events, flushed.meta_lines
         try:
-            return made.result()
+            return flushed.made.result()
         except Exception as exc:  # noqa: BLE001 (any failure of formatting or deflate: counted, not fatal)
             self._failed_flushes += 1
             self._parts.drop(events)
@@ -557,8 +487,8 @@ class TraceWriter:
                 lost[UNWRITTEN] = lost.get(UNWRITTEN, 0) + dropped
             args["lost"] = lost
             args["lost_total"] = sum(args["lost"].values())
-            if self._stacks_missing:
-                args["counters"] = {**args["counters"], "py_stacks_undescribed": self._stacks_missing}
+            if self._described.stacks_missing:
+                args["counters"] = {**args["counters"], "py_stacks_undescribed": self._described.stacks_missing}
             if self._failed_flushes:
                 args["counters"] = {**args["counters"], "writer_failed_flushes": self._failed_flushes}
             if self._hurried_members:
@@ -567,58 +497,3 @@ class TraceWriter:
         stats = MemberStats(KIND_META)
         stats.add_text(text)
         return text, stats
-
-
-LINE_BYTES_GUESS = 200  # of text per event line, before it is formatted: when to flush
-
-
-class _Pending:
-    """What waits for the next flush: metadata lines, then batches being formatted."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Start over after a flush."""
-        self.meta: list[bytes] = []
-        self.batches: list[Future] = []
-        self.events = 0
-        self.buffered = 0
-        self.behind = False  # a batch in it reached the writer late: deflate it fast
-
-    def add_meta(self, line: bytes) -> None:
-        """A metadata line or one of our own records."""
-        self.meta.append(line)
-        self.buffered += len(line)
-
-    def add_batch(self, formatting: Future, events: int, behind: bool) -> None:
-        """A batch being formatted (event_lines' result to come)."""
-        self.batches.append(formatting)
-        self.behind = self.behind or behind
-        self.events += events
-        self.buffered += events * LINE_BYTES_GUESS
-
-
-class _Flush:
-    """One flush's lines: metadata, then events per layer and shape, in separate members."""
-
-    def __init__(self, meta: list[bytes], batches: list[Future], events: int, behind: bool) -> None:
-        self.meta, self.batches, self.events, self.behind = meta, batches, events, behind
-
-    def members(self):
-        """(text, stats) of each member to write, once the batches are formatted."""
-        if self.meta:
-            text = b"".join(self.meta)
-            stats = MemberStats(KIND_META)
-            stats.add_text(text)
-            yield text, stats
-        texts: dict[tuple, list[memoryview]] = {}
-        stats_by_key: dict[tuple, MemberStats] = {}
-        for formatting in self.batches:
-            for key, group in formatting.result().items():
-                stats = stats_by_key.setdefault(key, MemberStats(KIND_EVENTS))
-                stats.add_text(group.text, lines=group.lines)
-                stats.add_events(group.ts, group.pids)
-                texts.setdefault(key, []).append(group.text)
-        for key, parts in texts.items():
-            yield b"".join(parts), stats_by_key[key]

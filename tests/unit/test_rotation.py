@@ -10,7 +10,7 @@ from ioobserve import schema as s
 from ioobserve.model import Process
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.members import intact_text
-from ioobserve.trace import writer as writer_module
+from ioobserve.trace import describe as describe_module
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches
@@ -57,7 +57,7 @@ def test_the_writer_keeps_the_stacks_used_last_and_says_if_one_was_missing(tmp_p
     """A long recording makes Python stacks for as long as it runs: the writer keeps as many as
     the collector (here 2), by last use; a stack brought back is described in every part that
     uses it; one used after it was forgotten and not brought back is counted in the end record."""
-    monkeypatch.setattr(writer_module, "KEPT_CHAINS", 2)
+    monkeypatch.setattr(describe_module, "KEPT_CHAINS", 2)
     stack = PY_STACKS[1]
     writer = TraceWriter(tmp_path, "h-20260101T000000-1.pfw.gz", {"command": []})
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
