@@ -2,9 +2,10 @@
 
 Threads of its own, fed in order with frames and ready-made metadata lines, so the
 collector's worker never waits on JSON, deflate or the disk: one describes each batch's ids
-in order (the metadata lines), a pool of `writer_threads` formats batches and compresses
-flushes (independent work, done beside each other where one core is not enough: Polars and
-libdeflate release the GIL), and one appends the members in order. A pool thread that fails
+in order (the metadata lines: ioobserve.trace.describe) and gathers flushes
+(ioobserve.trace.flushing), a pool of `writer_threads` formats batches (the compiled core)
+and compresses flushes (independent work, done beside each other where one core is not
+enough: both release the GIL), and one appends the members in order. A pool thread that fails
 loses nothing silently: the flush's events are counted as unwritten. Each flush (at most every FLUSH_SECONDS or FLUSH_BYTES of text)
 appends complete gzip members (metadata first, then events per layer) that end on line
 boundaries, so a recorder killed with SIGKILL leaves a file whose every complete member loads.
@@ -250,9 +251,7 @@ class TraceWriter:
 
     def _rotate(self) -> None:
         """End this part and start the next; the writer thread switches files in queue order."""
-        end = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
-               "next": part_name(self._name, self._part_number + 1)}
-        self._put(_End(self._take_id(), end, final=False))
+        self._put_end(final=False)
         self._part_number += 1
         self._rotate_asked = False
         self._put(_Rotate(part_name(self._name, self._part_number)))
@@ -260,6 +259,16 @@ class TraceWriter:
         self._part_started = time.monotonic()
         self._part_events = 0
         self._put_header()
+
+    def _put_end(self, final: bool) -> None:
+        """Queue this part's end record: the next part's name, or, the recording's last, its
+        totals (the disk thread adds what it dropped: _end_member)."""
+        args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number}
+        if final:
+            args |= {"recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
+        else:
+            args["next"] = part_name(self._name, self._part_number + 1)
+        self._put(_End(self._take_id(), args, final))
 
     def _take_id(self) -> int:
         self._next_id += 1
@@ -342,9 +351,7 @@ class TraceWriter:
         `unwritten` say what happened."""
         if self.trouble is not None:
             self._rotate()  # a last try: if the disk has room again, the end record gets a part of its own
-        args = {"hhash": self._hhash, "num_events": self._part_events, "part": self._part_number,
-                "recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
-        self._put(_End(self._take_id(), args, final=True))
+        self._put_end(final=True)
         self._queue.put(_Stop())
         if not join_by([self._thread, self._disk_thread], deadline):
             self.abandon()
