@@ -16,12 +16,12 @@ from isal import isal_zlib
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 # The deflate level of a trace's members, written and recompressed: on the torch job's trace
-# (bench/compression.py) libdeflate's level 6 costs 0.61 µs/event for 11.4 B/event, level 9
-# 2.3 µs for 10.2 B and level 1 0.64 µs for 13.2 B.
+# (bench/compression.py, issue 46) libdeflate's level 6 costs 0.64 µs/event for 12.0 B/event,
+# level 9 3.0 µs for 10.7 B and level 1 0.33 µs for 14.6 B.
 GZIP_LEVEL = 6
-# When the writer is behind: ISA-L's igzip at level 2, on the torch job's trace 0.12 µs/event
-# for 13.6 B/event and on a flood's 0.05 µs for 2.9 B (libdeflate's level 6: 0.26 µs, 2.4 B),
-# smaller and 3-5x faster than libdeflate's level 1 on both (issue 46, bench/README.md).
+# When the writer is behind: ISA-L's igzip at level 2, on the torch job's trace 0.13 µs/event
+# for 15.0 B/event and on a flood's 0.05 µs for 2.9 B: 2.4x and 3x less CPU than libdeflate's
+# level 1 for 3% and 17% more bytes (and the finisher recompresses what was hurried).
 HURRIED_LEVEL = 2
 
 
