@@ -50,7 +50,8 @@ struct group {
     uint32_t offset[N_FIELDS + 1];  /* token t: literals[offset[t]] .. + length[t] */
     uint32_t length[N_FIELDS + 1];
     Py_ssize_t tokens_bytes;
-    Py_ssize_t count, next;
+    Py_ssize_t count, next; /* rows in the group; the next row's place while they are sorted */
+    Py_ssize_t text_end;    /* where the group's lines end in the text */
 };
 
 struct row {
@@ -474,8 +475,11 @@ PyObject *core_event_lines(PyObject *self, PyObject *args)
     uint64_t *written_ts = (uint64_t *)PyBytes_AS_STRING(written);
     uint32_t *row_pid = (uint32_t *)PyBytes_AS_STRING(pids);
     Py_ssize_t k = 0;
+    /* Without the GIL: only memory we hold is read and written here (the string lists and
+     * their bytes stay alive through the call's arguments), so the recorder's other threads
+     * run meanwhile. Each group's lines start where the previous group's end. */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t g = 0; g < n_groups; g++) {
-        Py_ssize_t text_start = at - base;
         for (Py_ssize_t r = 0; r < groups[g].count; r++, k++) {
             Py_ssize_t i = placed[k];
             struct row row;
@@ -484,7 +488,13 @@ PyObject *core_event_lines(PyObject *self, PyObject *args)
             written_ts[k] = row.value[F_TS] * 1000 + ((row.shape & (1u << F_TNS)) ? row.value[F_TNS] : 0);
             row_pid[k] = (uint32_t)row.value[F_PID];
         }
-        PyObject *entry = Py_BuildValue("(IInnn)", groups[g].layer, groups[g].shape, text_start, at - base, groups[g].count);
+        groups[g].text_end = at - base;
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        Py_ssize_t text_start = g ? groups[g - 1].text_end : 0;
+        PyObject *entry = Py_BuildValue("(IInnn)", groups[g].layer, groups[g].shape, text_start, groups[g].text_end,
+                                        groups[g].count);
         if (!entry)
             goto done;
         PyList_SET_ITEM(group_list, g, entry);

@@ -56,10 +56,10 @@ static int field_setup(struct field *field, char kind, Py_ssize_t rows)
     field->out = PyByteArray_AS_STRING(field->column);
     if (kind == 's') {
         field->n_slots = 64;
-        field->slots = PyMem_Calloc((size_t)field->n_slots, sizeof *field->slots);
+        field->slots = PyMem_RawCalloc((size_t)field->n_slots, sizeof *field->slots);
         field->values_room = 32;
-        field->value_at = PyMem_Malloc((size_t)field->values_room * sizeof *field->value_at);
-        field->value_length = PyMem_Malloc((size_t)field->values_room * sizeof *field->value_length);
+        field->value_at = PyMem_RawMalloc((size_t)field->values_room * sizeof *field->value_at);
+        field->value_length = PyMem_RawMalloc((size_t)field->values_room * sizeof *field->value_length);
         if (!field->slots || !field->value_at || !field->value_length) {
             PyErr_NoMemory();
             return -1;
@@ -71,9 +71,9 @@ static int field_setup(struct field *field, char kind, Py_ssize_t rows)
 static void field_release(struct field *field)
 {
     Py_XDECREF(field->column);
-    PyMem_Free(field->slots);
-    PyMem_Free(field->value_at);
-    PyMem_Free(field->value_length);
+    PyMem_RawFree(field->slots);
+    PyMem_RawFree(field->value_at);
+    PyMem_RawFree(field->value_length);
 }
 
 static uint64_t hash_bytes(const char *at, Py_ssize_t length)
@@ -90,18 +90,16 @@ static int64_t new_or_known_code(struct field *field, const char *text, Py_ssize
 static int grow_slots(struct field *field, const char *text)
 {
     Py_ssize_t n_slots = field->n_slots * 2, mask = n_slots - 1;
-    uint32_t *slots = PyMem_Calloc((size_t)n_slots, sizeof *slots);
-    if (!slots) {
-        PyErr_NoMemory();
+    uint32_t *slots = PyMem_RawCalloc((size_t)n_slots, sizeof *slots);
+    if (!slots)
         return -1;
-    }
     for (Py_ssize_t code = 0; code < field->n_values; code++) {
         Py_ssize_t slot = (Py_ssize_t)(hash_bytes(text + field->value_at[code], field->value_length[code]) & (uint64_t)mask);
         while (slots[slot])
             slot = (slot + 1) & mask;
         slots[slot] = (uint32_t)code + 1;
     }
-    PyMem_Free(field->slots);
+    PyMem_RawFree(field->slots);
     field->slots = slots;
     field->n_slots = n_slots;
     return 0;
@@ -133,22 +131,17 @@ static int64_t new_or_known_code(struct field *field, const char *text, Py_ssize
         slot = (slot + 1) & mask;
     }
     if (field->n_values >= UINT32_MAX - 1) {
-        PyErr_SetString(PyExc_ValueError, "too many distinct strings in one member");
         return -1;
     }
     if (field->n_values == field->values_room) {
         Py_ssize_t room = field->values_room * 2;
-        Py_ssize_t *value_at = PyMem_Realloc(field->value_at, (size_t)room * sizeof *value_at);
-        if (!value_at) {
-            PyErr_NoMemory();
+        Py_ssize_t *value_at = PyMem_RawRealloc(field->value_at, (size_t)room * sizeof *value_at);
+        if (!value_at)
             return -1;
-        }
         field->value_at = value_at;
-        Py_ssize_t *value_length = PyMem_Realloc(field->value_length, (size_t)room * sizeof *value_length);
-        if (!value_length) {
-            PyErr_NoMemory();
+        Py_ssize_t *value_length = PyMem_RawRealloc(field->value_length, (size_t)room * sizeof *value_length);
+        if (!value_length)
             return -1;
-        }
         field->value_length = value_length;
         field->values_room = room;
     }
@@ -311,17 +304,26 @@ PyObject *core_parse_shape(PyObject *self, PyObject *args)
             goto done;
         }
     }
+    const char *token_at[MAX_FIELDS + 1];
+    Py_ssize_t token_length[MAX_FIELDS + 1];
+    for (Py_ssize_t t = 0; t <= n_kinds; t++) {
+        token_at[t] = PyBytes_AS_STRING(PyTuple_GET_ITEM(tokens, t));
+        token_length[t] = PyBytes_GET_SIZE(PyTuple_GET_ITEM(tokens, t));
+    }
     struct refusal refusal = {0, NULL, -1};
+    int out_of_memory = 0;
     Py_ssize_t at = 0;
-    for (Py_ssize_t row = 0; at < end && !refusal.what; row++, rows++) {
+    /* Without the GIL: only the text (held through the buffer), the tokens' copies of their
+     * addresses and our own memory are touched, so the reader's other threads run meanwhile. */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t row = 0; at < end && !refusal.what && !out_of_memory; row++, rows++) {
         if (row == room) { /* cannot happen: every line read is at least `shortest` long */
             refusal = (struct refusal){row + 1, "more lines than the member's length allows", -1};
             break;
         }
         for (int f = 0; f <= n_kinds; f++) {
-            PyObject *token = PyTuple_GET_ITEM(tokens, f);
-            Py_ssize_t length = PyBytes_GET_SIZE(token);
-            if (length > end - at || !same_bytes(text + at, PyBytes_AS_STRING(token), length)) {
+            Py_ssize_t length = token_length[f];
+            if (length > end - at || !same_bytes(text + at, token_at[f], length)) {
                 refusal = (struct refusal){row + 1, "the text between values differs from the member's first line", f};
                 break;
             }
@@ -336,8 +338,10 @@ PyObject *core_parse_shape(PyObject *self, PyObject *args)
                     break;
                 }
                 int64_t code = string_code(field, text, start, size);
-                if (code < 0)
-                    goto done;
+                if (code < 0) {
+                    out_of_memory = 1;
+                    break;
+                }
                 store(field, row, (uint64_t)code);
             } else {
                 uint64_t value;
@@ -348,9 +352,14 @@ PyObject *core_parse_shape(PyObject *self, PyObject *args)
                 store(field, row, value);
             }
         }
-        if (!refusal.what && (at >= end || text[at] != '\n'))
+        if (!refusal.what && !out_of_memory && (at >= end || text[at] != '\n'))
             refusal = (struct refusal){row + 1, at >= end ? "the member ends inside the line" : "the line goes on after its last value", -1};
         at++;
+    }
+    Py_END_ALLOW_THREADS
+    if (out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
     }
     if (refusal.what) {
         if (refusal.field >= 0)
