@@ -25,8 +25,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -43,6 +42,7 @@ from ioobserve.trace.describe import PartDescriptions
 from ioobserve.trace.flushing import Flush, Pending
 from ioobserve.trace.lines import PRECISIONS, complete_line, event_lines, metadata_line, string_hash
 from ioobserve.trace.parts import Parts
+from ioobserve.trace.queued import Batch, End, Flushed, FlushNow, Line, ProcessLine, Rotate, Stop
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20
@@ -56,71 +56,6 @@ HURRY_LAG_NS = 1_500_000_000
 # does all the work, and more start as the rate needs them, up to this many.
 DEFAULT_WRITER_THREADS = max(1, min(4, (os.cpu_count() or 1) - 1))
 SUFFIX = ".pfw.gz"
-
-
-# What the writer's queues carry, a closed set: lines, batches, and what they are between.
-@dataclass(frozen=True)
-class _Line:
-    """A metadata line or one of our own records (start, lost)."""
-
-    text: bytes
-
-
-@dataclass(frozen=True)
-class _ProcessLine:
-    """A PR line, with the uid and cgroup its process's events need not repeat in this part."""
-
-    text: bytes
-    pid: int
-    uid: int
-    cgroup: int
-
-
-@dataclass(frozen=True)
-class _Batch:
-    """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order;
-    `behind`: its calls ended HURRY_LAG_NS or more before it reached the writer."""
-
-    frame: pl.DataFrame
-    tables: BatchTables
-    behind: bool
-
-
-@dataclass(frozen=True)
-class _Flushed:
-    """A flush made into members in the pool (a future of (hurried, members)), for the disk thread."""
-
-    made: Future
-    events: int
-    meta_lines: int
-
-
-@dataclass(frozen=True)
-class _End:
-    """A part's end record: written after everything queued before it, by the disk thread,
-    which alone knows by then how many events were dropped."""
-
-    record_id: int
-    args: dict
-    final: bool
-    ts_us: int = field(default_factory=lambda: time.time_ns() // 1000)
-
-
-@dataclass(frozen=True)
-class _Rotate:
-    """Switch to the part file of this name."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class _FlushNow:
-    """Flush what is pending (the start record goes out on its own: the file is readable at once)."""
-
-
-@dataclass(frozen=True)
-class _Stop:
-    """Write what is left and close."""
 
 
 def part_name(name: str, part: int) -> str:
@@ -158,7 +93,7 @@ class TraceWriter:
         self._rotate_asked = False
         self._described = PartDescriptions(self._pid, self._hhash)  # the describing thread's own
         self._part_pids: set[int] = set()  # per part: PR lines written
-        self._proc_lines: dict[int, _ProcessLine] = {}  # latest PR line of every process
+        self._proc_lines: dict[int, ProcessLine] = {}  # latest PR line of every process
         self._part_started = time.monotonic()
         self._part_events = 0
         self._next_id = 1
@@ -228,15 +163,15 @@ class TraceWriter:
 
     def _put_header(self) -> None:
         host = socket.gethostname()
-        self._put(_Line(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash})))
+        self._put(Line(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": host, "value": self._hhash})))
         for mount in self._mounts:  # which file system each dev is: local or shared
-            self._put(_Line(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint,
+            self._put(Line(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint,
                                                                        "value": mount.fstype})))
         start = {"hhash": self._hhash, **self._recording, "part": self._part_number}
         if self.troubles:
             start["after_trouble"] = {"error": self.troubles[-1], "unwritten_so_far": self.unwritten}
-        self._put(_Line(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start)))
-        self._queue.put(_FlushNow())
+        self._put(Line(complete_line(self._take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start)))
+        self._queue.put(FlushNow())
 
     def rotate_soon(self) -> None:
         """Start a new part with the next batch (after logrotate moved the files: SIGHUP); any thread."""
@@ -254,7 +189,7 @@ class TraceWriter:
         self._put_end(final=False)
         self._part_number += 1
         self._rotate_asked = False
-        self._put(_Rotate(part_name(self._name, self._part_number)))
+        self._put(Rotate(part_name(self._name, self._part_number)))
         self._part_pids.clear()
         self._part_started = time.monotonic()
         self._part_events = 0
@@ -268,7 +203,7 @@ class TraceWriter:
             args |= {"recording_events": self.events_handed, "lost": dict(self.lost_counts), "counters": self.counts}
         else:
             args["next"] = part_name(self._name, self._part_number + 1)
-        self._put(_End(self._take_id(), args, final))
+        self._put(End(self._take_id(), args, final))
 
     def _take_id(self) -> int:
         self._next_id += 1
@@ -286,7 +221,7 @@ class TraceWriter:
                 "hhash": self._hhash, "ppid": proc.ppid, "comm": proc.comm, "exe": proc.exe,
                 "cmdline": list(proc.cmdline), "uid": proc.uid, "cgroup": proc.cgroup_id,
             }
-            line = _ProcessLine(metadata_line("PR", proc.pid, proc.pid, args), proc.pid, proc.uid, proc.cgroup_id)
+            line = ProcessLine(metadata_line("PR", proc.pid, proc.pid, args), proc.pid, proc.uid, proc.cgroup_id)
             self._proc_lines[proc.pid] = line
             self._part_pids.add(proc.pid)
             self._put(line)
@@ -306,7 +241,7 @@ class TraceWriter:
                 self._put(self._proc_lines[pid])
             self._part_pids.add(pid)
         behind = bool(frame.height) and time.time_ns() - frame.select((pl.col(s.TS) + pl.col(s.DUR)).min()).item() >= HURRY_LAG_NS
-        self._put(_Batch(frame.select(list(s.ID_SCHEMA)), tables, behind), frame.height)
+        self._put(Batch(frame.select(list(s.ID_SCHEMA)), tables, behind), frame.height)
         self._part_events += frame.height
         self.events_handed += frame.height
 
@@ -314,7 +249,7 @@ class TraceWriter:
         """A loss record for the interval, so a trace says what it misses."""
         for name, count in counts.items():
             self.lost_counts[name] = self.lost_counts.get(name, 0) + count
-        self._put(_Line(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000,
+        self._put(Line(complete_line(self._take_id(), "lost", self._pid, self._pid, ts_ns // 1000,
                                       {"hhash": self._hhash, "lost": counts})))
 
     def counters(self, counts: dict[str, int]) -> None:
@@ -325,7 +260,7 @@ class TraceWriter:
         """A TS metadata line per exited process: what was traced beside the kernel's accounting."""
         for row in rows.iter_rows(named=True):
             pid = row.pop("pid")
-            self._put(_Line(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row})))
+            self._put(Line(metadata_line("TS", pid, pid, {"hhash": self._hhash, **row})))
 
     def abandon(self) -> None:
         """Stop writing events now (a stop deadline passed; any thread): what is queued is
@@ -352,7 +287,7 @@ class TraceWriter:
         if self.trouble is not None:
             self._rotate()  # a last try: if the disk has room again, the end record gets a part of its own
         self._put_end(final=True)
-        self._queue.put(_Stop())
+        self._queue.put(Stop())
         if not join_by([self._thread, self._disk_thread], deadline):
             self.abandon()
             join_by([self._thread, self._disk_thread], grace())  # one stuck on a hung disk is left behind
@@ -370,28 +305,28 @@ class TraceWriter:
             try:
                 item = self._queue.get(timeout=FLUSH_SECONDS)
             except queue.Empty:
-                item = _FlushNow()
+                item = FlushNow()
             try:
                 match item:
-                    case _Stop():
+                    case Stop():
                         self._emit(pending)
                         self._disk_queue.put(item)
                         return
-                    case _Rotate():
+                    case Rotate():
                         self._emit(pending)
                         self._described.new_part()  # each part describes its own files, cgroups and users
                         self._disk_queue.put(item)
                         last_flush = time.monotonic()
                         continue
-                    case _End():
+                    case End():
                         self._emit(pending)
                         self._disk_queue.put(item)
-                    case _ProcessLine():
+                    case ProcessLine():
                         self._described.process_line(item.pid, item.uid, item.cgroup)
                         pending.add_meta(item.text)
-                    case _Line():
+                    case Line():
                         pending.add_meta(item.text)
-                    case _Batch():
+                    case Batch():
                         self._described.keep_stacks(item.tables.stacks)
                         if self.trouble is not None or self._abandoned.is_set():
                             self._dropped_frames += item.frame.height
@@ -401,15 +336,15 @@ class TraceWriter:
                                 pending.add_meta(line)
                             formatting = self._pool.submit(event_lines, frame, self._precision, self._described.file_prefix)
                             pending.add_batch(formatting, frame.height, item.behind)
-                    case _FlushNow():
+                    case FlushNow():
                         pass
                 due = time.monotonic() - last_flush >= FLUSH_SECONDS
-                if pending.buffered and (isinstance(item, _FlushNow) or pending.buffered >= FLUSH_BYTES or due):
+                if pending.buffered and (isinstance(item, FlushNow) or pending.buffered >= FLUSH_BYTES or due):
                     self._emit(pending)
                     last_flush = time.monotonic()
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
-                if isinstance(item, _Stop):
+                if isinstance(item, Stop):
                     self._disk_queue.put(item)
                     return
 
@@ -418,7 +353,7 @@ class TraceWriter:
         come before the events using them), and its place in the file to the disk thread."""
         flush = pending.flush()
         if flush is not None:
-            self._disk_queue.put(_Flushed(self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
+            self._disk_queue.put(Flushed(self._pool.submit(self._members, flush), flush.events, len(flush.meta)), 1)
 
     def _members(self, flush: Flush) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
         """Whether a flush was deflated in a hurry, and its compressed members (in a pool
@@ -440,18 +375,18 @@ class TraceWriter:
                 continue
             try:
                 match item:
-                    case _Stop():
+                    case Stop():
                         parts.finish()
                         parts.close()
                         return
-                    case _Rotate():
+                    case Rotate():
                         parts.finish()
                         parts.start(item.name)
                         continue
-                    case _End():
+                    case End():
                         text, stats = self._end_member(item)
                         hurried, members = False, [(gzip_member(text), stats)]
-                    case _Flushed():
+                    case Flushed():
                         hurried, members = self._flush_members(item)
                 for member, stats in members:
                     if parts.trouble is not None or (self._abandoned.is_set() and stats.events):
@@ -462,10 +397,10 @@ class TraceWriter:
                     self._hurried_members += hurried
             except BaseException as exc:  # a bug: reported by the next call from the worker
                 self.error = exc
-                if isinstance(item, _Stop):
+                if isinstance(item, Stop):
                     return
 
-    def _flush_members(self, flushed: _Flushed) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
+    def _flush_members(self, flushed: Flushed) -> tuple[bool, list[tuple[bytes, MemberStats]]]:
         """A flush's members once its pool thread made them; none if it failed: its events are
         counted as unwritten (and the flushes failed, in the end record) and the user is told, once."""
         events, meta_lines = flushed.events, flushed.meta_lines
@@ -483,7 +418,7 @@ class TraceWriter:
         if self._parts.trouble is not None and not self._rotate_asked and self._parts.resume_due():
             self._rotate_asked = True  # the collector's next batch starts a new part
 
-    def _end_member(self, end: _End) -> tuple[bytes, MemberStats]:
+    def _end_member(self, end: End) -> tuple[bytes, MemberStats]:
         """The end record as a member; the recording's last one says how many events the disk missed."""
         args = dict(end.args)
         if end.final:
