@@ -3,9 +3,9 @@
 A separate process, not a thread, because the drain must never wait: a thread shares the
 GIL with the worker and writer, and when those run niced (the observed applications come
 first) a preempted GIL holder would stall the drain until the rings overflow. The child
-runs above the jobs' priority (ioobserve.collect.priority.drain_priority), holds only the ring fds and two pipes, buffers a
-burst in memory (up to `backlog_bytes`) when the recorder falls behind, and stops reading
-the rings beyond that, so the kernel counts the loss.
+runs above the jobs' priority (ioobserve.collect.priority.drain_priority), holds only the
+ring fds and two pipes, buffers a burst in memory (up to `backlog_bytes`) when the recorder
+falls behind, and stops reading the rings beyond that, so the kernel counts the loss.
 
 Stream format, per message: u64 event bytes, u64 aux bytes, then the fixed-size event
 records as they lay in the ring (each after its 8-byte ring header: ringbuf.ring_dtype),
