@@ -10,6 +10,7 @@ fixed-size records become one numpy array.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import struct
@@ -27,6 +28,7 @@ def _stride(record_size: int) -> int:
     return (record_size + HEADER + 7) & ~7
 
 
+@functools.lru_cache(maxsize=8)
 def ring_dtype(dtype: np.dtype) -> np.dtype:
     """`dtype`'s fields as records lie in the ring: after their header, 8-byte aligned."""
     fields = dtype.fields
