@@ -86,7 +86,7 @@ def stages(events: int) -> dict[str, float]:
         in_ring[name] = batch[name]
     raw = in_ring.tobytes()
     result = {
-        "capture message (encode + decode)": lambda: decode(*encode(raw, [])[1:]),
+        "capture message (encode + decode)": lambda: decode(*encode(raw, b"")[1:]),
         "columns from the ring's records": lambda: columns_of(batch, _RAW_COLUMNS),
         "enrichment (ids, file ids, spans, tables)": lambda: enricher.frame(batch),
         "summary": lambda: SummarySink().events(frame, tables),

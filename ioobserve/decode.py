@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ioobserve import _core
 from ioobserve import events as ev
 
 TRUNCATED_MARK = "…"
@@ -68,28 +69,6 @@ class LibRecord(NamedTuple):
     ino: int
 
 
-class PyChainRecord(NamedTuple):
-    """A thread's Python frames (innermost first) as the kernel walked them."""
-
-    pid: int
-    chain: int
-    truncated: bool
-    frames: np.ndarray  # PY_FRAME rows: code, instance, instr
-
-
-class PyCodeRecord(NamedTuple):
-    """A code object of one process: its names and line table."""
-
-    pid: int
-    code: int
-    firstlineno: int
-    name: str
-    file: str
-    table: bytes
-    table_complete: bool
-    version: tuple[int, int]  # the interpreter's (line tables differ)
-
-
 @dataclass
 class AuxBatch:
     """Auxiliary records drained together, by kind."""
@@ -99,8 +78,7 @@ class AuxBatch:
     procs: list[ProcRecord] = field(default_factory=list)
     envs: list[EnvRecord] = field(default_factory=list)
     libs: list[LibRecord] = field(default_factory=list)
-    py_chains: list[PyChainRecord] = field(default_factory=list)
-    py_codes: list[PyCodeRecord] = field(default_factory=list)
+    python: list[bytes] = field(default_factory=list)  # chain and code records: ring blobs for _core.Stacks
 
     def extend(self, later: AuxBatch) -> None:
         """Append the records of a batch drained after this one."""
@@ -180,49 +158,17 @@ def _decode_lib(raw: bytes) -> LibRecord:
     return LibRecord(int(head["pid"]), int(head["ts_ns"]), int(head["dev"]), int(head["ino"]))
 
 
-_PY_ENCODINGS = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}
-
-
-def _py_text(raw: bytes, kind: int) -> str:
-    return raw.decode(_PY_ENCODINGS.get(kind, "latin-1"), "replace")
-
-
-_CHAIN_HEAD = _unpacker(ev.PY_CHAIN_RECORD, ("chain", "pid", "depth", "flags"))
-_CHAIN_FRAMES_AT = ev.PY_CHAIN_RECORD.fields["frames"][1]
-
-
-def _decode_py_chain(raw: bytes) -> PyChainRecord:
-    chain, pid, depth, flags = _CHAIN_HEAD.unpack_from(raw)
-    depth = min(depth, ev.PY_MAX_FRAMES, (len(raw) - _CHAIN_FRAMES_AT) // ev.PY_FRAME.itemsize)
-    frames = np.frombuffer(raw, dtype=ev.PY_FRAME, count=depth, offset=_CHAIN_FRAMES_AT)
-    return PyChainRecord(pid, chain, bool(flags & ev.PY_TRUNCATED), frames)
-
-
-_CODE_HEAD = _unpacker(ev.PY_CODE_RECORD, ("code", "pid", "firstlineno", "name_len", "file_len", "table_len",
-                                           "table_size", "name_kind", "file_kind", "version"))
-_CODE_NAME_AT, _CODE_FILE_AT, _CODE_TABLE_AT = (ev.PY_CODE_RECORD.fields[name][1] for name in ("name", "file", "table"))
-
-
-def _decode_py_code(raw: bytes) -> PyCodeRecord:
-    """A code record, sent up to its line table's end."""
-    (code, pid, firstlineno, name_len, file_len, table_len, table_size, name_kind, file_kind,
-     version) = _CODE_HEAD.unpack_from(raw)
-    name = _py_text(bytes(raw[_CODE_NAME_AT:_CODE_NAME_AT + min(name_len, ev.PY_NAME_BYTES)]), name_kind)
-    file = _py_text(bytes(raw[_CODE_FILE_AT:_CODE_FILE_AT + min(file_len, ev.PY_FILE_BYTES)]), file_kind)
-    table = bytes(raw[_CODE_TABLE_AT:_CODE_TABLE_AT + table_len])
-    return PyCodeRecord(pid, code, firstlineno, name, file, table, len(table) == table_size,
-                        (version >> 8, version & 0xFF))
-
-
 _DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env,
-             ev.AUX_LIB: _decode_lib, ev.AUX_PY_CHAIN: _decode_py_chain, ev.AUX_PY_CODE: _decode_py_code}
+             ev.AUX_LIB: _decode_lib}
 
 
-def decode_aux(records: list[bytes]) -> AuxBatch:
-    """Sort auxiliary records by kind, keeping their order within each kind."""
-    batch = AuxBatch()
+def decode_aux(blob) -> AuxBatch:
+    """Sort auxiliary records (a ring blob: ringbuf.RingReader.read_blob) by kind, keeping
+    their order within each kind; the Python stack records stay a blob, for the compiled core."""
+    records, python = _core.aux_split(blob)
+    batch = AuxBatch(python=[python] if python else [])
     targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs,
-               ev.AUX_LIB: batch.libs, ev.AUX_PY_CHAIN: batch.py_chains, ev.AUX_PY_CODE: batch.py_codes}
+               ev.AUX_LIB: batch.libs}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

@@ -101,6 +101,9 @@ KERNEL_CHAINS_SEEN = 65536  # python_stacks.bpf.c's py_chains_seen size: chains 
 KEPT_CHAINS = 2 * KERNEL_CHAINS_SEEN  # resolved chains (and distinct stacks) kept by last use, here and in the writer
 
 
+NO_LINE = -1  # a frame whose instruction has no line (its code's line table says none, or is cut)
+
+
 class Frame(NamedTuple):
     """One Python frame: the function's qualified name, its file and the line being run."""
 

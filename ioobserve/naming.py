@@ -18,12 +18,12 @@ from ioobserve import schema as s
 from ioobserve.context.cgroups import context_frame
 from ioobserve.model import (
     KEPT_CHAINS,
+    NO_LINE,
     BatchTables,
     Process,
     Stack,
     join_process_context,
 )
-from ioobserve.python.linetable import NO_LINE
 
 # A process's uid and cgroup, for events that leave theirs out (a trace's event lines do).
 PROCESS_UID, PROCESS_CGROUP = "_pr_uid", "_pr_cgroup"

@@ -9,8 +9,8 @@ falls behind, and stops reading the rings beyond that, so the kernel counts the 
 
 Stream format, per message: u64 event bytes, u64 aux bytes, then the fixed-size event
 records as they lay in the ring (each after its 8-byte ring header: ringbuf.ring_dtype),
-then the auxiliary records each prefixed by its u32 length. A message with both sizes zero
-ends the stream.
+then the auxiliary records as they lay in the ring too (ringbuf.RingReader.read_blob). A
+message with both sizes zero ends the stream.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from ioobserve.memory import keep_freed_buffers
 from ioobserve.thread_names import name_this_thread
 
 HEADER = struct.Struct("<QQ")
-LENGTH = struct.Struct("<I")
 F_SETPIPE_SZ = 1031
 PIPE_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -43,23 +42,16 @@ DRAIN_RECORDS = 1 << 14
 RECORD_STRIDE = ring_dtype(ev.EVENT).itemsize
 
 
-def encode(raw_events: bytes, aux: list[bytes]) -> list[bytes]:
+def encode(raw_events: bytes, aux_blob: bytes) -> list[bytes]:
     """One stream message, as the pieces to write (written one after the other, not joined:
-    the events are copied only from the ring, then by the kernel into the pipe)."""
-    aux_blob = b"".join(LENGTH.pack(len(record)) + record for record in aux)
+    the records are copied only from the ring, then by the kernel into the pipe)."""
     return [HEADER.pack(len(raw_events), len(aux_blob)), raw_events, aux_blob]
 
 
-def decode(events_blob, aux_blob) -> tuple[np.ndarray, list[bytes]]:
+def decode(events_blob, aux_blob) -> tuple[np.ndarray, memoryview]:
     """A message's payload (bytes-like) back into an event array (ringbuf.ring_dtype of
-    events.EVENT, no copy) and auxiliary records."""
-    aux_blob = bytes(aux_blob)
-    records, pos = [], 0
-    while pos < len(aux_blob):
-        (length,) = LENGTH.unpack_from(aux_blob, pos)
-        records.append(aux_blob[pos + LENGTH.size : pos + LENGTH.size + length])
-        pos += LENGTH.size + length
-    return records_of(events_blob, ev.EVENT), records
+    events.EVENT, no copy) and the auxiliary records' ring blob (decode.decode_aux reads it)."""
+    return records_of(events_blob, ev.EVENT), memoryview(aux_blob)
 
 
 def _read_exactly(fd: int, size: int) -> bytearray | None:
@@ -173,7 +165,7 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
         raw = b""
         if pending_bytes < backlog_bytes:  # beyond the backlog the rings overflow: counted loss
             raw = events.read_raw(ev.EVENT, DRAIN_RECORDS)
-            records = aux.read_records()  # after events: every name/path they need is in
+            records = aux.read_blob()  # after events: every name/path they need is in
             if raw or records:
                 for piece in encode(raw, records):
                     if piece:

@@ -276,7 +276,7 @@ class Collector:
         changed = self.processes.apply(records.procs)
         apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)
-        self.stacks.add(records.py_chains, records.py_codes)
+        self.stacks.add(records.python)
         if batch.size:
             # Processes are announced when they first do I/O (or fork/exec under a filter).
             fresh = set(np.unique(batch["pid"]).tolist()) - self._announced

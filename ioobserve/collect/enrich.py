@@ -28,7 +28,7 @@ from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
-from ioobserve.python.stacks import STACK_FRAME_SCHEMA, PythonStacks
+from ioobserve.python.stacks import STACK_ID_SCHEMA, PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
@@ -141,8 +141,8 @@ class Enricher:
         copies every column of the batch."""
         chains = frame.get_column("py_chain")
         if chains.max():
-            return frame.join(self.stacks.frame(chains).select("py_chain", s.PY_STACK), on="py_chain", how="left")
-        return frame.with_columns(pl.lit(None, STACK_FRAME_SCHEMA[s.PY_STACK]).alias(s.PY_STACK))
+            return frame.join(self.stacks.frame(chains), on="py_chain", how="left")
+        return frame.with_columns(pl.lit(None, STACK_ID_SCHEMA[s.PY_STACK]).alias(s.PY_STACK))
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the

@@ -5,7 +5,7 @@ A BPF_MAP_TYPE_RINGBUF map is mapped as: one consumer page (read-write), one pro
 Each record starts with an 8-byte header: u32 length with BUSY (bit 31) and DISCARD
 (bit 30) flags, u32 page offset; records are 8-byte aligned. bcc's ring_buffer_poll calls
 Python once per record (~300k records/s here); reading the mapping directly lets a batch of
-fixed-size records become one numpy array.
+fixed-size records become one numpy array, and a batch of variable-size ones one blob.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import os
 import struct
 
 import numpy as np
+
+from ioobserve import _core
 
 _U32 = struct.Struct("<I")
 BUSY = 1 << 31
@@ -92,24 +94,21 @@ class RingReader:
         """Consume committed records that all have the size of `dtype`, as an array."""
         return records_of(self.read_raw(dtype, limit), dtype)
 
-    def read_records(self, limit_bytes: int | None = None) -> list[bytes]:
-        """Consume committed variable-size records, each as bytes (for low-rate rings)."""
+    def read_blob(self, limit_bytes: int | None = None) -> bytes:
+        """Consume committed variable-size records as they lie in the ring, headers included
+        (discarded ones too), up to the first still being written: one copy, and no Python
+        object per record (decode.decode_aux reads them)."""
         cons = int(self._consumer[0])
         prod = int(self._producer[0])
         end = prod if limit_bytes is None else min(prod, cons + limit_bytes)
-        out: list[bytes] = []
-        view, mask, unpack = self._view, self._mask, _U32.unpack_from
-        while cons < end:
-            start = cons & mask
-            (header,) = unpack(view, start)
-            if header & BUSY:
-                break
-            length = header & ~(BUSY | DISCARD)
-            if not header & DISCARD:
-                out.append(bytes(view[start + HEADER : start + HEADER + length]))
-            cons += (length + HEADER + 7) & ~7
-        self._consumer[0] = cons
-        return out
+        if end <= cons:
+            return b""
+        start = cons & self._mask
+        window = self._data[start : start + (end - cons)]  # the data area is mapped twice: no wrap
+        committed = _core.ring_committed(window)
+        raw = window[:committed].tobytes()
+        self._consumer[0] = cons + committed
+        return raw
 
     def close(self) -> None:
         """Unmap the buffer."""

@@ -1,6 +1,6 @@
 """Fuzzing the compiled core (ioobserve/csrc) with hypothesis: members mutated every way a
-disk or a hand could damage them, random text against random templates, and batches at the
-edges of every column type. Run by tests/unit/test_core_sanitized.py under AddressSanitizer
+disk or a hand could damage them, random text against random templates, batches at the
+edges of every column type, and Python stack records and ring blobs cut and flipped. Run by tests/unit/test_core_sanitized.py under AddressSanitizer
 and UndefinedBehaviorSanitizer, where any read past a buffer or undefined operation aborts:
 a test here passes when the core answers (columns, or one ValueError) and nothing trips."""
 
@@ -14,11 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
+from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.model import Frame, Stack
 from ioobserve.trace import parse
 from ioobserve.trace.lines import event_lines
 from tests.fuzz.sanitized import ENV_MODULE
+from tests.unit.fake_ring import ring_blob
 from tests.unit.test_event_lines_core import ROW
+from tests.unit.test_python_stacks import CODE, PID, chain_record, code_record
 
 EXAMPLES = int(os.environ.get("IOOBSERVE_FUZZ_EXAMPLES", "400"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -111,3 +115,55 @@ def test_batches_at_the_edges_round_trip(rows, precision, prefix):
     for group in groups.values():
         text = bytes(group.text)
         assert parse.shape_events(text, parse.event_shape(text)).height == group.lines
+
+
+def _stack_records(draw_codes: list[tuple[int, bytes, int]], chains: list[list[int]]) -> list[bytes]:
+    """Code records (code number, line table, version) and chains through them."""
+    records = [code_record(CODE + n, f"f{n}", table=table, version=(3, minor)) for n, table, minor in draw_codes]
+    return records + [chain_record(i + 1, codes, instrs=[c * 7 for c in codes]) for i, codes in enumerate(chains)]
+
+
+@FUZZ
+@given(codes=st.lists(st.tuples(st.integers(0, 6), st.binary(max_size=80), st.sampled_from([10, 11, 13])), max_size=6),
+       chains=st.lists(st.lists(st.integers(0, 8), max_size=ev.PY_MAX_FRAMES), max_size=6),
+       depth=st.integers(0, (1 << 32) - 1), mutations=st.lists(MUTATION, max_size=4), kept=st.integers(1, 4))
+def test_damaged_stack_records(codes, chains, depth, mutations, kept):
+    """Chain and code records cut, flipped and shuffled, a chain claiming any depth: the core
+    keeps what it can read and resolves the chains (a stack, or unknown), or refuses a blob
+    whose records run past it."""
+    records = [_mutate(record, mutations) for record in _stack_records(codes, chains)]
+    if chains:  # the first chain's depth, whatever its record holds
+        at = ev.PY_CHAIN_RECORD.fields["depth"][1]
+        records[len(codes)] = records[len(codes)][:at] + depth.to_bytes(4, "little") + records[len(codes)][at + 4:]
+    table = _core.Stacks(kept, 3, Frame, Stack)
+    try:
+        table.add(ring_blob(records))
+    except ValueError as exc:
+        assert "runs past" in str(exc)
+    ids = np.frombuffer(table.resolve(np.arange(1, len(chains) + 2, dtype=np.uint64)), np.uint32)
+    assert len(ids) == len(chains) + 1
+    new = table.take_new()
+    assert set(ids[ids != 0].tolist()) <= set(new)  # each resolved chain's stack goes to the sinks
+    table.forget([PID])
+
+
+@FUZZ
+@given(blob=st.binary(max_size=400), mutations=st.lists(MUTATION, max_size=4))
+def test_damaged_ring_blobs(blob, mutations):
+    """Any bytes as a ring blob: split, or one ValueError; and what is committed of it."""
+    for candidate in (blob, _mutate(ring_blob([blob[:40], blob[40:]]), mutations)):
+        assert 0 <= _core.ring_committed(candidate) <= len(candidate)
+        try:
+            records, python = _core.aux_split(candidate)
+        except ValueError as exc:
+            assert "runs past" in str(exc)
+        else:
+            assert isinstance(records, list) and len(python) % 8 == 0
+            _core.Stacks(2, 4, Frame, Stack).add(python)
+
+
+@FUZZ
+@given(table=st.binary(max_size=2100), first=st.integers(-(1 << 31), (1 << 31) - 1), before_311=st.booleans(),
+       offsets=st.lists(st.integers(0, (1 << 33)), max_size=20))
+def test_any_line_table(table, first, before_311, offsets):
+    assert len(_core.lines_at(table, first, before_311, offsets)) == len(offsets)

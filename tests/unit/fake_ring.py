@@ -11,6 +11,17 @@ from ioobserve.collect.ringbuf import PAGE
 SIZE = 4 * PAGE
 
 
+def ring_record(payload: bytes, flags: int = 0) -> bytes:
+    """A record as it lies in a ring: its 8-byte header, then the payload, 8-byte aligned."""
+    record = struct.pack("<II", len(payload) | flags, 0) + payload
+    return record + b"\0" * (-len(record) % 8)
+
+
+def ring_blob(payloads: list[bytes]) -> bytes:
+    """Records as RingReader.read_blob gives them."""
+    return b"".join(ring_record(payload) for payload in payloads)
+
+
 class FakeRing:
     """Consumer page, producer page, then the data area twice (as the kernel maps it)."""
 
@@ -21,8 +32,7 @@ class FakeRing:
         self.producer = 0
 
     def put(self, payload: bytes, flags: int = 0) -> None:
-        record = struct.pack("<II", len(payload) | flags, 0) + payload
-        record += b"\0" * (-len(record) % 8)
+        record = ring_record(payload, flags)
         for copy in (0, SIZE):  # mirror the double mapping
             start = 2 * PAGE + copy + (self.producer % SIZE)
             end = start + len(record)

@@ -7,12 +7,13 @@ import os
 
 import numpy as np
 
+from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve.collect import capture as capture_module
 from ioobserve.collect.capture import CaptureProcess, decode, encode
 from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
 from ioobserve.collect.ringbuf import ring_dtype
-from tests.unit.fake_ring import SIZE, FakeRing
+from tests.unit.fake_ring import SIZE, FakeRing, ring_blob
 
 
 def _events(start: int, n: int) -> np.ndarray:
@@ -23,13 +24,14 @@ def _events(start: int, n: int) -> np.ndarray:
 
 
 def test_message_round_trip():
-    batch, aux = _events(0, 3), [b"abc", b"", b"0123456789"]
+    batch, aux = _events(0, 3), ring_blob([b"abc", b"", b"0123456789"])
     in_ring = np.zeros(3, ring_dtype(ev.EVENT))  # as the records lie in the ring, after their headers
     for name in ev.EVENT.names:
         in_ring[name] = batch[name]
     raw = b"".join(encode(in_ring.tobytes(), aux))
     got_events, got_aux = decode(raw[16 : 16 + in_ring.nbytes], raw[16 + in_ring.nbytes :])
     assert got_events.tobytes() == in_ring.tobytes() and got_aux == aux
+    assert _core.aux_split(got_aux) == ([b"abc", b"", b"0123456789"], b"")
     assert all((got_events[name] == batch[name]).all() for name in ev.EVENT.names)
 
 
@@ -46,13 +48,13 @@ def test_streams_everything_then_drains_on_stop():
         while len(seen) < 100:
             batch, aux = next(batches)
             seen.extend(batch["ts_ns"].tolist())
-            aux_seen.extend(aux)
+            aux_seen.extend(_core.aux_split(aux)[0])
         for record in _events(100, 40):  # arrives after the first drain, before the stop
             events_ring.put(record.tobytes())
         capture.stop()
         for batch, aux in batches:
             seen.extend(batch["ts_ns"].tolist())
-            aux_seen.extend(aux)
+            aux_seen.extend(_core.aux_split(aux)[0])
         capture.close()
         assert seen == list(range(140))
         assert aux_seen == [b"path-record"]

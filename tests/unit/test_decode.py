@@ -9,6 +9,8 @@ import numpy as np
 from ioobserve import events as ev
 from ioobserve.decode import decode_aux, kernel_dev_to_user, path_from_components
 
+from tests.unit.fake_ring import ring_blob
+
 
 def test_path_from_leaf_first_components():
     assert path_from_components(b"file.bin\0data\0tmp\0", False) == "/tmp/data/file.bin"
@@ -34,7 +36,7 @@ def test_decode_aux_sorts_records_by_kind():
     name = _record(ev.NAME_RECORD, b"rel/x", kind=ev.AUX_NAME, tid=9, ts_ns=11, index=1, base_dev=5, base_ino=3, len=5)
     proc = _record(ev.PROC_RECORD, b"/usr/bin/python3\0python3\0-c\0pass\0", kind=ev.AUX_PROC, proc_kind=ev.PROC_EXEC,
                    pid=42, tid=42, ppid=1, comm=b"python3", len=33)
-    batch = decode_aux([path, name, proc, b"\x63\0\0\0"])
+    batch = decode_aux(ring_blob([path, name, proc, b"\x63\0\0\0"]))
     assert batch.paths[0].path == "/d/f" and batch.paths[0].ino == 7
     assert batch.names[0].name == "rel/x" and batch.names[0].index == 1
     assert batch.procs[0].exe == "/usr/bin/python3"
@@ -43,9 +45,9 @@ def test_decode_aux_sorts_records_by_kind():
 
 
 def test_batches_drained_later_extend_an_earlier_one_in_order():
-    first = decode_aux([_record(ev.NAME_RECORD, b"a", kind=ev.AUX_NAME, tid=1, ts_ns=1, len=1)])
-    later = decode_aux([_record(ev.NAME_RECORD, b"b", kind=ev.AUX_NAME, tid=1, ts_ns=2, len=1),
-                        _record(ev.PATH_RECORD, b"f\0", kind=ev.AUX_PATH, dev=5, ino=7, mode=0o100644, len=2)])
+    first = decode_aux(ring_blob([_record(ev.NAME_RECORD, b"a", kind=ev.AUX_NAME, tid=1, ts_ns=1, len=1)]))
+    later = decode_aux(ring_blob([_record(ev.NAME_RECORD, b"b", kind=ev.AUX_NAME, tid=1, ts_ns=2, len=1),
+                                  _record(ev.PATH_RECORD, b"f\0", kind=ev.AUX_PATH, dev=5, ino=7, mode=0o100644, len=2)]))
     first.extend(later)
     assert [n.name for n in first.names] == ["a", "b"]
     assert [p.path for p in first.paths] == ["/f"]

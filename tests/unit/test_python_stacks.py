@@ -1,28 +1,64 @@
-"""Python stacks as the collector keeps them (ioobserve.python.stacks): a stack is its frames'
-functions and lines, shared by every chain that has them; only the chains used last are kept,
-and a forgotten chain the kernel sends again is resolved and announced again."""
+"""Python stacks as the collector keeps them (ioobserve.python.stacks over the compiled
+core's _core.Stacks): a stack is its frames' functions and lines, shared by every chain that
+has them; only the chains used last are kept, and a forgotten chain the kernel sends again is
+resolved and announced again. Records are made as the kernel writes them."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
+from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.decode import PyChainRecord, PyCodeRecord
 from ioobserve.model import KEPT_CHAINS
 from ioobserve.python import stacks as python_stacks
 from ioobserve.python.stacks import PythonStacks
 
+from tests.unit.fake_ring import ring_blob, ring_record
+
 PID, CODE = 7, 0x1000
-CODES = [PyCodeRecord(PID, CODE + n, 10, f"f{n}", "/job/data.py", b"", True, (3, 11)) for n in range(8)]
 
 
-def _chain(chain: int, code: int | None = None) -> PyChainRecord:
+def code_record(code: int, name: str, pid: int = PID, file: str = "/job/data.py", table: bytes = b"",
+                first: int = 10, version: tuple[int, int] = (3, 11)) -> bytes:
+    """A code object's record, sent up to its line table's end."""
+    record = np.zeros(1, dtype=ev.PY_CODE_RECORD)
+    record["kind"], record["code"], record["pid"], record["firstlineno"] = ev.AUX_PY_CODE, code, pid, first
+    record["name_len"], record["file_len"], record["name_kind"], record["file_kind"] = len(name), len(file), 1, 1
+    record["name"], record["file"] = name.encode("latin-1"), file.encode("latin-1")
+    record["table_len"] = record["table_size"] = len(table)
+    record["version"] = version[0] << 8 | version[1]
+    raw = bytearray(record.tobytes())
+    at = ev.PY_CODE_RECORD.fields["table"][1]
+    raw[at : at + len(table)] = table
+    return bytes(raw[: at + len(table)])
+
+
+def chain_record(chain: int, codes: list[int], pid: int = PID, truncated: bool = False, instrs: list[int] | None = None) -> bytes:
+    """A chain's record: frames f<code> innermost first, sent up to its last frame."""
+    record = np.zeros(1, dtype=ev.PY_CHAIN_RECORD)
+    record["kind"], record["chain"], record["pid"], record["depth"] = ev.AUX_PY_CHAIN, chain, pid, len(codes)
+    record["flags"] = ev.PY_TRUNCATED if truncated else 0
+    frames = record["frames"][0]
+    frames["code"][: len(codes)] = [CODE + code for code in codes]
+    frames["instance"][: len(codes)] = chain  # another call each time: not part of the stack
+    frames["instr"][: len(codes)] = instrs or [0] * len(codes)
+    record["frames"][0] = frames
+    return record.tobytes()[: ev.PY_CHAIN_RECORD.fields["frames"][1] + len(codes) * ev.PY_FRAME.itemsize]
+
+
+CODES = [code_record(CODE + n, f"f{n}") for n in range(8)]
+
+
+def _add(stacks: PythonStacks, *records: bytes) -> None:
+    stacks.add([ring_blob(list(records))])
+
+
+def _chain(chain: int, code: int | None = None) -> bytes:
     """One frame: function f<code> (default: f<chain>), chain id `chain`."""
-    frames = np.zeros(1, dtype=ev.PY_FRAME)
-    frames["code"] = CODE + (chain if code is None else code)
-    return PyChainRecord(PID, chain, False, frames)
+    return chain_record(chain, [chain if code is None else code])
 
 
 def _stack_ids(stacks: PythonStacks, *chains: int) -> dict[int, int]:
@@ -32,15 +68,15 @@ def _stack_ids(stacks: PythonStacks, *chains: int) -> dict[int, int]:
 
 def test_the_chains_used_last_are_kept_and_an_older_one_is_resolved_again_when_sent_again():
     stacks = PythonStacks(kept=2)
-    stacks.add([_chain(1), _chain(2), _chain(3)], CODES)
+    _add(stacks, _chain(1), _chain(2), _chain(3), *CODES)
     first = _stack_ids(stacks, 1, 2)
     assert first == {1: 1, 2: 2} and set(stacks.take_new()) == {1, 2}
     assert _stack_ids(stacks, 1) == {1: 1}  # chain 1 used again: chain 2 is now the oldest
     assert _stack_ids(stacks, 3) == {3: 3}  # a third: chain 2 is forgotten
     assert _stack_ids(stacks, 1, 3) == {1: 1, 3: 3} and stacks.unknown_chains == 0
-    assert _stack_ids(stacks, 2) == {} and stacks.unknown_chains == 1  # the kernel still thinks we know it
+    assert _stack_ids(stacks, 2) == {2: None} and stacks.unknown_chains == 1  # the kernel still thinks we know it
     stacks.take_new()
-    stacks.add([_chain(2)], [])  # its table forgot it too, so it sends it again
+    _add(stacks, _chain(2))  # its table forgot it too, so it sends it again
     (again,) = _stack_ids(stacks, 2).values()
     new = stacks.take_new()
     assert list(new) == [again] and new[again].frames[0].function == "f2"  # announced, for sinks that forgot it too
@@ -48,18 +84,18 @@ def test_the_chains_used_last_are_kept_and_an_older_one_is_resolved_again_when_s
 
 def test_a_chain_record_sent_again_while_still_resolved_is_not_kept_twice():
     stacks = PythonStacks(kept=4)
-    stacks.add([_chain(1)], CODES)
+    _add(stacks, _chain(1), *CODES)
     assert _stack_ids(stacks, 1) == {1: 1}
     stacks.take_new()
-    stacks.add([_chain(1)], [])
+    _add(stacks, _chain(1))
     assert _stack_ids(stacks, 1) == {1: 1} and stacks.take_new() == {}
-    assert len(stacks._chains) == 0  # noqa: SLF001 - what would grow for as long as the process runs
+    assert stacks._table.pending == 0  # noqa: SLF001 - what would grow for as long as the process runs
 
 
 def test_chains_with_the_same_frames_share_one_stack_and_give_its_levels():
     """Two chains (other processes' or other calls' of one function) naming the same frames."""
     stacks = PythonStacks()
-    stacks.add([_chain(5, code=1), _chain(6, code=1)], CODES)
+    _add(stacks, _chain(5, code=1), _chain(6, code=1), *CODES)
     ids = _stack_ids(stacks, 5, 6)
     assert ids[5] == ids[6] and len(stacks.take_new()) == 1
     levels = stacks.levels(pl.Series([ids[5], ids[5], None], dtype=pl.UInt32))
@@ -69,25 +105,16 @@ def test_chains_with_the_same_frames_share_one_stack_and_give_its_levels():
 def test_a_stack_cut_at_the_depth_walked_has_no_levels():
     """Its levels cannot be counted from the outermost frame, so it makes no spans."""
     stacks = PythonStacks()
-    cut = _chain(7, code=2)._replace(truncated=True)
-    stacks.add([cut], CODES)
+    _add(stacks, chain_record(7, [2], truncated=True), *CODES)
     (stack_id,) = _stack_ids(stacks, 7).values()
     assert stacks.levels(pl.Series([stack_id], dtype=pl.UInt32)).is_empty()
 
 
-def _deep_chain(chain: int, codes: list[int], pid: int = PID) -> PyChainRecord:
-    """Frames innermost first: f<code> for each code."""
-    frames = np.zeros(len(codes), dtype=ev.PY_FRAME)
-    frames["code"] = [CODE + code for code in codes]
-    frames["instance"] = chain  # another call each time: not part of the stack
-    return PyChainRecord(pid, chain, False, frames)
-
-
 def test_a_batch_of_chains_is_resolved_frame_by_frame_whatever_the_process():
     stacks = PythonStacks()
-    other = [code._replace(pid=PID + 1, code=code.code + 0x100) for code in CODES]  # another process's code addresses
-    stacks.add([_deep_chain(1, [0, 1, 2]), _deep_chain(2, [1, 2]), _deep_chain(3, [0, 1, 2]),
-                PyChainRecord(PID + 1, 4, False, _deep_chain(4, [0x100, 0x101, 0x102]).frames)], CODES + other)
+    other = [code_record(CODE + 0x100 + n, f"f{n}", pid=PID + 1) for n in range(8)]  # another process's code addresses
+    _add(stacks, chain_record(1, [0, 1, 2]), chain_record(2, [1, 2]), chain_record(3, [0, 1, 2]),
+         chain_record(4, [0x100, 0x101, 0x102], pid=PID + 1), *CODES, *other)
     ids = _stack_ids(stacks, 1, 2, 3, 4)
     assert ids[1] == ids[3] == ids[4] != ids[2]  # the same frames, whichever call or process made them
     new = stacks.take_new()
@@ -97,10 +124,10 @@ def test_a_batch_of_chains_is_resolved_frame_by_frame_whatever_the_process():
 
 def test_a_frame_whose_code_record_comes_later_is_named_once_it_has():
     stacks = PythonStacks()
-    stacks.add([_deep_chain(1, [0, 5])], CODES[:1])
+    _add(stacks, chain_record(1, [0, 5]), *CODES[:1])
     (first,) = _stack_ids(stacks, 1).values()
     assert [f.function for f in stacks.take_new()[first].frames] == ["f0", "<unknown>"]
-    stacks.add([_deep_chain(2, [0, 5])], CODES[5:6])
+    _add(stacks, chain_record(2, [0, 5]), *CODES[5:6])
     (second,) = _stack_ids(stacks, 2).values()
     assert second != first and [f.function for f in stacks.take_new()[second].frames] == ["f0", "f5"]
 
@@ -108,8 +135,8 @@ def test_a_frame_whose_code_record_comes_later_is_named_once_it_has():
 def test_stacks_stay_right_when_the_frame_numbering_starts_over(monkeypatch):
     monkeypatch.setattr(python_stacks, "MAX_FRAMES_KEPT", 2)
     stacks = PythonStacks()
-    stacks.add([_deep_chain(chain, [chain % 8, (chain + 1) % 8]) for chain in range(1, 30)], CODES)
+    _add(stacks, *[chain_record(chain, [chain % 8, (chain + 1) % 8]) for chain in range(1, 30)], *CODES)
     for chain in range(1, 30):  # one at a time: each batch may start the numbering over
         (stack_id,) = _stack_ids(stacks, chain).values()
-        assert [f.function for f in stacks._stacks[stack_id].frames] == [f"f{chain % 8}", f"f{(chain + 1) % 8}"]  # noqa: SLF001
-    assert len(stacks._stacks) <= 2 * KEPT_CHAINS  # noqa: SLF001
+        assert [f.function for f in stacks._table.stacks[stack_id].frames] == [f"f{chain % 8}", f"f{(chain + 1) % 8}"]  # noqa: SLF001
+    assert len(stacks._table.stacks) <= 2 * KEPT_CHAINS  # noqa: SLF001

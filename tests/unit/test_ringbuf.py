@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ioobserve import _core
 from ioobserve.collect.ringbuf import BUSY, DISCARD, HEADER, RingReader
 
-from tests.unit.fake_ring import SIZE, FakeRing
+from tests.unit.fake_ring import SIZE, FakeRing, ring_record
 
 RECORD = np.dtype([("a", "<u8"), ("b", "<u4"), ("c", "<u4")])  # 16 bytes -> stride 24
 
@@ -67,5 +68,8 @@ def test_variable_records(ring):
     fake.put(b"abc")
     fake.put(b"dropped", DISCARD)
     fake.put(b"0123456789")
-    assert reader.read_records() == [b"abc", b"0123456789"]
-    assert reader.pending_bytes() == 0
+    fake.put(b"not yet", BUSY)
+    blob = reader.read_blob()
+    assert blob == ring_record(b"abc") + ring_record(b"dropped", DISCARD) + ring_record(b"0123456789")
+    assert _core.aux_split(blob) == ([b"abc", b"0123456789"], b"")
+    assert reader.pending_bytes() == len(ring_record(b"not yet"))

@@ -1,4 +1,5 @@
-"""Line numbers from a code object's line table, as CPython itself computes them (the
+"""The oracle for the compiled core's line tables (csrc/linetable.c): the Python reader it
+replaced. Line numbers from a code object's line table, as CPython itself computes them (the
 ranges `code.co_lines()` yields): Objects/lnotab_notes.txt for 3.10, Objects/locations.md
 for 3.11+. Offsets are in bytes of bytecode."""
 

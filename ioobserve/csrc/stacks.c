@@ -1,0 +1,855 @@
+/* Python stacks: the kernel's chain and code-object records kept in hash tables, and the
+ * chains of a batch resolved into stack ids in one call (ioobserve.python.stacks wraps it).
+ *
+ * A chain record is a thread's frames as the kernel walked them: (code object, instruction)
+ * pairs, innermost first. A code record is a code object's names and line table. A frame is
+ * numbered by its content (function, file, line), so that every process running the same
+ * code shares its numbers, and a stack is the numbers of its frames and whether the walk was
+ * cut: identical stacks of any process share one id. Stack ids count from 1.
+ *
+ * Kept by last use, as the Python class they replace kept them (ioobserve.python.stacks):
+ * resolved chains and stack keys, `kept` of each; chain records not resolved yet, `kept`;
+ * the stacks by id (the Python objects the sinks get), twice `kept`. Frame numbers start over
+ * past `max_frames` distinct frames. Tables are trimmed in bulk once they pass an eighth over
+ * their bound, so that a trim (a sort of last-use stamps) is paid once per many chains.
+ *
+ * Records come from the kernel in the ring's own format (8-byte headers), and the kernel
+ * copies process memory that another thread may be changing: every length is checked
+ * against the record, and a record too short for its header is skipped. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#include "core.h"
+#include "linetable.h"
+#include "table.h"
+
+struct code_entry {
+    uint64_t hash;
+    uint64_t address;
+    uint32_t pid;
+    uint32_t version; /* major << 8 | minor */
+    int64_t first;    /* co_firstlineno */
+    PyObject *function, *file;
+    unsigned char *table;
+    size_t table_length;
+    struct line_range *ranges; /* parsed on first use */
+    size_t n_ranges;
+    int parsed;
+};
+
+struct code_key {
+    uint64_t address;
+    uint32_t pid;
+};
+
+struct known_entry { /* a frame met before: (pid, code, instruction) -> number */
+    uint64_t hash;
+    uint64_t address;
+    uint32_t pid, instr, number;
+};
+
+struct resolved_entry {
+    uint64_t hash;
+    uint64_t chain;
+    uint64_t stamp;
+    uint32_t stack;
+};
+
+struct frame_ref {
+    uint64_t code;
+    uint32_t instr;
+};
+
+struct pending_entry { /* a chain record not resolved yet */
+    uint64_t hash;
+    uint64_t chain;
+    uint64_t stamp;
+    uint32_t pid, depth, truncated, taken;
+    struct frame_ref *frames;
+};
+
+struct stack_entry {
+    uint64_t hash;
+    uint64_t stamp;
+    uint32_t *numbers;
+    uint32_t depth, truncated, id;
+};
+
+struct stack_key {
+    const uint32_t *numbers;
+    uint32_t depth, truncated;
+};
+
+typedef struct {
+    PyObject_HEAD
+    size_t kept, max_frames;
+    PyObject *frame_type, *stack_type;
+    PyObject *unknown_frame;
+    struct table codes, known, resolved, pending, stack_keys;
+    PyObject *frame_numbers; /* (function, file, line) -> number */
+    PyObject *frames;        /* number -> Frame */
+    PyObject *stacks;        /* id -> Stack */
+    PyObject *new_stacks;    /* id -> Stack, resolved since take_new */
+    uint64_t clock;          /* last-use stamps */
+    uint32_t next_id;
+    unsigned long long unknown_chains;
+} Stacks;
+
+static uint32_t read_u32(const unsigned char *at)
+{
+    uint32_t value;
+    memcpy(&value, at, sizeof value);
+    return value;
+}
+
+static uint64_t read_u64(const unsigned char *at)
+{
+    uint64_t value;
+    memcpy(&value, at, sizeof value);
+    return value;
+}
+
+/* ---- keys ---- */
+
+static uint64_t code_hash(uint32_t pid, uint64_t address)
+{
+    uint64_t words[2] = {pid, address};
+    return hash_words(words, 2);
+}
+
+static int same_code(const void *entry, const void *key)
+{
+    const struct code_entry *code = entry;
+    const struct code_key *wanted = key;
+    return code->address == wanted->address && code->pid == wanted->pid;
+}
+
+static uint64_t known_hash(uint32_t pid, uint64_t address, uint32_t instr)
+{
+    uint64_t words[2] = {(uint64_t)pid << 32 | instr, address};
+    return hash_words(words, 2);
+}
+
+static int same_known(const void *entry, const void *key)
+{
+    const struct known_entry *known = entry, *wanted = key;
+    return known->address == wanted->address && known->pid == wanted->pid && known->instr == wanted->instr;
+}
+
+static uint64_t chain_hash(uint64_t chain)
+{
+    return hash_words(&chain, 1);
+}
+
+static int same_resolved(const void *entry, const void *key)
+{
+    return ((const struct resolved_entry *)entry)->chain == *(const uint64_t *)key;
+}
+
+static int same_pending(const void *entry, const void *key)
+{
+    return ((const struct pending_entry *)entry)->chain == *(const uint64_t *)key;
+}
+
+static uint64_t stack_hash(const uint32_t *numbers, uint32_t depth, uint32_t truncated)
+{
+    uint64_t words[ev_PY_MAX_FRAMES / 2 + 1];
+    size_t count = 0;
+    for (uint32_t i = 0; i < depth; i += 2)
+        words[count++] = (uint64_t)numbers[i] << 32 | (i + 1 < depth ? numbers[i + 1] : 0xFFFFFFFFu);
+    words[count++] = truncated;
+    return hash_words(words, count);
+}
+
+static int same_stack(const void *entry, const void *key)
+{
+    const struct stack_entry *stack = entry;
+    const struct stack_key *wanted = key;
+    return stack->depth == wanted->depth && stack->truncated == wanted->truncated
+        && memcmp(stack->numbers, wanted->numbers, wanted->depth * sizeof *wanted->numbers) == 0;
+}
+
+/* ---- releasing entries (table_keep's callbacks) ---- */
+
+static void code_release(struct code_entry *code)
+{
+    Py_CLEAR(code->function);
+    Py_CLEAR(code->file);
+    PyMem_RawFree(code->table);
+    PyMem_RawFree(code->ranges);
+    code->table = NULL;
+    code->ranges = NULL;
+}
+
+static int drop_all_codes(void *entry, void *context)
+{
+    (void)context;
+    code_release(entry);
+    return 0;
+}
+
+static int drop_all_pending(void *entry, void *context)
+{
+    (void)context;
+    PyMem_RawFree(((struct pending_entry *)entry)->frames);
+    return 0;
+}
+
+static int drop_all_stack_keys(void *entry, void *context)
+{
+    (void)context;
+    PyMem_RawFree(((struct stack_entry *)entry)->numbers);
+    return 0;
+}
+
+static int drop_all(void *entry, void *context)
+{
+    (void)entry;
+    (void)context;
+    return 0;
+}
+
+/* ---- the type ---- */
+
+static void Stacks_dealloc(Stacks *self)
+{
+    table_keep(&self->codes, drop_all_codes, NULL);
+    table_keep(&self->pending, drop_all_pending, NULL);
+    table_keep(&self->stack_keys, drop_all_stack_keys, NULL);
+    table_free(&self->codes);
+    table_free(&self->known);
+    table_free(&self->resolved);
+    table_free(&self->pending);
+    table_free(&self->stack_keys);
+    Py_XDECREF(self->frame_type);
+    Py_XDECREF(self->stack_type);
+    Py_XDECREF(self->unknown_frame);
+    Py_XDECREF(self->frame_numbers);
+    Py_XDECREF(self->frames);
+    Py_XDECREF(self->stacks);
+    Py_XDECREF(self->new_stacks);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Stacks_init(Stacks *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"kept", "max_frames", "frame_type", "stack_type", NULL};
+    Py_ssize_t kept, max_frames;
+    PyObject *frame_type, *stack_type;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nnOO", keywords, &kept, &max_frames, &frame_type, &stack_type))
+        return -1;
+    if (kept < 1 || max_frames < 1) {
+        PyErr_SetString(PyExc_ValueError, "kept and max_frames must be at least 1");
+        return -1;
+    }
+    if (self->frames) {
+        PyErr_SetString(PyExc_RuntimeError, "Stacks is initialised once");
+        return -1;
+    }
+    self->kept = (size_t)kept;
+    self->max_frames = (size_t)max_frames;
+    self->frame_type = Py_NewRef(frame_type);
+    self->stack_type = Py_NewRef(stack_type);
+    self->unknown_frame = PyObject_CallFunction(frame_type, "ssi", "<unknown>", "", NO_LINE);
+    self->frame_numbers = PyDict_New();
+    self->frames = PyList_New(0);
+    self->stacks = PyDict_New();
+    self->new_stacks = PyDict_New();
+    self->next_id = 1;
+    if (!self->unknown_frame || !self->frame_numbers || !self->frames || !self->stacks || !self->new_stacks)
+        return -1;
+    if (table_init(&self->codes, sizeof(struct code_entry)) < 0 || table_init(&self->known, sizeof(struct known_entry)) < 0
+        || table_init(&self->resolved, sizeof(struct resolved_entry)) < 0
+        || table_init(&self->pending, sizeof(struct pending_entry)) < 0
+        || table_init(&self->stack_keys, sizeof(struct stack_entry)) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- adding records ---- */
+
+static const char *py_encoding(unsigned kind)
+{
+    return kind == 2 ? "utf-16-le" : kind == 4 ? "utf-32-le" : "latin-1";
+}
+
+/* A name of the record: `length` bytes at `at`, no more than `room` nor past the record. */
+static PyObject *record_text(const unsigned char *record, size_t size, size_t at, uint32_t length, size_t room,
+                             unsigned kind)
+{
+    size_t end = at + (length < room ? length : room);
+    if (end > size)
+        end = size;
+    return PyUnicode_Decode((const char *)record + at, end > at ? (Py_ssize_t)(end - at) : 0, py_encoding(kind), "replace");
+}
+
+static int add_code(Stacks *self, const unsigned char *record, size_t size)
+{
+    if (size < CODE_HEAD_BYTES)
+        return 0; /* too short to be one: skipped */
+    struct code_key key = {read_u64(record + CODE_AT_CODE), read_u32(record + CODE_AT_PID)};
+    int32_t first;
+    memcpy(&first, record + CODE_AT_FIRSTLINENO, sizeof first);
+    uint16_t version;
+    memcpy(&version, record + CODE_AT_VERSION, sizeof version);
+    PyObject *function = record_text(record, size, CODE_AT_NAME, read_u32(record + CODE_AT_NAME_LEN), ev_PY_NAME_BYTES,
+                                     record[CODE_AT_NAME_KIND]);
+    PyObject *file = record_text(record, size, CODE_AT_FILE, read_u32(record + CODE_AT_FILE_LEN), ev_PY_FILE_BYTES,
+                                 record[CODE_AT_FILE_KIND]);
+    if (function && PyUnicode_GET_LENGTH(function) == 0)
+        Py_SETREF(function, PyUnicode_FromString("<unknown>"));
+    size_t table_length = read_u32(record + CODE_AT_TABLE_LEN);
+    if (table_length > ev_PY_TABLE_BYTES)
+        table_length = ev_PY_TABLE_BYTES;
+    if (CODE_AT_TABLE + table_length > size)
+        table_length = size > CODE_AT_TABLE ? size - CODE_AT_TABLE : 0;
+    unsigned char *table = PyMem_RawMalloc(table_length ? table_length : 1);
+    if (!function || !file || !table) {
+        Py_XDECREF(function);
+        Py_XDECREF(file);
+        PyMem_RawFree(table);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(table, record + CODE_AT_TABLE, table_length);
+    uint64_t hash = code_hash(key.pid, key.address);
+    struct code_entry *code = table_find(&self->codes, hash, &key, same_code);
+    if (code)
+        code_release(code); /* a code object at an address it had freed: the newer one */
+    else if (!(code = table_add(&self->codes, hash))) {
+        Py_DECREF(function);
+        Py_DECREF(file);
+        PyMem_RawFree(table);
+        PyErr_NoMemory();
+        return -1;
+    }
+    code->address = key.address;
+    code->pid = key.pid;
+    code->version = version;
+    code->first = first;
+    code->function = function;
+    code->file = file;
+    code->table = table;
+    code->table_length = table_length;
+    code->parsed = 0;
+    code->n_ranges = 0;
+    return 0;
+}
+
+static int add_chain(Stacks *self, const unsigned char *record, size_t size)
+{
+    if (size < CHAIN_FRAMES_AT)
+        return 0; /* too short to be one: skipped */
+    uint64_t chain = read_u64(record + CHAIN_AT_CHAIN);
+    uint64_t hash = chain_hash(chain);
+    if (table_find(&self->resolved, hash, &chain, same_resolved))
+        return 0; /* the kernel forgot it before we did */
+    size_t depth = read_u32(record + CHAIN_AT_DEPTH);
+    size_t room = (size - CHAIN_FRAMES_AT) / FRAME_BYTES;
+    if (depth > ev_PY_MAX_FRAMES)
+        depth = ev_PY_MAX_FRAMES;
+    if (depth > room)
+        depth = room;
+    struct frame_ref *frames = PyMem_RawMalloc((depth ? depth : 1) * sizeof *frames);
+    if (!frames) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < depth; i++) {
+        const unsigned char *frame = record + CHAIN_FRAMES_AT + i * FRAME_BYTES;
+        frames[i].code = read_u64(frame + FRAME_AT_CODE);
+        frames[i].instr = read_u32(frame + FRAME_AT_INSTR);
+    }
+    struct pending_entry *pending = table_find(&self->pending, hash, &chain, same_pending);
+    if (pending) {
+        PyMem_RawFree(pending->frames); /* sent again: the newer record, in its place */
+    } else if ((pending = table_add(&self->pending, hash))) {
+        pending->chain = chain;
+        pending->stamp = ++self->clock;
+    } else {
+        PyMem_RawFree(frames);
+        PyErr_NoMemory();
+        return -1;
+    }
+    pending->pid = read_u32(record + CHAIN_AT_PID);
+    pending->truncated = read_u32(record + CHAIN_AT_FLAGS) & ev_PY_TRUNCATED;
+    pending->depth = (uint32_t)depth;
+    pending->taken = 0;
+    pending->frames = frames;
+    return 0;
+}
+
+static PyObject *Stacks_add(Stacks *self, PyObject *arg)
+{
+    Py_buffer blob;
+    if (PyObject_GetBuffer(arg, &blob, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *data = blob.buf;
+    size_t size = (size_t)blob.len, at = 0;
+    int failed = 0;
+    while (!failed && at + RING_HEADER_BYTES <= size) {
+        uint32_t header = read_u32(data + at);
+        size_t length = header & ~(RING_BUSY | RING_DISCARD);
+        if (header & RING_BUSY || length > size - at - RING_HEADER_BYTES) {
+            PyErr_Format(PyExc_ValueError, "a Python stack record at byte %zu runs past the %zu given", at, size);
+            failed = 1;
+            break;
+        }
+        const unsigned char *record = data + at + RING_HEADER_BYTES;
+        if (!(header & RING_DISCARD) && length >= 4) {
+            uint32_t kind = read_u32(record);
+            if (kind == ev_AUX_PY_CHAIN)
+                failed = add_chain(self, record, length) < 0;
+            else if (kind == ev_AUX_PY_CODE)
+                failed = add_code(self, record, length) < 0;
+        }
+        at += (RING_HEADER_BYTES + length + 7) & ~(size_t)7;
+    }
+    PyBuffer_Release(&blob);
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- forgetting processes ---- */
+
+struct pid_set {
+    uint32_t *pids;
+    size_t count;
+};
+
+static int has_pid(const struct pid_set *set, uint32_t pid)
+{
+    size_t low = 0, high = set->count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (set->pids[middle] == pid)
+            return 1;
+        if (set->pids[middle] < pid)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    return 0;
+}
+
+static int keep_code_of_others(void *entry, void *context)
+{
+    struct code_entry *code = entry;
+    if (!has_pid(context, code->pid))
+        return 1;
+    code_release(code);
+    return 0;
+}
+
+static int keep_known_of_others(void *entry, void *context)
+{
+    return !has_pid(context, ((struct known_entry *)entry)->pid);
+}
+
+static int keep_pending_of_others(void *entry, void *context)
+{
+    struct pending_entry *pending = entry;
+    if (!has_pid(context, pending->pid))
+        return 1;
+    PyMem_RawFree(pending->frames);
+    return 0;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *Stacks_forget(Stacks *self, PyObject *arg)
+{
+    PyObject *sequence = PySequence_Fast(arg, "pids must be a sequence");
+    if (!sequence)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(sequence);
+    struct pid_set set = {PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint32_t)), (size_t)n};
+    if (!set.pids) {
+        Py_DECREF(sequence);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long pid = PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(sequence, i));
+        if (pid == (unsigned long)-1 && PyErr_Occurred()) {
+            PyMem_RawFree(set.pids);
+            Py_DECREF(sequence);
+            return NULL;
+        }
+        set.pids[i] = (uint32_t)pid;
+    }
+    Py_DECREF(sequence);
+    qsort(set.pids, set.count, sizeof *set.pids, compare_u32);
+    if (set.count) {
+        table_keep(&self->codes, keep_code_of_others, &set);
+        table_keep(&self->known, keep_known_of_others, &set);
+        table_keep(&self->pending, keep_pending_of_others, &set);
+    }
+    PyMem_RawFree(set.pids);
+    Py_RETURN_NONE;
+}
+
+/* ---- resolving chains ---- */
+
+/* Frame numbers and the stack keys made of them start over (the stacks by id stay). */
+static int start_numbering_over(Stacks *self)
+{
+    PyDict_Clear(self->frame_numbers);
+    if (PyList_SetSlice(self->frames, 0, PyList_GET_SIZE(self->frames), NULL) < 0)
+        return -1;
+    table_keep(&self->known, drop_all, NULL);
+    table_keep(&self->stack_keys, drop_all_stack_keys, NULL);
+    return 0;
+}
+
+/* The number of this frame's content, numbered now if new; -1 on error. */
+static Py_ssize_t number_of(Stacks *self, PyObject *function, PyObject *file, int64_t line, PyObject *known_frame)
+{
+    PyObject *key = known_frame ? Py_NewRef(known_frame) : Py_BuildValue("(OOL)", function, file, (long long)line);
+    if (!key)
+        return -1;
+    PyObject *found = PyDict_GetItemWithError(self->frame_numbers, key);
+    Py_ssize_t number = -1;
+    if (found) {
+        number = PyLong_AsSsize_t(found);
+    } else if (!PyErr_Occurred()) {
+        PyObject *frame = known_frame ? Py_NewRef(known_frame)
+                                      : PyObject_CallFunction(self->frame_type, "OOL", function, file, (long long)line);
+        PyObject *value = PyLong_FromSsize_t(PyList_GET_SIZE(self->frames));
+        if (frame && value && PyList_Append(self->frames, frame) == 0 && PyDict_SetItem(self->frame_numbers, key, value) == 0)
+            number = PyList_GET_SIZE(self->frames) - 1;
+        Py_XDECREF(frame);
+        Py_XDECREF(value);
+    }
+    Py_DECREF(key);
+    return number;
+}
+
+/* The number of the frame (pid, code, instr): known, or read from its code object and kept;
+ * the unknown frame (not kept) if the code's record was lost or has not come yet. */
+static Py_ssize_t frame_number(Stacks *self, uint32_t pid, const struct frame_ref *ref)
+{
+    struct known_entry key = {0, ref->code, pid, ref->instr, 0};
+    uint64_t hash = known_hash(pid, ref->code, ref->instr);
+    struct known_entry *known = table_find(&self->known, hash, &key, same_known);
+    if (known)
+        return known->number;
+    struct code_key code_key = {ref->code, pid};
+    struct code_entry *code = table_find(&self->codes, code_hash(pid, ref->code), &code_key, same_code);
+    if (!code)
+        return number_of(self, NULL, NULL, NO_LINE, self->unknown_frame);
+    if (!code->parsed) {
+        int before_311 = code->version < (3 << 8 | 11);
+        if (line_ranges(code->table, code->table_length, code->first, before_311, &code->ranges, &code->n_ranges) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        code->parsed = 1;
+    }
+    int64_t line = line_at(code->ranges, code->n_ranges, (uint64_t)ref->instr * 2);
+    Py_ssize_t number = number_of(self, code->function, code->file, line, NULL);
+    if (number < 0)
+        return -1;
+    if (!(known = table_add(&self->known, hash))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    known->address = ref->code;
+    known->pid = pid;
+    known->instr = ref->instr;
+    known->number = (uint32_t)number;
+    return number;
+}
+
+/* The Stack object of a key's frames. */
+static PyObject *stack_object(Stacks *self, const uint32_t *numbers, uint32_t depth, uint32_t truncated)
+{
+    PyObject *frames = PyTuple_New(depth);
+    if (!frames)
+        return NULL;
+    for (uint32_t i = 0; i < depth; i++)
+        PyTuple_SET_ITEM(frames, i, Py_NewRef(PyList_GET_ITEM(self->frames, numbers[i])));
+    PyObject *stack = PyObject_CallFunction(self->stack_type, "OO", frames, truncated ? Py_True : Py_False);
+    Py_DECREF(frames);
+    return stack;
+}
+
+/* The id of the stack of a chain record's frames, made if new, and given to the sinks
+ * (again, if known: a sink keeping only the stacks used last may have forgotten it); 0 on
+ * error. */
+static uint32_t stack_of(Stacks *self, const struct pending_entry *chain)
+{
+    uint32_t numbers[ev_PY_MAX_FRAMES];
+    for (uint32_t i = 0; i < chain->depth; i++) {
+        Py_ssize_t number = frame_number(self, chain->pid, &chain->frames[i]);
+        if (number < 0)
+            return 0;
+        numbers[i] = (uint32_t)number;
+    }
+    struct stack_key key = {numbers, chain->depth, chain->truncated};
+    uint64_t hash = stack_hash(numbers, chain->depth, chain->truncated);
+    struct stack_entry *entry = table_find(&self->stack_keys, hash, &key, same_stack);
+    uint32_t id;
+    if (entry) {
+        entry->stamp = ++self->clock;
+        id = entry->id;
+    } else {
+        uint32_t *copy = PyMem_RawMalloc(chain->depth * sizeof *copy);
+        if (!copy || !(entry = table_add(&self->stack_keys, hash))) {
+            PyMem_RawFree(copy);
+            PyErr_NoMemory();
+            return 0;
+        }
+        memcpy(copy, numbers, chain->depth * sizeof *copy);
+        *entry = (struct stack_entry){hash, ++self->clock, copy, chain->depth, chain->truncated, self->next_id++};
+        id = entry->id;
+    }
+    PyObject *key_id = PyLong_FromUnsignedLong(id);
+    if (!key_id)
+        return 0;
+    PyObject *stack = PyDict_GetItemWithError(self->stacks, key_id);
+    int failed = PyErr_Occurred() != NULL;
+    if (stack) {
+        Py_INCREF(stack);
+    } else if (!failed) { /* new, or dropped by the bound on stacks while its key stayed */
+        stack = stack_object(self, numbers, chain->depth, chain->truncated);
+        failed = !stack || PyDict_SetItem(self->stacks, key_id, stack) < 0;
+    }
+    failed = failed || PyDict_SetItem(self->new_stacks, key_id, stack) < 0;
+    Py_XDECREF(stack);
+    Py_DECREF(key_id);
+    return failed ? 0 : id;
+}
+
+/* ---- trimming by last use ---- */
+
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The stamp at and above which `table`'s `kept` entries used last lie (0: keep all), the
+ * stamps read at `stamp_at` bytes into each entry; -1 out of memory. */
+static int threshold(const struct table *table, size_t stamp_at, size_t kept, uint64_t *found)
+{
+    *found = 0;
+    if (table->count <= kept)
+        return 0;
+    uint64_t *stamps = PyMem_RawMalloc(table->count * sizeof *stamps);
+    if (!stamps)
+        return -1;
+    for (size_t i = 0; i < table->count; i++)
+        memcpy(&stamps[i], (const char *)TABLE_ENTRY(table, i) + stamp_at, sizeof *stamps);
+    qsort(stamps, table->count, sizeof *stamps, compare_u64);
+    *found = stamps[table->count - kept];
+    PyMem_RawFree(stamps);
+    return 0;
+}
+
+struct trim {
+    Stacks *self;
+    uint64_t threshold;
+    int failed;
+};
+
+static int keep_resolved(void *entry, void *context)
+{
+    return ((struct resolved_entry *)entry)->stamp >= ((struct trim *)context)->threshold;
+}
+
+static int keep_pending(void *entry, void *context)
+{
+    struct pending_entry *pending = entry;
+    if (pending->stamp >= ((struct trim *)context)->threshold && !pending->taken)
+        return 1;
+    PyMem_RawFree(pending->frames);
+    return 0;
+}
+
+static int keep_stack_key(void *entry, void *context)
+{
+    struct stack_entry *stack = entry;
+    struct trim *trim = context;
+    if (stack->stamp >= trim->threshold)
+        return 1;
+    PyObject *id = PyLong_FromUnsignedLong(stack->id);
+    if (!id || (PyDict_DelItem(trim->self->stacks, id) < 0 && !PyErr_ExceptionMatches(PyExc_KeyError)))
+        trim->failed = 1;
+    else
+        PyErr_Clear();
+    Py_XDECREF(id);
+    PyMem_RawFree(stack->numbers);
+    return 0;
+}
+
+static int over(const Stacks *self, const struct table *table)
+{
+    return table->count > self->kept + self->kept / 8;
+}
+
+/* Each table back to its bound once past it by an eighth; the pending records taken. */
+static int trim(Stacks *self, int any_taken)
+{
+    struct trim context = {self, 0, 0};
+    if (over(self, &self->resolved)) {
+        if (threshold(&self->resolved, offsetof(struct resolved_entry, stamp), self->kept, &context.threshold) < 0)
+            goto memory;
+        table_keep(&self->resolved, keep_resolved, &context);
+    }
+    if (over(self, &self->pending) || any_taken) {
+        if (threshold(&self->pending, offsetof(struct pending_entry, stamp), self->kept, &context.threshold) < 0)
+            goto memory;
+        table_keep(&self->pending, keep_pending, &context);
+    }
+    if (over(self, &self->stack_keys)) {
+        if (threshold(&self->stack_keys, offsetof(struct stack_entry, stamp), self->kept, &context.threshold) < 0)
+            goto memory;
+        table_keep(&self->stack_keys, keep_stack_key, &context);
+        if (context.failed)
+            return -1;
+    }
+    /* Stacks whose keys went when the numbering started over: the oldest first. */
+    Py_ssize_t extra = PyDict_GET_SIZE(self->stacks) - (Py_ssize_t)(2 * self->kept);
+    if (extra > 0) {
+        PyObject *oldest = PyList_New(0), *key, *value;
+        Py_ssize_t position = 0;
+        while (oldest && PyList_GET_SIZE(oldest) < extra && PyDict_Next(self->stacks, &position, &key, &value))
+            if (PyList_Append(oldest, key) < 0)
+                Py_CLEAR(oldest);
+        for (Py_ssize_t i = 0; oldest && i < PyList_GET_SIZE(oldest); i++)
+            if (PyDict_DelItem(self->stacks, PyList_GET_ITEM(oldest, i)) < 0)
+                Py_CLEAR(oldest);
+        if (!oldest)
+            return -1;
+        Py_DECREF(oldest);
+    }
+    return 0;
+memory:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* resolve(chains) -> bytes of uint32 stack ids, one per chain (0: unknown). `chains` is a
+ * buffer of distinct non-zero uint64 chain ids: a batch's. */
+static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
+{
+    Py_buffer chains;
+    if (PyObject_GetBuffer(arg, &chains, PyBUF_SIMPLE) < 0)
+        return NULL;
+    size_t n = (size_t)chains.len / sizeof(uint64_t);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint32_t)));
+    if (!out || ((size_t)PyList_GET_SIZE(self->frames) > self->max_frames && start_numbering_over(self) < 0)) {
+        Py_XDECREF(out);
+        PyBuffer_Release(&chains);
+        return NULL;
+    }
+    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(out);
+    const unsigned char *asked = chains.buf;
+    int any_taken = 0, failed = 0;
+    for (size_t i = 0; i < n && !failed; i++) {
+        uint64_t chain = read_u64(asked + i * sizeof chain), hash = chain_hash(chain);
+        ids[i] = 0;
+        struct resolved_entry *resolved = table_find(&self->resolved, hash, &chain, same_resolved);
+        if (resolved) {
+            resolved->stamp = ++self->clock;
+            ids[i] = resolved->stack;
+            continue;
+        }
+        struct pending_entry *pending = table_find(&self->pending, hash, &chain, same_pending);
+        if (pending && !pending->taken) {
+            pending->taken = any_taken = 1;
+            if (pending->depth) {
+                uint32_t id = stack_of(self, pending);
+                if (!id || !(resolved = table_add(&self->resolved, hash))) {
+                    failed = 1;
+                    if (!PyErr_Occurred())
+                        PyErr_NoMemory();
+                    break;
+                }
+                resolved->chain = chain;
+                resolved->stamp = ++self->clock;
+                resolved->stack = ids[i] = id;
+                continue;
+            }
+        }
+        self->unknown_chains++;
+    }
+    PyBuffer_Release(&chains);
+    if (trim(self, any_taken) < 0 || failed) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *Stacks_take_new(Stacks *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *fresh = PyDict_New();
+    if (!fresh)
+        return NULL;
+    PyObject *taken = self->new_stacks;
+    self->new_stacks = fresh;
+    return taken;
+}
+
+static PyObject *Stacks_get_stacks(Stacks *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->stacks);
+}
+
+static PyObject *Stacks_get_unknown(Stacks *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->unknown_chains);
+}
+
+static PyObject *Stacks_get_pending(Stacks *self, void *closure)
+{
+    (void)closure;
+    size_t count = 0;
+    for (size_t i = 0; i < self->pending.count; i++)
+        count += !((struct pending_entry *)TABLE_ENTRY(&self->pending, i))->taken;
+    return PyLong_FromSize_t(count);
+}
+
+static PyMethodDef Stacks_methods[] = {
+    {"add", (PyCFunction)Stacks_add, METH_O,
+     "add(records): chain and code records in the ring's format (8-byte headers); other kinds are skipped."},
+    {"forget", (PyCFunction)Stacks_forget, METH_O, "forget(pids): the code objects and chains of processes gone."},
+    {"resolve", (PyCFunction)Stacks_resolve, METH_O,
+     "resolve(chains) -> bytes: a uint32 stack id (0: unknown) per distinct non-zero uint64 chain of a batch."},
+    {"take_new", (PyCFunction)Stacks_take_new, METH_NOARGS, "take_new() -> {id: Stack}: stacks resolved since the last call."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Stacks_getset[] = {
+    {"stacks", (getter)Stacks_get_stacks, NULL, "{id: Stack}: the stacks kept, for their levels.", NULL},
+    {"unknown_chains", (getter)Stacks_get_unknown, NULL, "Chains asked for whose record was lost.", NULL},
+    {"pending", (getter)Stacks_get_pending, NULL, "Chain records kept, not resolved yet.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject StacksType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ioobserve._core.Stacks",
+    .tp_doc = "Stacks(kept, max_frames, frame_type, stack_type): Python chain and code records, resolved into stack ids.",
+    .tp_basicsize = sizeof(Stacks),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Stacks_init,
+    .tp_dealloc = (destructor)Stacks_dealloc,
+    .tp_methods = Stacks_methods,
+    .tp_getset = Stacks_getset,
+};

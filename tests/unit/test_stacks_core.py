@@ -1,0 +1,140 @@
+"""The compiled core's Python stack side (csrc/linetable.c, stacks.c, aux.c): its record
+layout is events.py's, its line tables read as the Python reader they replaced (the oracle in
+tests/oracles) and as this interpreter's own co_lines(), and records cut short or damaged are
+skipped or refused, never read past."""
+
+from __future__ import annotations
+
+import json.decoder
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ioobserve import _core
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.model import NO_LINE, Frame, Stack
+from ioobserve.python.stacks import PythonStacks
+from tests.oracles.linetable_python import LineTable
+from tests.unit.fake_ring import ring_blob, ring_record
+from tests.unit.test_python_stacks import CODE, PID, chain_record, code_record
+
+
+def test_the_core_reads_the_records_as_events_py_lays_them_out():
+    layout = _core.LAYOUT
+    for name in ("AUX_PY_CHAIN", "AUX_PY_CODE", "PY_MAX_FRAMES", "PY_TRUNCATED", "PY_NAME_BYTES", "PY_FILE_BYTES",
+                 "PY_TABLE_BYTES"):
+        assert layout[name] == getattr(ev, name), name
+    for prefix, dtype in (("chain", ev.PY_CHAIN_RECORD), ("code", ev.PY_CODE_RECORD), ("frame", ev.PY_FRAME)):
+        for key, offset in layout.items():
+            if key.startswith(prefix + ".") and key != "frame.itemsize":
+                assert dtype.fields[key.split(".", 1)[1]][1] == offset, key
+    assert layout["frame.itemsize"] == ev.PY_FRAME.itemsize
+    assert layout["code.pad"] == ev.PY_CODE_RECORD.fields["version"][1] + 2  # the head read: through version
+
+
+@settings(max_examples=300, deadline=None)
+@given(table=st.binary(max_size=300), first=st.integers(-(1 << 20), 1 << 20), before_311=st.booleans(),
+       offsets=st.lists(st.integers(0, 5000), max_size=40))
+def test_line_tables_read_as_the_python_reader_did(table, first, before_311, offsets):
+    """Any bytes, as a table cut short or read from memory being changed may be."""
+    oracle = LineTable.parse(table, first, (3, 10) if before_311 else (3, 11))
+    assert _core.lines_at(table, first, before_311, offsets) == [oracle.line(offset) for offset in offsets]
+
+
+def _codes_of(module) -> list:
+    """The code objects of a module's functions and methods, nested ones included."""
+    found, seen = [], set()
+
+    def walk(code) -> None:
+        if id(code) not in seen:
+            seen.add(id(code))
+            found.append(code)
+            for const in code.co_consts:
+                if hasattr(const, "co_lines"):
+                    walk(const)
+
+    for value in list(vars(module).values()) + [v for t in vars(module).values() if isinstance(t, type) for v in vars(t).values()]:
+        if getattr(value, "__code__", None):
+            walk(value.__code__)
+    return found
+
+
+def test_frames_name_the_lines_this_interpreter_gives_its_own_code():
+    """Code records of real code objects (json.decoder's), chains through each instruction
+    that has a line: each resolved frame's line is co_lines()'s."""
+    stacks = PythonStacks()
+    expected, records, chain = {}, [], 0
+    for n, code in enumerate(_codes_of(json.decoder)):
+        table = code.co_linetable[: ev.PY_TABLE_BYTES]  # what the kernel copies of a longer one
+        records.append(code_record(CODE + n, code.co_qualname, file=code.co_filename, table=table, first=code.co_firstlineno))
+        full = len(code.co_linetable) <= ev.PY_TABLE_BYTES
+        for start, end, line in code.co_lines():
+            if full and line is not None:
+                chain += 1
+                records.append(chain_record(chain, [n], instrs=[start // 2]))
+                expected[chain] = (code.co_qualname, line)
+    stacks.add([ring_blob(records)])
+    ids = stacks.frame(pl.Series(list(expected), dtype=pl.UInt64))
+    kept = stacks._table.stacks  # noqa: SLF001
+    got = {chain: (kept[stack].frames[0].function, kept[stack].frames[0].line)
+           for chain, stack in ids.select("py_chain", s.PY_STACK).iter_rows()}
+    assert got == expected and len(expected) > 200
+
+
+def test_names_in_each_of_cpythons_string_kinds():
+    """PyUnicode's 1-, 2- and 4-byte kinds (latin-1, UTF-16, UTF-32, little-endian)."""
+    stacks = PythonStacks()
+    wide = np.zeros(1, dtype=ev.PY_CODE_RECORD)
+    wide["kind"], wide["code"], wide["pid"], wide["version"] = ev.AUX_PY_CODE, CODE, PID, 3 << 8 | 12
+    name, file = "λ_load", "/données/🐍.py"
+    wide["name_kind"], wide["name_len"], wide["name"] = 2, len(name.encode("utf-16-le")), name.encode("utf-16-le")
+    wide["file_kind"], wide["file_len"], wide["file"] = 4, len(file.encode("utf-32-le")), file.encode("utf-32-le")
+    stacks.add([ring_blob([wide.tobytes(), chain_record(1, [0])])])
+    stacks.frame(pl.Series([1], dtype=pl.UInt64))
+    (stack,) = stacks.take_new().values()
+    assert stack.frames[0][:2] == (name, file) and stack.frames[0].line == NO_LINE
+
+
+def test_records_cut_short_or_damaged_are_skipped_and_counted_as_unknown():
+    stacks = PythonStacks()
+    whole = chain_record(1, [0, 1, 2])
+    records = [
+        whole[:20],  # shorter than a chain's head: skipped
+        chain_record(2, [0, 1, 2])[:32 + ev.PY_FRAME.itemsize + 5],  # depth 3, one whole frame sent
+        code_record(CODE, "f0")[:30],  # shorter than a code's head: skipped
+        code_record(CODE + 1, "f1", table=b"\x80\x00\x01")[:ev.PY_CODE_RECORD.fields["name"][1] + 1],  # names cut
+        b"\x07\0",  # a kind but nothing else
+    ]
+    stacks.add([ring_blob(records)])
+    ids = dict(stacks.frame(pl.Series([1, 2], dtype=pl.UInt64)).select("py_chain", s.PY_STACK).iter_rows())
+    assert ids[1] is None and stacks.unknown_chains == 1
+    frames = stacks._table.stacks[ids[2]].frames  # noqa: SLF001
+    assert [frame.function for frame in frames] == ["<unknown>"]  # code CODE's record was too short to keep
+
+
+def test_a_blob_whose_record_runs_past_its_end_is_refused():
+    blob = ring_record(chain_record(1, [0]))
+    with pytest.raises(ValueError, match="runs past"):
+        _core.Stacks(4, 8, Frame, Stack).add(blob[:-9])
+    with pytest.raises(ValueError, match="runs past"):
+        _core.aux_split(blob[:-9])
+
+
+def test_aux_split_keeps_the_stack_records_in_one_blob_in_their_order():
+    chain, code, name = chain_record(1, [0]), code_record(CODE, "f0"), b"\x02\0\0\0name"
+    records, python = _core.aux_split(ring_blob([name, chain, name, code]))
+    assert records == [name, name] and python == ring_blob([chain, code])
+
+
+def test_forgotten_processes_lose_their_code_objects_and_pending_chains():
+    stacks = PythonStacks()
+    stacks.add([ring_blob([code_record(CODE, "f0"), chain_record(1, [0]), chain_record(2, [0], pid=PID + 1)])])
+    stacks.forget([PID])
+    assert stacks._table.pending == 1  # noqa: SLF001 - the other process's
+    stacks.add([ring_blob([chain_record(3, [0])])])
+    ids = dict(stacks.frame(pl.Series([1, 3], dtype=pl.UInt64)).select("py_chain", s.PY_STACK).iter_rows())
+    assert ids[1] is None and [f.function for f in stacks._table.stacks[ids[3]].frames] == ["<unknown>"]  # noqa: SLF001
