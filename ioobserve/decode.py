@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
+import polars as pl
 
 from ioobserve import _core
 from ioobserve import events as ev
@@ -74,7 +74,7 @@ class AuxBatch:
     """Auxiliary records drained together, by kind."""
 
     paths: list[PathRecord] = field(default_factory=list)
-    names: list[NameRecord] = field(default_factory=list)
+    names: list[tuple] = field(default_factory=list)  # _core.aux_split's name columns: decode.name_frame
     procs: list[ProcRecord] = field(default_factory=list)
     envs: list[EnvRecord] = field(default_factory=list)
     libs: list[LibRecord] = field(default_factory=list)
@@ -87,7 +87,9 @@ class AuxBatch:
 
 
 def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
+    """Names as the kernel gave them; bytes that are not UTF-8 as \\xNN (Polars holds UTF-8
+    only, and the trace is JSON: a path like that is shown, not opened)."""
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def path_from_components(data: bytes, truncated: bool) -> str:
@@ -104,30 +106,6 @@ def _decode_path(raw: bytes) -> PathRecord:
     data = raw[start : start + int(head["len"])]
     truncated = bool(int(head["flags"]) & ev.PATH_TRUNCATED)
     return PathRecord(int(head["dev"]), int(head["ino"]), int(head["mode"]), path_from_components(data, truncated))
-
-
-def _unpacker(dtype: np.dtype, fields: tuple[str, ...]) -> struct.Struct:
-    """A struct reading `fields` of a record laid out as `dtype` (little-endian scalars), in
-    that order: a few times faster than a numpy record scalar for the records that come by
-    the hundred thousand (a path argument per open and stat)."""
-    at, parts = 0, ["<"]
-    for name in sorted(fields, key=lambda name: dtype.fields[name][1]):
-        field_type, offset = dtype.fields[name][:2]
-        parts.append(f"{offset - at}x" if offset > at else "")
-        parts.append({1: "B", 2: "H", 4: "I", 8: "Q"}[field_type.itemsize] if field_type.kind == "u" else
-                     {4: "i", 8: "q"}[field_type.itemsize])
-        at = offset + field_type.itemsize
-    assert [*sorted(fields, key=lambda name: dtype.fields[name][1])] == list(fields), "fields in record order"
-    return struct.Struct("".join(parts))
-
-
-_NAME_HEAD = _unpacker(ev.NAME_RECORD, ("ts_ns", "base_ino", "base_dev", "tid", "index", "len"))
-
-
-def _decode_name(raw: bytes) -> NameRecord:
-    ts_ns, base_ino, base_dev, tid, index, length = _NAME_HEAD.unpack_from(raw)
-    start = ev.NAME_RECORD.itemsize
-    return NameRecord(tid, ts_ns, index, base_dev, base_ino, _text(raw[start : start + length]))
 
 
 def _decode_proc(raw: bytes) -> ProcRecord:
@@ -158,17 +136,30 @@ def _decode_lib(raw: bytes) -> LibRecord:
     return LibRecord(int(head["pid"]), int(head["ts_ns"]), int(head["dev"]), int(head["ino"]))
 
 
-_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_NAME: _decode_name, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env,
-             ev.AUX_LIB: _decode_lib}
+_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env, ev.AUX_LIB: _decode_lib}
+NAME_SCHEMA = {"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "base_dev": pl.UInt32, "base_ino": pl.UInt64,
+               "fast": pl.Boolean, "name": pl.String}
+"""Path arguments as the kernel sent them; `fast`: the name is its own path (a label, or an
+absolute path with nothing for os.path.normpath to do), the others are joined in Python."""
+_NAME_TYPES = (np.uint32, np.uint64, np.uint16, np.uint32, np.uint64, np.bool_)
+
+
+def name_frame(batches: list[tuple]) -> pl.DataFrame:
+    """_core.aux_split's name columns, of one message or more, as one NAME_SCHEMA frame (a
+    frame costs a few hundred µs to make: once per worker batch, not per message)."""
+    data = {name: np.concatenate([np.frombuffer(batch[i], dtype=kind) for batch in batches])
+            for i, (name, kind) in enumerate(zip(NAME_SCHEMA, _NAME_TYPES))}
+    texts = batches[0][-1] if len(batches) == 1 else [text for batch in batches for text in batch[-1]]
+    return pl.DataFrame({**data, "name": pl.Series(texts, dtype=pl.String)}, schema=NAME_SCHEMA)
 
 
 def decode_aux(blob) -> AuxBatch:
     """Sort auxiliary records (a ring blob: ringbuf.RingReader.read_blob) by kind, keeping
-    their order within each kind; the Python stack records stay a blob, for the compiled core."""
-    records, python = _core.aux_split(blob)
-    batch = AuxBatch(python=[python] if python else [])
-    targets = {ev.AUX_PATH: batch.paths, ev.AUX_NAME: batch.names, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs,
-               ev.AUX_LIB: batch.libs}
+    their order within each kind. Done in the compiled core for the many (the Python stack
+    records stay a blob for it, the path arguments become columns), here for the few."""
+    records, python, names = _core.aux_split(blob)
+    batch = AuxBatch(python=[python] if python else [], names=[names] if names else [])
+    targets = {ev.AUX_PATH: batch.paths, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs, ev.AUX_LIB: batch.libs}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

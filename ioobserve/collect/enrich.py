@@ -23,7 +23,7 @@ from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
 from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.users import UserNames
-from ioobserve.decode import NameRecord, columns_of, kernel_dev_to_user
+from ioobserve.decode import columns_of, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables
 from ioobserve.operations import layer_of
@@ -71,10 +71,10 @@ class Enricher:
         self.file_ids = FileIds()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
-    def add_names(self, records: list[NameRecord]) -> None:
-        """Queue path arguments until their events arrive."""
-        if records:
-            self._names = pl.concat([self._names, self.files.names_frame(records)])
+    def add_names(self, names: list[tuple]) -> None:
+        """Queue path arguments (_core.aux_split's name columns) until their events arrive."""
+        if names:
+            self._names = pl.concat([self._names, self.files.names_frame(names)])
 
     def frame(self, batch: np.ndarray) -> tuple[pl.DataFrame, BatchTables]:
         """The id batch of one event batch (schema.ID_BATCH_SCHEMA) and the tables naming its ids."""

@@ -8,8 +8,7 @@ import threading
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve.decode import NameRecord, PathRecord
+from ioobserve.decode import NameRecord, PathRecord, name_frame
 
 UNKNOWN_BASE = "?"
 
@@ -68,13 +67,17 @@ class FileTable:
         base = self.by_id.get((rec.base_dev, rec.base_ino), UNKNOWN_BASE)
         return os.path.normpath(os.path.join(base, rec.name))
 
-    def names_frame(self, records: list[NameRecord]) -> pl.DataFrame:
-        """tid, ts_ns, index, path for a batch of name records."""
-        return pl.DataFrame(
-            {"tid": [r.tid for r in records], "ts_ns": [r.ts_ns for r in records], "index": [r.index for r in records],
-             "path": [r.name if r.index == ev.NAME_LABEL else self.join_name(r) for r in records]},
-            schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String},
-        )
+    def names_frame(self, names: list[tuple]) -> pl.DataFrame:
+        """tid, ts_ns, index, path for batches of path arguments (_core.aux_split's columns):
+        most name their path themselves (`fast`); the others are joined here, one by one."""
+        frame = name_frame(names)
+        paths = frame.get_column("name")
+        slow = frame.with_row_index("row").filter(~pl.col("fast"))
+        if slow.height:
+            joined = [self.join_name(NameRecord(0, 0, 0, base_dev, base_ino, name))
+                      for base_dev, base_ino, name in slow.select("base_dev", "base_ino", "name").iter_rows()]
+            paths = paths.scatter(slow.get_column("row"), pl.Series(joined, dtype=pl.String))
+        return frame.select("tid", "ts_ns", "index").with_columns(paths.alias("path"))
 
 
 def _plain(name: str) -> bool:

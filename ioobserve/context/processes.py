@@ -26,7 +26,7 @@ def read_proc(pid: int, proc: Path = PROC) -> Process | None:
         exe = str((base / "exe").readlink())
     except OSError:
         exe = ""
-    argv = tuple(a.decode("utf-8", "surrogateescape") for a in cmdline.rstrip(b"\0").split(b"\0")) if cmdline else ()
+    argv = tuple(a.decode("utf-8", "backslashreplace") for a in cmdline.rstrip(b"\0").split(b"\0")) if cmdline else ()
     return Process(pid=pid, ppid=ppid, comm=comm, exe=exe, cmdline=argv, seeded=True)
 
 

@@ -17,6 +17,14 @@
 #define ev_AUX_NAME 2
 #define ev_AUX_PY_CHAIN 6
 #define ev_AUX_PY_CODE 7
+#define ev_NAME_LABEL 2
+#define NAME_AT_TS_NS 8
+#define NAME_AT_BASE_INO 16
+#define NAME_AT_BASE_DEV 24
+#define NAME_AT_TID 28
+#define NAME_AT_INDEX 32
+#define NAME_AT_LEN 34
+#define NAME_HEAD_BYTES 36
 #define ev_PY_MAX_FRAMES 32
 #define ev_PY_TRUNCATED 1
 #define ev_PY_NAME_BYTES 128

@@ -19,7 +19,8 @@ static PyMethodDef core_methods[] = {
     {"ring_committed", core_ring_committed, METH_O,
      "ring_committed(window) -> int: the bytes of a ring window that hold committed records."},
     {"aux_split", core_aux_split, METH_O,
-     "aux_split(blob) -> ([record], python): a ring blob's records, the Python stack ones in a ring blob apart."},
+     "aux_split(blob) -> ([record], python, names): a ring blob's records; the Python stack ones in a ring blob "
+     "apart, the name records as columns (or None)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -36,7 +37,10 @@ static int add_layout(PyObject *module)
         {"code.name_len", CODE_AT_NAME_LEN}, {"code.file_len", CODE_AT_FILE_LEN}, {"code.table_len", CODE_AT_TABLE_LEN},
         {"code.name_kind", CODE_AT_NAME_KIND}, {"code.file_kind", CODE_AT_FILE_KIND}, {"code.version", CODE_AT_VERSION},
         {"code.pad", CODE_HEAD_BYTES}, {"code.name", CODE_AT_NAME}, {"code.file", CODE_AT_FILE},
-        {"code.table", CODE_AT_TABLE}, {"ring.header", RING_HEADER_BYTES},
+        {"code.table", CODE_AT_TABLE}, {"ring.header", RING_HEADER_BYTES}, {"AUX_NAME", ev_AUX_NAME},
+        {"NAME_LABEL", ev_NAME_LABEL}, {"name.ts_ns", NAME_AT_TS_NS}, {"name.base_ino", NAME_AT_BASE_INO},
+        {"name.base_dev", NAME_AT_BASE_DEV}, {"name.tid", NAME_AT_TID}, {"name.index", NAME_AT_INDEX},
+        {"name.len", NAME_AT_LEN}, {"name.itemsize", NAME_HEAD_BYTES},
     };
     PyObject *table = PyDict_New();
     for (size_t i = 0; table && i < sizeof layout / sizeof *layout; i++) {

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.decode import name_frame
 from ioobserve.model import Frame, Stack
 from ioobserve.trace import parse
 from ioobserve.trace.lines import event_lines
@@ -151,15 +152,19 @@ def test_damaged_stack_records(codes, chains, depth, mutations, kept):
 @given(blob=st.binary(max_size=400), mutations=st.lists(MUTATION, max_size=4))
 def test_damaged_ring_blobs(blob, mutations):
     """Any bytes as a ring blob: split, or one ValueError; and what is committed of it."""
-    for candidate in (blob, _mutate(ring_blob([blob[:40], blob[40:]]), mutations)):
+    name = ev.AUX_NAME.to_bytes(4, "little")
+    for candidate in (blob, _mutate(ring_blob([blob[:40], blob[40:]]), mutations),
+                      _mutate(ring_blob([name + blob[:60], name + blob[60:], name]), mutations)):
         assert 0 <= _core.ring_committed(candidate) <= len(candidate)
         try:
-            records, python = _core.aux_split(candidate)
+            records, python, names = _core.aux_split(candidate)
         except ValueError as exc:
             assert "runs past" in str(exc)
         else:
             assert isinstance(records, list) and len(python) % 8 == 0
             _core.Stacks(2, 4, Frame, Stack).add(python)
+            if names is not None:
+                assert name_frame([names]).height == len(names[-1])
 
 
 @FUZZ

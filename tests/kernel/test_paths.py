@@ -12,7 +12,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
-from tests.kernel.recorder import Recorder, Workload, json_line
+from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 
 WORKLOAD = str(ROOT / "tests" / "workloads" / "paths_workload.py")
 
@@ -39,3 +39,22 @@ def test_identity_and_paths(root_required, tmp_path):
     assert dirfd_open[s.PATH] == next(c["path"] for c in cases if c["case"] == "dirfd")
     dup = frame.filter(pl.col(s.OP) == "dup2").row(0, named=True)
     assert dup[s.RET] == 100 and dup[s.PATH].endswith("/duped.bin")
+
+
+@pytest.mark.kernel
+def test_a_file_name_that_is_not_utf8_is_recorded_escaped(root_required, tmp_path):
+    """File names are bytes: one that is not UTF-8 is shown with \\xNN for its odd bytes, in
+    its path argument and in the path the kernel resolves, and the recording goes on."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ("import os, sys\n"
+              "name = os.fsencode(sys.argv[1]) + b'/caf\\xe9.bin'\n"
+              "fd = os.open(name, os.O_CREAT | os.O_WRONLY, 0o600); os.write(fd, b'x' * 10); os.close(fd)\n"
+              "fd = os.open(name, os.O_RDONLY); os.read(fd, 100); os.close(fd)\n")
+    ran = record_command(tmp_path / "trace", [sys.executable, "-c", script, str(work)])
+    assert ran.returncode == 0, ran.stderr
+    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+    ours = frame.filter(pl.col(s.PATH).cast(pl.String) == f"{work}/caf\\xe9.bin")
+    assert ours.filter(pl.col(s.OP) == "openat").height == 2
+    assert ours.filter(pl.col(s.OP) == "write").get_column(s.BYTES).to_list() == [10]
+    assert ours.filter(pl.col(s.OP) == "read").get_column(s.BYTES).to_list() == [10]

@@ -31,7 +31,7 @@ def test_message_round_trip():
     raw = b"".join(encode(in_ring.tobytes(), aux))
     got_events, got_aux = decode(raw[16 : 16 + in_ring.nbytes], raw[16 + in_ring.nbytes :])
     assert got_events.tobytes() == in_ring.tobytes() and got_aux == aux
-    assert _core.aux_split(got_aux) == ([b"abc", b"", b"0123456789"], b"")
+    assert _core.aux_split(got_aux) == ([b"abc", b"", b"0123456789"], b"", None)
     assert all((got_events[name] == batch[name]).all() for name in ev.EVENT.names)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ioobserve import events as ev
 from ioobserve.collect import collector as c
-from ioobserve.decode import AuxBatch, NameRecord
+from ioobserve.decode import AuxBatch, ProcRecord
 from ioobserve.handoff import Handoff
 
 
@@ -24,14 +24,14 @@ def _queue_of(*items) -> c.Collector:
 def _batch(first_ts: int, count: int, name: str) -> tuple[np.ndarray, AuxBatch]:
     events = np.zeros(count, dtype=ev.EVENT)
     events["ts_ns"] = np.arange(first_ts, first_ts + count)
-    return events, AuxBatch(names=[NameRecord(1, first_ts, 0, 0, 0, name)])
+    return events, AuxBatch(procs=[ProcRecord(ev.PROC_EXIT, first_ts, 1, 1, 0, 0, 0, 0, name, "", ())])
 
 
 def test_queued_batches_merge_in_order_and_the_end_follows():
     collector = _queue_of(_batch(0, 3, "a"), _batch(3, 2, "b"), None)
     events, records = collector._take()
     assert events["ts_ns"].tolist() == [0, 1, 2, 3, 4]
-    assert [n.name for n in records.names] == ["a", "b"]
+    assert [proc.comm for proc in records.procs] == ["a", "b"]
     assert collector._queue.held == 0
     assert collector._take() is None  # held back, not lost
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ioobserve import events as ev
-from ioobserve.decode import decode_aux, kernel_dev_to_user, path_from_components
+from ioobserve.decode import decode_aux, kernel_dev_to_user, name_frame, path_from_components
 
 from tests.unit.fake_ring import ring_blob
 
@@ -38,10 +40,33 @@ def test_decode_aux_sorts_records_by_kind():
                    pid=42, tid=42, ppid=1, comm=b"python3", len=33)
     batch = decode_aux(ring_blob([path, name, proc, b"\x63\0\0\0"]))
     assert batch.paths[0].path == "/d/f" and batch.paths[0].ino == 7
-    assert batch.names[0].name == "rel/x" and batch.names[0].index == 1
+    assert name_frame(batch.names).rows() == [(9, 11, 1, 5, 3, False, "rel/x")]  # relative: joined to its directory later
     assert batch.procs[0].exe == "/usr/bin/python3"
     assert batch.procs[0].argv == ("python3", "-c", "pass")
     assert batch.procs[0].comm == "python3"
+
+
+def test_names_that_name_themselves_are_marked_fast():
+    """What os.path.normpath would leave as it is, and labels; the rest is joined in Python."""
+    names = ["/a/b", "/", "", "/a//b", "/a/./b", "/a/../b", "/a/", "rel", "/.hidden", "/a/.", "/a/..", "/..b/...",
+             "/é/\udcff"]  # \xff: not UTF-8
+    records = [_record(ev.NAME_RECORD, name.encode("utf-8", "surrogateescape"), kind=ev.AUX_NAME, tid=1, ts_ns=n,
+                       len=len(name.encode("utf-8", "surrogateescape"))) for n, name in enumerate(names)]
+    records.append(_record(ev.NAME_RECORD, b"a.b", kind=ev.AUX_NAME, index=ev.NAME_LABEL, len=3))  # a module's name
+    frame = name_frame(decode_aux(ring_blob(records)).names)
+    fast = dict(zip(frame.get_column("name").to_list(), frame.get_column("fast").to_list()))
+    assert fast == {"/a/b": True, "/": True, "": True, "/a//b": False, "/a/./b": False, "/a/../b": False,
+                    "/a/": False, "rel": False, "/.hidden": True, "/a/.": False, "/a/..": False, "/..b/...": True,
+                    "/é/\\xff": True, "a.b": True}
+    assert all(os.path.normpath(name) == name for name, is_fast in fast.items() if is_fast and name.startswith("/"))
+
+
+@given(st.text(st.sampled_from("/a.é"), max_size=12))
+def test_a_name_marked_fast_is_what_normpath_makes_of_it(name):
+    raw = name.encode()
+    frame = name_frame(decode_aux(ring_blob([_record(ev.NAME_RECORD, raw, kind=ev.AUX_NAME, len=len(raw))])).names)
+    if frame.get_column("fast")[0] and name:
+        assert os.path.normpath(name) == name
 
 
 def test_batches_drained_later_extend_an_earlier_one_in_order():
@@ -49,5 +74,5 @@ def test_batches_drained_later_extend_an_earlier_one_in_order():
     later = decode_aux(ring_blob([_record(ev.NAME_RECORD, b"b", kind=ev.AUX_NAME, tid=1, ts_ns=2, len=1),
                                   _record(ev.PATH_RECORD, b"f\0", kind=ev.AUX_PATH, dev=5, ino=7, mode=0o100644, len=2)]))
     first.extend(later)
-    assert [n.name for n in first.names] == ["a", "b"]
+    assert name_frame(first.names).get_column("name").to_list() == ["a", "b"]
     assert [p.path for p in first.paths] == ["/f"]

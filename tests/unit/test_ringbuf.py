@@ -71,5 +71,5 @@ def test_variable_records(ring):
     fake.put(b"not yet", BUSY)
     blob = reader.read_blob()
     assert blob == ring_record(b"abc") + ring_record(b"dropped", DISCARD) + ring_record(b"0123456789")
-    assert _core.aux_split(blob) == ([b"abc", b"0123456789"], b"")
+    assert _core.aux_split(blob) == ([b"abc", b"0123456789"], b"", None)
     assert reader.pending_bytes() == len(ring_record(b"not yet"))

@@ -34,6 +34,11 @@ def test_the_core_reads_the_records_as_events_py_lays_them_out():
                 assert dtype.fields[key.split(".", 1)[1]][1] == offset, key
     assert layout["frame.itemsize"] == ev.PY_FRAME.itemsize
     assert layout["code.pad"] == ev.PY_CODE_RECORD.fields["version"][1] + 2  # the head read: through version
+    for key, offset in layout.items():
+        if key.startswith("name.") and key != "name.itemsize":
+            assert ev.NAME_RECORD.fields[key.split(".", 1)[1]][1] == offset, key
+    assert layout["name.itemsize"] == ev.NAME_RECORD.itemsize
+    assert (layout["AUX_NAME"], layout["NAME_LABEL"]) == (ev.AUX_NAME, ev.NAME_LABEL)
 
 
 @settings(max_examples=300, deadline=None)
@@ -125,9 +130,11 @@ def test_a_blob_whose_record_runs_past_its_end_is_refused():
 
 
 def test_aux_split_keeps_the_stack_records_in_one_blob_in_their_order():
+    """Each record kind goes to its reader: here the others stay bytes, in order."""
     chain, code, name = chain_record(1, [0]), code_record(CODE, "f0"), b"\x02\0\0\0name"
-    records, python = _core.aux_split(ring_blob([name, chain, name, code]))
-    assert records == [name, name] and python == ring_blob([chain, code])
+    other = b"\x01\0\0\0path"
+    records, python, names = _core.aux_split(ring_blob([other, chain, other, code]))
+    assert records == [other, other] and python == ring_blob([chain, code]) and names is None
 
 
 def test_forgotten_processes_lose_their_code_objects_and_pending_chains():
