@@ -5,8 +5,8 @@ as one, the job's own processes left out: only the recorder's and its helpers'),
 while the job ran (its first sample to its last). The finisher runs as `record` would run
 it, after, and is counted apart.
 
-  sudo .venv/bin/python bench/thread_cpu.py -- /var/tmp/torchvenv/bin/python \
-      bench/workloads/torch_loader.py --dir /var/tmp/tsamples
+  sudo .venv/bin/python bench/thread_cpu.py [--record-options "--py-stacks off"] -- \
+      /var/tmp/torchvenv/bin/python bench/workloads/torch_loader.py --dir /var/tmp/tsamples
 """
 
 from __future__ import annotations
@@ -78,10 +78,10 @@ def _job_pids(root: int) -> set[int]:
     return job
 
 
-def measure(command: list[str]) -> dict:
+def measure(command: list[str], options: list[str]) -> dict:
     """Recorder CPU seconds by thread name on one recorded run of `command`."""
     work = Path(tempfile.mkdtemp(prefix="thread-cpu-"))
-    recorder = subprocess.Popen([str(IOOBSERVE), "record", "--no-compact", "-o", str(work), "--", *command],
+    recorder = subprocess.Popen([str(IOOBSERVE), "record", "--no-compact", "-o", str(work), *options, "--", *command],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: dict[tuple[int, int], tuple[str, float]] = {}
     job: set[int] = set()
@@ -114,10 +114,11 @@ def _by_name(seen: dict, before: dict | None = None) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--record-options", default="", help="more `record` options, as one string")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    print(json.dumps(measure(command), indent=1))
+    print(json.dumps(measure(command, args.record_options.split()), indent=1))
 
 
 if __name__ == "__main__":
