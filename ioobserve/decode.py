@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
@@ -149,7 +150,7 @@ def name_frame(batches: list[tuple]) -> pl.DataFrame:
     frame costs a few hundred µs to make: once per worker batch, not per message)."""
     data = {name: np.concatenate([np.frombuffer(batch[i], dtype=kind) for batch in batches])
             for i, (name, kind) in enumerate(zip(NAME_SCHEMA, _NAME_TYPES))}
-    texts = batches[0][-1] if len(batches) == 1 else [text for batch in batches for text in batch[-1]]
+    texts = batches[0][-1] if len(batches) == 1 else list(itertools.chain.from_iterable(batch[-1] for batch in batches))
     return pl.DataFrame({**data, "name": pl.Series(texts, dtype=pl.String)}, schema=NAME_SCHEMA)
 
 

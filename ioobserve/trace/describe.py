@@ -16,7 +16,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, BatchTables, Stack
-from ioobserve.trace.lines import file_id_prefix, metadata_line
+from ioobserve.trace.lines import StackLines, file_id_prefix, metadata_line
 
 _CGROUP_FIELDS = list(s.CGROUP_CONTEXT_SCHEMA)[1:]  # what a CG line says beside the path
 
@@ -32,6 +32,7 @@ class PartDescriptions:
         # still give an event is here (python/stacks.py). Kept across parts.
         self._stacks: OrderedDict[int, Stack] = OrderedDict()
         self.stacks_missing = 0  # stack ids used with no frames to describe them (should stay 0)
+        self._stack_lines = StackLines()
         self.new_part()
 
     def new_part(self) -> None:
@@ -123,9 +124,7 @@ class PartDescriptions:
             if stack is None:
                 self.stacks_missing += 1
                 continue
-            frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
-            args = {"hhash": self._hhash, "stack": stack_id, "frames": frames, "truncated": stack.truncated}
-            lines.append(metadata_line("PS", self._pid, self._pid, args))
+            lines.append(self._stack_lines.line(self._pid, self._hhash, stack_id, stack))
             self._stacks_described.add(stack_id)
 
     def _without_process_ids(self, frame: pl.DataFrame) -> pl.DataFrame:

@@ -36,6 +36,7 @@ import polars as pl
 
 from ioobserve import _core
 from ioobserve import schema as s
+from ioobserve.model import Frame, Stack
 
 PH_COMPLETE = 1
 PH_METADATA = 4
@@ -82,8 +83,37 @@ def file_id_prefix() -> str:
     return os.urandom(4).hex()
 
 
+def _json(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
 def _dumps(record: dict) -> bytes:
-    return json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n"
+    return _json(record) + b"\n"
+
+
+FRAGMENTS_KEPT = 1 << 16  # frames whose JSON a StackLines keeps (it starts over past that)
+_NO_FRAMES = b'"frames":[]'
+
+
+class StackLines:
+    """PS lines (a Python stack's frames), byte for byte metadata_line's, from each frame's
+    JSON made once: stacks share most of their frames, and a trace describes thousands."""
+
+    def __init__(self) -> None:
+        self._fragments: dict[Frame, bytes] = {}
+
+    def line(self, pid: int, hhash: str, stack_id: int, stack: Stack) -> bytes:
+        """The PS line of `stack`, by process `pid` (the writer's)."""
+        fragments, parts = self._fragments, []
+        for frame in stack.frames:
+            text = fragments.get(frame)
+            if text is None:
+                if len(fragments) >= FRAGMENTS_KEPT:
+                    fragments.clear()
+                text = fragments[frame] = _json({"function": frame.function, "file": frame.file, "line": frame.line})
+            parts.append(text)
+        line = metadata_line("PS", pid, pid, {"hhash": hhash, "stack": stack_id, "frames": [], "truncated": stack.truncated})
+        return line.replace(_NO_FRAMES, b'"frames":[' + b",".join(parts) + b"]", 1)
 
 
 def metadata_line(name: str, pid: int, tid: int, args: dict) -> bytes:

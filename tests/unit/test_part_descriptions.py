@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ioobserve import schema as s
+from ioobserve.model import Frame, Stack
 from ioobserve.trace.describe import PartDescriptions
+from ioobserve.trace.lines import StackLines, metadata_line
 from tests.batches import Batches
 from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
 
@@ -59,3 +64,18 @@ def test_a_stack_used_but_unknown_is_counted_not_described():
     _, lines = descriptions.describe(frame.select(list(s.ID_SCHEMA)), tables)
     assert "PS" not in _names(lines)
     assert descriptions.stacks_missing == 1
+
+
+_FRAMES = st.builds(Frame, st.text(max_size=12), st.text(max_size=12), st.integers(-1, 1 << 40))
+
+
+@given(stacks=st.lists(st.builds(Stack, st.lists(_FRAMES, max_size=6).map(tuple), st.booleans()), max_size=8),
+       pid=st.integers(0, 1 << 31), stack_id=st.integers(1, 1 << 31))
+def test_stack_lines_are_byte_for_byte_the_metadata_lines(stacks, pid, stack_id):
+    """A PS line made from frames' cached JSON, as json.dumps makes the whole record."""
+    made = StackLines()
+    for stack in stacks + stacks:  # the second time from the cache
+        frames = [{"function": f.function, "file": f.file, "line": f.line} for f in stack.frames]
+        expected = metadata_line("PS", pid, pid, {"hhash": "ab12", "stack": stack_id, "frames": frames,
+                                                  "truncated": stack.truncated})
+        assert made.line(pid, "ab12", stack_id, stack) == expected
