@@ -93,6 +93,11 @@ typedef struct {
     PyObject *stacks;        /* id -> Stack */
     PyObject *new_stacks;    /* id -> Stack, resolved since take_new */
     uint64_t clock;          /* last-use stamps */
+    struct {                 /* the chain resolved last: its outer frames are the next one's, often */
+        uint32_t pid, depth;
+        struct frame_ref frames[ev_PY_MAX_FRAMES];
+        uint32_t numbers[ev_PY_MAX_FRAMES];
+    } last;
     uint32_t next_id;
     unsigned long long unknown_chains;
 } Stacks;
@@ -589,12 +594,29 @@ static PyObject *stack_object(Stacks *self, const uint32_t *numbers, uint32_t de
 static uint32_t stack_of(Stacks *self, const struct pending_entry *chain)
 {
     uint32_t numbers[ev_PY_MAX_FRAMES];
-    for (uint32_t i = 0; i < chain->depth; i++) {
+    /* Chains resolved in the order the kernel sent them: a thread's next chain mostly shares
+     * the last one's outer frames (innermost come first), whose numbers need no lookup. */
+    uint32_t depth = chain->depth, shared = 0;
+    if (chain->pid == self->last.pid) {
+        while (shared < depth && shared < self->last.depth) {
+            const struct frame_ref *mine = &chain->frames[depth - 1 - shared];
+            const struct frame_ref *theirs = &self->last.frames[self->last.depth - 1 - shared];
+            if (mine->code != theirs->code || mine->instr != theirs->instr)
+                break;
+            numbers[depth - 1 - shared] = self->last.numbers[self->last.depth - 1 - shared];
+            shared++;
+        }
+    }
+    for (uint32_t i = 0; i + shared < depth; i++) {
         Py_ssize_t number = frame_number(self, chain->pid, &chain->frames[i]);
         if (number < 0)
             return 0;
         numbers[i] = (uint32_t)number;
     }
+    self->last.pid = chain->pid;
+    self->last.depth = depth;
+    memcpy(self->last.frames, chain->frames, depth * sizeof *chain->frames);
+    memcpy(self->last.numbers, numbers, depth * sizeof *numbers);
     struct stack_key key = {numbers, chain->depth, chain->truncated};
     uint64_t hash = stack_hash(numbers, chain->depth, chain->truncated);
     struct stack_entry *entry = table_find(&self->stack_keys, hash, &key, same_stack);
@@ -739,6 +761,21 @@ memory:
     return -1;
 }
 
+/* A chain record to resolve, and where its id goes. */
+struct waiting {
+    const struct pending_entry *pending;
+    size_t at;
+};
+
+/* By process, then in the order the kernel sent them. */
+static int by_arrival(const void *a, const void *b)
+{
+    const struct pending_entry *x = ((const struct waiting *)a)->pending, *y = ((const struct waiting *)b)->pending;
+    if (x->pid != y->pid)
+        return (x->pid > y->pid) - (x->pid < y->pid);
+    return (x->stamp > y->stamp) - (x->stamp < y->stamp);
+}
+
 /* resolve(chains) -> bytes of uint32 stack ids, one per chain (0: unknown). `chains` is a
  * buffer of distinct non-zero uint64 chain ids: a batch's. */
 static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
@@ -755,8 +792,15 @@ static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
     }
     uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(out);
     const unsigned char *asked = chains.buf;
+    struct waiting *waiting = PyMem_RawMalloc((n ? n : 1) * sizeof *waiting);
+    if (!waiting) {
+        Py_DECREF(out);
+        PyBuffer_Release(&chains);
+        return PyErr_NoMemory();
+    }
+    size_t n_waiting = 0;
     int any_taken = 0, failed = 0;
-    for (size_t i = 0; i < n && !failed; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint64_t chain = read_u64(asked + i * sizeof chain), hash = chain_hash(chain);
         ids[i] = 0;
         struct resolved_entry *resolved = table_find(&self->resolved, hash, &chain, same_resolved);
@@ -769,21 +813,31 @@ static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
         if (pending && !pending->taken) {
             pending->taken = any_taken = 1;
             if (pending->depth) {
-                uint32_t id = stack_of(self, pending);
-                if (!id || !(resolved = table_add(&self->resolved, hash))) {
-                    failed = 1;
-                    if (!PyErr_Occurred())
-                        PyErr_NoMemory();
-                    break;
-                }
-                resolved->chain = chain;
-                resolved->stamp = ++self->clock;
-                resolved->stack = ids[i] = id;
+                waiting[n_waiting++] = (struct waiting){pending, i};
                 continue;
             }
         }
         self->unknown_chains++;
     }
+    /* The pending entries stay where they are meanwhile: only other tables grow. */
+    qsort(waiting, n_waiting, sizeof *waiting, by_arrival);
+    self->last.depth = 0; /* numbers of an earlier call may have gone with a process */
+    for (size_t w = 0; w < n_waiting && !failed; w++) {
+        const struct pending_entry *pending = waiting[w].pending;
+        uint64_t hash = chain_hash(pending->chain);
+        struct resolved_entry *resolved;
+        uint32_t id = stack_of(self, pending);
+        if (!id || !(resolved = table_add(&self->resolved, hash))) {
+            failed = 1;
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            break;
+        }
+        resolved->chain = pending->chain;
+        resolved->stamp = ++self->clock;
+        resolved->stack = ids[waiting[w].at] = id;
+    }
+    PyMem_RawFree(waiting);
     PyBuffer_Release(&chains);
     if (trim(self, any_taken) < 0 || failed) {
         Py_DECREF(out);
