@@ -66,6 +66,8 @@ BENCHMARKS = [
     Benchmark("recorder_stages.py", [], ["--events", "16384", "--small", "4096"]),
     Benchmark("compression.py", [], ["--levels", "1", "6"], trace=True),
     Benchmark("replay.py", [], ["--seconds", "2"], needs="tmux", trace=True),
+    Benchmark("stream_replay.py", ["all"], ["all", "--rounds", "1"]),
+    Benchmark("thread_cpu.py", [], []),
 ]
 
 

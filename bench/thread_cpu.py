@@ -3,7 +3,7 @@ process tree's threads sampled from /proc every 50 ms until it exits (their last
 kept: a thread's CPU is counted up to its last sample), summed by thread name (Polars' pool
 as one, the job's own processes left out: only the recorder's and its helpers'), in all and
 while the job ran (its first sample to its last). The finisher runs as `record` would run
-it, after, and is counted apart.
+it, after, and is counted apart. Without a command: the bundled loader (4 spawned workers).
 
   sudo .venv/bin/python bench/thread_cpu.py [--record-options "--py-stacks off"] -- \
       /var/tmp/torchvenv/bin/python bench/workloads/torch_loader.py --dir /var/tmp/tsamples
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,7 @@ def measure(command: list[str], options: list[str]) -> dict:
     (end,) = own_records(trace, "end")
     events = end["args"]["num_events"]
     finish = finisher_cpu(trace, False, ROOT)
+    shutil.rmtree(work, ignore_errors=True)
     return {"threads": by_name, "total_s": round(sum(by_name.values()), 2), "while_the_job_ran": during,
             "while_the_job_ran_s": round(sum(during.values()), 2), "events": events, "finisher_s": round(finish, 2)}
 
@@ -118,7 +120,10 @@ def main() -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    print(json.dumps(measure(command, args.record_options.split()), indent=1))
+    with tempfile.TemporaryDirectory() as scratch:
+        command = command or [sys.executable, str(ROOT / "tests" / "workloads" / "loader.py"), "--dir", scratch,
+                              "--files", "32", "--workers", "4", "--start", "spawn"]
+        print(json.dumps(measure(command, args.record_options.split()), indent=1))
 
 
 if __name__ == "__main__":

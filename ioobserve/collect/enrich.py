@@ -14,6 +14,7 @@ import time
 import numpy as np
 import polars as pl
 
+from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
@@ -28,7 +29,7 @@ from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
-from ioobserve.python.stacks import STACK_ID_SCHEMA, PythonStacks
+from ioobserve.python.stacks import PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
@@ -52,6 +53,11 @@ def monotonic_to_epoch_offset(samples: int = 5) -> int:
         if best is None or gap < best[0]:
             best = (gap, wall - (before + after) // 2)
     return best[1]
+
+
+def _contiguous(frame: pl.DataFrame, column: str) -> np.ndarray:
+    """A column's values as one contiguous numpy array (no copy where Polars holds one chunk)."""
+    return np.ascontiguousarray(frame.get_column(column).to_numpy())
 
 
 class Enricher:
@@ -90,7 +96,7 @@ class Enricher:
         self._confirm_workers(with_names)
         codes = pl.Series(batch["op"]).cast(pl.UInt32).clip(upper_bound=ev.MAX_OPS - 1)
         events = (
-            self._join_stacks(with_names)
+            self._with_stacks(with_names)
             .with_columns(_OPS.gather(codes).alias(s.OP), _LAYERS.gather(codes).alias(s.LAYER))
             .select(
                 (pl.col("ts_ns") + self.clock_offset_ns).cast(pl.UInt64).alias(s.TS),
@@ -136,13 +142,12 @@ class Enricher:
             events = pl.concat([events, spans], how="diagonal_relaxed")
         return self._with_context(events, first_ns or 0)
 
-    def _join_stacks(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """The frame with its Python stacks' ids, joined only if any event has one: a join
-        copies every column of the batch."""
+    def _with_stacks(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The frame with its Python stacks' ids (null where an event has none)."""
         chains = frame.get_column("py_chain")
         if chains.max():
-            return frame.join(self.stacks.frame(chains), on="py_chain", how="left")
-        return frame.with_columns(pl.lit(None, STACK_ID_SCHEMA[s.PY_STACK]).alias(s.PY_STACK))
+            return frame.with_columns(self.stacks.ids(chains))
+        return frame.with_columns(pl.lit(None, pl.UInt32).alias(s.PY_STACK))
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the
@@ -192,20 +197,20 @@ class Enricher:
         return events.select(list(s.ID_BATCH_SCHEMA)), tables
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The frame with its calls' path arguments (name_path, name_path2) and import labels
+        (PY_MODULE), matched to their name records by thread and entry time in one compiled
+        lookup (a join would copy every column of the batch, three times)."""
         names = self._names
-        if names.is_empty():  # most batches of a busy node: a join copies every column
+        if names.is_empty():  # most batches of a busy node
             return frame.with_columns(pl.lit(None, pl.String).alias(column) for column in ("name_path", "name_path2", s.PY_MODULE))
-        first = names.filter(pl.col("index") == 0).select(*_NAME_KEYS, pl.col("path").alias("name_path"))
-        second = names.filter(pl.col("index") == 1).select(*_NAME_KEYS, pl.col("path").alias("name_path2"))
-        label = names.filter(pl.col("index") == ev.NAME_LABEL).select(*_NAME_KEYS, pl.col("path").alias(s.PY_MODULE))
-        joined = (
-            frame.join(first, on=_NAME_KEYS, how="left").join(second, on=_NAME_KEYS, how="left")
-            .join(label, on=_NAME_KEYS, how="left")
-        )
+        *rows, matched = _core.match_names(*(_contiguous(frame, key) for key in _NAME_KEYS),
+                                           *(_contiguous(names, key) for key in (*_NAME_KEYS, "index")))
+        paths = names.get_column("path")
+        joined = frame.with_columns(
+            paths.gather(pl.Series(np.frombuffer(row, dtype=np.int32)).replace(-1, None)).alias(column)
+            for row, column in zip(rows, ("name_path", "name_path2", s.PY_MODULE), strict=True))
         # Names whose events have not been drained yet wait for the next batch; a name
         # whose event never came (lost on a full ring) is dropped after NAME_WAIT_NS.
         horizon = int(frame.get_column("ts_ns").max() or 0) - NAME_WAIT_NS
-        self._names = names.join(frame.select(*_NAME_KEYS), on=_NAME_KEYS, how="anti").filter(
-            pl.col("ts_ns") >= horizon
-        )
+        self._names = names.filter(~pl.Series(np.frombuffer(matched, dtype=np.bool_)) & (pl.col("ts_ns") >= horizon))
         return joined

@@ -57,6 +57,7 @@ extern PyTypeObject StacksType;
 PyObject *core_lines_at(PyObject *self, PyObject *args);
 PyObject *core_ring_committed(PyObject *self, PyObject *arg);
 PyObject *core_aux_split(PyObject *self, PyObject *arg);
+PyObject *core_match_names(PyObject *self, PyObject *args);
 PyObject *core_event_lines(PyObject *self, PyObject *args);
 PyObject *core_parse_shape(PyObject *self, PyObject *args);
 

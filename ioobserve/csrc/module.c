@@ -21,6 +21,9 @@ static PyMethodDef core_methods[] = {
     {"aux_split", core_aux_split, METH_O,
      "aux_split(blob) -> ([record], python, names): a ring blob's records; the Python stack ones in a ring blob "
      "apart, the name records as columns (or None)."},
+    {"match_names", core_match_names, METH_VARARGS,
+     "match_names(event_tid, event_ts, name_tid, name_ts, name_index) -> (first, second, label, matched): "
+     "each event's name records by index (int32 rows, -1: none), and which records an event matched."},
     {NULL, NULL, 0, NULL},
 };
 

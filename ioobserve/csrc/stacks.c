@@ -776,32 +776,20 @@ static int by_arrival(const void *a, const void *b)
     return (x->stamp > y->stamp) - (x->stamp < y->stamp);
 }
 
-/* resolve(chains) -> bytes of uint32 stack ids, one per chain (0: unknown). `chains` is a
- * buffer of distinct non-zero uint64 chain ids: a batch's. */
-static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
+/* The stack id of each of `n` distinct non-zero chains into ids (0: unknown); -1 on error. */
+static int resolve_distinct(Stacks *self, const uint64_t *asked, size_t n, uint32_t *ids)
 {
-    Py_buffer chains;
-    if (PyObject_GetBuffer(arg, &chains, PyBUF_SIMPLE) < 0)
-        return NULL;
-    size_t n = (size_t)chains.len / sizeof(uint64_t);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint32_t)));
-    if (!out || ((size_t)PyList_GET_SIZE(self->frames) > self->max_frames && start_numbering_over(self) < 0)) {
-        Py_XDECREF(out);
-        PyBuffer_Release(&chains);
-        return NULL;
-    }
-    uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(out);
-    const unsigned char *asked = chains.buf;
+    if ((size_t)PyList_GET_SIZE(self->frames) > self->max_frames && start_numbering_over(self) < 0)
+        return -1;
     struct waiting *waiting = PyMem_RawMalloc((n ? n : 1) * sizeof *waiting);
     if (!waiting) {
-        Py_DECREF(out);
-        PyBuffer_Release(&chains);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return -1;
     }
     size_t n_waiting = 0;
     int any_taken = 0, failed = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t chain = read_u64(asked + i * sizeof chain), hash = chain_hash(chain);
+        uint64_t chain = asked[i], hash = chain_hash(chain);
         ids[i] = 0;
         struct resolved_entry *resolved = table_find(&self->resolved, hash, &chain, same_resolved);
         if (resolved) {
@@ -838,11 +826,81 @@ static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
         resolved->stack = ids[waiting[w].at] = id;
     }
     PyMem_RawFree(waiting);
-    PyBuffer_Release(&chains);
-    if (trim(self, any_taken) < 0 || failed) {
-        Py_DECREF(out);
+    return trim(self, any_taken) < 0 || failed ? -1 : 0;
+}
+
+/* A chain of the batch asked about: which of its distinct chains it is. */
+struct seen_entry {
+    uint64_t hash;
+    uint64_t chain;
+    uint32_t index;
+};
+
+static int same_seen(const void *entry, const void *key)
+{
+    return ((const struct seen_entry *)entry)->chain == *(const uint64_t *)key;
+}
+
+/* resolve(chains) -> bytes of uint32: the stack id of each event's chain, 0 where it has
+ * none or its record was lost. `chains`: a batch's py_chain column (uint64, 0: no stack);
+ * each distinct chain is resolved once, each event given its id without a join. */
+static PyObject *Stacks_resolve(Stacks *self, PyObject *arg)
+{
+    Py_buffer chains;
+    if (PyObject_GetBuffer(arg, &chains, PyBUF_SIMPLE) < 0)
         return NULL;
+    size_t n = (size_t)chains.len / sizeof(uint64_t), n_distinct = 0;
+    const unsigned char *column = chains.buf;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint32_t)));
+    uint32_t *which = PyMem_RawMalloc((n ? n : 1) * sizeof *which);     /* each event's distinct chain */
+    uint64_t *distinct = PyMem_RawMalloc((n ? n : 1) * sizeof *distinct);
+    uint32_t *distinct_ids = PyMem_RawMalloc((n ? n : 1) * sizeof *distinct_ids);
+    struct table seen;
+    int failed = !out || !which || !distinct || !distinct_ids || table_init(&seen, sizeof(struct seen_entry)) < 0;
+    if (failed) {
+        if (out)
+            PyErr_NoMemory();
+        seen.slots = NULL;
     }
+    uint64_t previous = 0;
+    uint32_t previous_index = 0;
+    for (size_t i = 0; i < n && !failed; i++) {
+        uint64_t chain = read_u64(column + i * sizeof chain);
+        if (!chain) {
+            which[i] = UINT32_MAX;
+        } else if (chain == previous) { /* runs: a loop's calls */
+            which[i] = previous_index;
+        } else {
+            uint64_t hash = chain_hash(chain);
+            struct seen_entry *entry = table_find(&seen, hash, &chain, same_seen);
+            if (!entry) {
+                if (!(entry = table_add(&seen, hash))) {
+                    failed = 1;
+                    PyErr_NoMemory();
+                    break;
+                }
+                entry->chain = chain;
+                entry->index = (uint32_t)n_distinct;
+                distinct[n_distinct++] = chain;
+            }
+            which[i] = previous_index = entry->index;
+            previous = chain;
+        }
+    }
+    failed = failed || resolve_distinct(self, distinct, n_distinct, distinct_ids) < 0;
+    if (!failed) {
+        uint32_t *ids = (uint32_t *)PyBytes_AS_STRING(out);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = which[i] == UINT32_MAX ? 0 : distinct_ids[which[i]];
+    }
+    if (seen.slots)
+        table_free(&seen);
+    PyMem_RawFree(which);
+    PyMem_RawFree(distinct);
+    PyMem_RawFree(distinct_ids);
+    PyBuffer_Release(&chains);
+    if (failed)
+        Py_CLEAR(out);
     return out;
 }
 
@@ -883,7 +941,7 @@ static PyMethodDef Stacks_methods[] = {
      "add(records): chain and code records in the ring's format (8-byte headers); other kinds are skipped."},
     {"forget", (PyCFunction)Stacks_forget, METH_O, "forget(pids): the code objects and chains of processes gone."},
     {"resolve", (PyCFunction)Stacks_resolve, METH_O,
-     "resolve(chains) -> bytes: a uint32 stack id (0: unknown) per distinct non-zero uint64 chain of a batch."},
+     "resolve(chains) -> bytes: the uint32 stack id of each event's uint64 chain (0: none, or unknown)."},
     {"take_new", (PyCFunction)Stacks_take_new, METH_NOARGS, "take_new() -> {id: Stack}: stacks resolved since the last call."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,7 +1,7 @@
 """The kernel's Python chains and code objects as named frames and stack ids.
 
 The collector's worker adds each batch's records, then resolves the chains of its events
-(once per chain) into stack ids: all of a batch's new chains in one call into the compiled
+(once per chain) into stack ids: all of a batch's chains in one call into the compiled
 core (ioobserve._core.Stacks, csrc/stacks.c), which keeps the records, the line tables and
 the frame numbers in hash tables. A stack is its frames' code and line, innermost first:
 which call a frame is does not make another stack (the kernel says it per event, for the
@@ -27,7 +27,6 @@ from ioobserve.model import KEPT_CHAINS, NO_LINE, Frame, Stack
 from ioobserve.python.spans import LEVELS_SCHEMA
 
 MAX_FRAMES_KEPT = 1 << 20  # distinct frames numbered before the numbering starts over
-STACK_ID_SCHEMA = {"py_chain": pl.UInt64, s.PY_STACK: pl.UInt32}
 
 
 class PythonStacks:
@@ -51,14 +50,13 @@ class PythonStacks:
         if pids:
             self._table.forget(sorted(set(pids)))
 
-    def frame(self, chains: pl.Series) -> pl.DataFrame:
-        """py_chain -> stack id for the distinct non-zero chains of a batch (STACK_ID_SCHEMA;
-        unknown chains get a null id)."""
-        distinct = chains.unique()
-        distinct = distinct.filter(distinct != 0).cast(pl.UInt64).rechunk()
-        ids = np.frombuffer(self._table.resolve(distinct.to_numpy()), dtype=np.uint32)
-        return pl.DataFrame({"py_chain": distinct, s.PY_STACK: ids}).with_columns(
-            pl.when(pl.col(s.PY_STACK) != 0).then(pl.col(s.PY_STACK)).alias(s.PY_STACK))
+    def ids(self, chains: pl.Series) -> pl.Series:
+        """The stack id of each event's chain (py_chain, 0: none), null where it has none or
+        its record was lost: each distinct chain resolved once, the events given their ids
+        in the same call (no join)."""
+        column = chains.cast(pl.UInt64).to_numpy()
+        ids = pl.Series(s.PY_STACK, np.frombuffer(self._table.resolve(np.ascontiguousarray(column)), dtype=np.uint32))
+        return ids.replace(0, None)
 
     def levels(self, stack_ids: pl.Series) -> pl.DataFrame:
         """LEVELS_SCHEMA rows of the distinct stacks among `stack_ids` (a batch's few); none for

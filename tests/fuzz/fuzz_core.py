@@ -172,3 +172,17 @@ def test_damaged_ring_blobs(blob, mutations):
        offsets=st.lists(st.integers(0, (1 << 33)), max_size=20))
 def test_any_line_table(table, first, before_311, offsets):
     assert len(_core.lines_at(table, first, before_311, offsets)) == len(offsets)
+
+
+@FUZZ
+@given(columns=st.lists(st.binary(max_size=64), min_size=5, max_size=5))
+def test_match_names_on_any_columns(columns):
+    """Any bytes as the five columns: matched rows within the names, or one ValueError."""
+    try:
+        *rows, matched = _core.match_names(*columns)
+    except ValueError:
+        return
+    names = len(columns[2]) // 4
+    assert len(matched) == names
+    for row in rows:
+        assert all(-1 <= value < names for value in np.frombuffer(row, dtype=np.int32).tolist())

@@ -62,8 +62,8 @@ def _chain(chain: int, code: int | None = None) -> bytes:
 
 
 def _stack_ids(stacks: PythonStacks, *chains: int) -> dict[int, int]:
-    frame = stacks.frame(pl.Series(list(chains), dtype=pl.UInt64))
-    return dict(zip(frame.get_column("py_chain").to_list(), frame.get_column(s.PY_STACK).to_list()))
+    """Each chain's stack id, asked as one batch's events."""
+    return dict(zip(chains, stacks.ids(pl.Series(list(chains), dtype=pl.UInt64)).to_list()))
 
 
 def test_the_chains_used_last_are_kept_and_an_older_one_is_resolved_again_when_sent_again():

@@ -83,10 +83,10 @@ def test_frames_name_the_lines_this_interpreter_gives_its_own_code():
                 records.append(chain_record(chain, [n], instrs=[start // 2]))
                 expected[chain] = (code.co_qualname, line)
     stacks.add([ring_blob(records)])
-    ids = stacks.frame(pl.Series(list(expected), dtype=pl.UInt64))
+    ids = stacks.ids(pl.Series(list(expected), dtype=pl.UInt64))
     kept = stacks._table.stacks  # noqa: SLF001
     got = {chain: (kept[stack].frames[0].function, kept[stack].frames[0].line)
-           for chain, stack in ids.select("py_chain", s.PY_STACK).iter_rows()}
+           for chain, stack in zip(expected, ids.to_list())}
     assert got == expected and len(expected) > 200
 
 
@@ -99,7 +99,7 @@ def test_names_in_each_of_cpythons_string_kinds():
     wide["name_kind"], wide["name_len"], wide["name"] = 2, len(name.encode("utf-16-le")), name.encode("utf-16-le")
     wide["file_kind"], wide["file_len"], wide["file"] = 4, len(file.encode("utf-32-le")), file.encode("utf-32-le")
     stacks.add([ring_blob([wide.tobytes(), chain_record(1, [0])])])
-    stacks.frame(pl.Series([1], dtype=pl.UInt64))
+    stacks.ids(pl.Series([1], dtype=pl.UInt64))
     (stack,) = stacks.take_new().values()
     assert stack.frames[0][:2] == (name, file) and stack.frames[0].line == NO_LINE
 
@@ -115,7 +115,7 @@ def test_records_cut_short_or_damaged_are_skipped_and_counted_as_unknown():
         b"\x07\0",  # a kind but nothing else
     ]
     stacks.add([ring_blob(records)])
-    ids = dict(stacks.frame(pl.Series([1, 2], dtype=pl.UInt64)).select("py_chain", s.PY_STACK).iter_rows())
+    ids = dict(zip([1, 2], stacks.ids(pl.Series([1, 2], dtype=pl.UInt64)).to_list()))
     assert ids[1] is None and stacks.unknown_chains == 1
     frames = stacks._table.stacks[ids[2]].frames  # noqa: SLF001
     assert [frame.function for frame in frames] == ["<unknown>"]  # code CODE's record was too short to keep
@@ -137,11 +137,26 @@ def test_aux_split_keeps_the_stack_records_in_one_blob_in_their_order():
     assert records == [other, other] and python == ring_blob([chain, code]) and names is None
 
 
+def test_each_event_gets_its_chains_stack_id_and_each_chain_is_resolved_once():
+    """A batch's chains as its events carry them: repeated, in runs and not, and none (0)."""
+    stacks = PythonStacks()
+    stacks.add([ring_blob([code_record(CODE + n, f"f{n}") for n in range(3)]
+                          + [chain_record(chain, [chain - 1]) for chain in (1, 2, 3)])])
+    events = [0, 1, 1, 2, 0, 1, 9, 3, 3, 2, 9]  # 9: a chain whose record never came
+    ids = stacks.ids(pl.Series(events, dtype=pl.UInt64)).to_list()
+    by_chain = {chain: stack for chain, stack in zip(events, ids)}
+    assert [by_chain[chain] for chain in events] == ids  # one id per chain, whatever the order
+    assert by_chain[0] is None and by_chain[9] is None and len({by_chain[c] for c in (1, 2, 3)}) == 3
+    assert stacks.unknown_chains == 1  # counted once per batch, not per event
+    new = stacks.take_new()
+    assert [new[by_chain[chain]].frames[0].function for chain in (1, 2, 3)] == ["f0", "f1", "f2"]
+
+
 def test_forgotten_processes_lose_their_code_objects_and_pending_chains():
     stacks = PythonStacks()
     stacks.add([ring_blob([code_record(CODE, "f0"), chain_record(1, [0]), chain_record(2, [0], pid=PID + 1)])])
     stacks.forget([PID])
     assert stacks._table.pending == 1  # noqa: SLF001 - the other process's
     stacks.add([ring_blob([chain_record(3, [0])])])
-    ids = dict(stacks.frame(pl.Series([1, 3], dtype=pl.UInt64)).select("py_chain", s.PY_STACK).iter_rows())
+    ids = dict(zip([1, 3], stacks.ids(pl.Series([1, 3], dtype=pl.UInt64)).to_list()))
     assert ids[1] is None and [f.function for f in stacks._table.stacks[ids[3]].frames] == ["<unknown>"]  # noqa: SLF001
