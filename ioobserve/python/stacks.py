@@ -61,15 +61,22 @@ class PythonStacks:
     def levels(self, stack_ids: pl.Series) -> pl.DataFrame:
         """LEVELS_SCHEMA rows of the distinct stacks among `stack_ids` (a batch's few); none for
         a stack cut at the depth walked, whose levels cannot be counted from the outermost."""
-        rows, kept = [], self._table.stacks
+        columns: dict[str, list] = {name: [] for name in LEVELS_SCHEMA}
+        ids, levels, depths, functions, files, lines = columns.values()
+        kept = self._table.stacks
         for stack_id in stack_ids.drop_nulls().unique().to_list():
             stack = kept.get(stack_id)
             if stack is None or stack.truncated:
                 continue
-            depth = len(stack.frames)
-            for level, frame in enumerate(reversed(stack.frames)):
-                rows.append((stack_id, level, depth, frame.function, frame.file, frame.line if frame.line != NO_LINE else None))
-        return pl.DataFrame(rows, schema=LEVELS_SCHEMA, orient="row")
+            frames = stack.frames[::-1]  # outermost first
+            depth = len(frames)
+            ids += [stack_id] * depth
+            levels += range(depth)
+            depths += [depth] * depth
+            functions += [frame.function for frame in frames]
+            files += [frame.file for frame in frames]
+            lines += [frame.line if frame.line != NO_LINE else None for frame in frames]
+        return pl.DataFrame(columns, schema=LEVELS_SCHEMA)
 
     def take_new(self) -> dict[int, Stack]:
         """Stacks resolved since the last call (for the sinks, before their events)."""
