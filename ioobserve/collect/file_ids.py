@@ -4,13 +4,15 @@ files by number, never by string (names: ioobserve.naming)."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.model import FILE_ROW_SCHEMA
 
-_SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
+_SEED = 0x10B5  # any fixed seed: path hashes only find files within one batch
 # The columns a batch gives its files by: the kernel's dev of an open file, and the path
 # arguments (its first, and a rename's target).
 KDEV, NAME, NAME2 = "_kdev", "_name", "_name2"
@@ -37,43 +39,64 @@ class FileIds:
         # Events made here, not drained (Python spans), name no file: they lack these columns.
         frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in _ARGUMENTS.items()
                                    if name not in frame.columns)
-        opened = (pl.col(s.FLAGS) & ev.F_FILE) != 0
-        # Rows find their file through a 64-bit hash of numbers and the path argument, which is
-        # null but for the few calls that name a path: the paths of open files are looked up for
-        # the batch's few distinct files, and only those go through Python.
-        first = pl.struct(opened, pl.col(KDEV), pl.col(s.DEV), pl.col(s.INO), pl.col(NAME)).hash(_SEED)
-        second = pl.when(pl.col(NAME2).is_not_null()).then(pl.col(NAME2).hash(_SEED))
-        keyed = frame.with_columns(first.alias("_k1"), second.alias("_k2"))
+        opened = (_numbers(frame.get_column(s.FLAGS)) & ev.F_FILE) != 0
+        # Rows are grouped by the file they name in one compiled pass (a hash of the numbers
+        # and the path argument's hash): only the batch's few distinct files go on from there.
+        which, firsts = _core.rows_by_file(
+            opened.view(np.uint8), *_with_validity(frame.get_column(KDEV), np.uint32),
+            # A span (made here, not drained) has no DEV or INO, nor a path: it names no file either way.
+            *(_with_validity(frame.get_column(name), np.uint64)[0] for name in (s.DEV, s.INO)),
+            *_with_validity(frame.get_column(NAME), np.uint64, hashed=True))
+        firsts = np.frombuffer(firsts, dtype=np.uint32)
         if known is None:
             known = pl.DataFrame(schema={"kdev": pl.UInt64, "ino": pl.UInt64, "path": pl.String})
-        files = (
-            keyed.select("_k1", opened.alias("_opened"), KDEV, s.DEV, s.INO, NAME).unique("_k1")
-            .join(known.rename({"kdev": KDEV, "ino": s.INO, "path": "_known"}), on=[KDEV, s.INO],
-                  how="left")
-            .select(pl.col("_k1").alias("k"), pl.coalesce(pl.when("_opened").then("_known"), NAME).alias(s.PATH),
-                    s.DEV, s.INO)
+        groups = (
+            frame.select(KDEV, s.DEV, s.INO, NAME)[firsts]
+            .with_columns(pl.Series("_opened", opened[firsts]))
+            .with_row_index("_group")
+            .join(known.rename({"kdev": KDEV, "ino": s.INO, "path": "_known"}), on=[KDEV, s.INO], how="left",
+                  maintain_order="left")
+            .select("_group", pl.coalesce(pl.when("_opened").then("_known"), NAME).alias(s.PATH), s.DEV, s.INO)
         )
-        if keyed.get_column("_k2").null_count() < keyed.height:  # a rename's target
-            renamed_to = keyed.select(pl.col("_k2").alias("k"), pl.col(NAME2).alias(s.PATH), pl.lit(0, pl.UInt64).alias(s.DEV),
-                                      pl.lit(0, pl.UInt64).alias(s.INO)).drop_nulls("k").unique("k")
-            files = pl.concat([files, renamed_to])
-        distinct = files.drop_nulls(s.PATH)
-        if len(self._ids) + distinct.height > MAX_FILES_KEPT:
+        rows: dict[int, tuple[int, str, int, int]] = {}
+        group_ids = np.zeros(groups.height, dtype=np.uint32)  # 0: names no file
+        for group, path, dev, ino in groups.drop_nulls(s.PATH).iter_rows():
+            group_ids[group] = self._id_of(path, dev, ino, rows)
+        named = frame.select(pl.exclude(KDEV, NAME, NAME2)).with_columns(
+            pl.Series(s.FILE, group_ids[np.frombuffer(which, dtype=np.uint32)]).replace(0, None))
+        targets = frame.get_column(NAME2)
+        if targets.null_count() < frame.height:  # a rename's target
+            distinct = targets.drop_nulls().unique(maintain_order=True).to_list()
+            second = [self._id_of(path, 0, 0, rows) for path in distinct]
+            named = named.with_columns(targets.replace_strict(distinct, second, default=None, return_dtype=pl.UInt32)
+                                       .alias(s.FILE2))
+        else:
+            named = named.with_columns(pl.lit(None, pl.UInt32).alias(s.FILE2))
+        return named, pl.DataFrame(list(rows.values()), schema=FILE_ROW_SCHEMA, orient="row")
+
+    def _id_of(self, path: str, dev: int, ino: int, rows: dict) -> int:
+        """The id of the file (path, dev, ino), given one if new; its row goes into `rows`."""
+        if len(self._ids) >= MAX_FILES_KEPT:
             self._ids.clear()
-        keys, ids, rows = [], [], {}
-        for key, path, dev, ino in distinct.iter_rows():
-            file_id = self._ids.get((path, dev, ino))
-            if file_id is None:
-                file_id = self._ids[(path, dev, ino)] = self._next_id
-                self._next_id += 1
-            keys.append(key)  # several keys may find one file (opened, and named by a path argument)
-            ids.append(file_id)
-            rows[file_id] = (file_id, path, dev, ino)
-        files = pl.DataFrame(list(rows.values()), schema=FILE_ROW_SCHEMA, orient="row")
-        lookup = pl.Series(keys, dtype=pl.UInt64), pl.Series(ids, dtype=pl.UInt32)
-        named = keyed.select(
-            pl.exclude("_k1", "_k2", KDEV, NAME, NAME2),
-            pl.col("_k1").replace_strict(*lookup, default=None, return_dtype=pl.UInt32).alias(s.FILE),
-            pl.col("_k2").replace_strict(*lookup, default=None, return_dtype=pl.UInt32).alias(s.FILE2),
-        )
-        return named, files
+        file_id = self._ids.get((path, dev, ino))
+        if file_id is None:
+            file_id = self._ids[(path, dev, ino)] = self._next_id
+            self._next_id += 1
+        rows[file_id] = (file_id, path, dev, ino)
+        return file_id
+
+
+def _numbers(column: pl.Series) -> np.ndarray:
+    """A column without nulls as one contiguous numpy array."""
+    return np.ascontiguousarray(column.to_numpy())
+
+
+def _with_validity(column: pl.Series, dtype: type, hashed: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """A column's values as `dtype` (its hashes, for strings; 0 where null) and its validity
+    (None: no null). A column of nulls only is all zeros: one value, as its nulls are."""
+    nulls = column.null_count()
+    if nulls == len(column):
+        return np.zeros(len(column), dtype=dtype), None
+    values = column.hash(_SEED) if hashed else column.fill_null(0) if nulls else column
+    valid = _numbers(column.is_not_null()).view(np.uint8) if nulls else None
+    return np.ascontiguousarray(values.to_numpy(), dtype=dtype), valid

@@ -58,6 +58,7 @@ PyObject *core_lines_at(PyObject *self, PyObject *args);
 PyObject *core_ring_committed(PyObject *self, PyObject *arg);
 PyObject *core_aux_split(PyObject *self, PyObject *arg);
 PyObject *core_match_names(PyObject *self, PyObject *args);
+PyObject *core_rows_by_file(PyObject *self, PyObject *args);
 PyObject *core_event_lines(PyObject *self, PyObject *args);
 PyObject *core_parse_shape(PyObject *self, PyObject *args);
 

@@ -140,3 +140,109 @@ done:
         PyBuffer_Release(&views[i]);
     return result;
 }
+
+/* A row's key as rows_by_file numbers it. */
+struct key_entry {
+    uint64_t hash; /* the key itself: keys are hashes already */
+    uint32_t index;
+};
+
+static int same_key(const void *entry, const void *key)
+{
+    return ((const struct key_entry *)entry)->hash == *(const uint64_t *)key;
+}
+
+/* Column `i` of `views` as `width`-byte items, `rows` of them (a NULL buffer: none given). */
+static int column_of(Py_buffer *view, Py_ssize_t width, Py_ssize_t rows, const char *what)
+{
+    if (!view->buf || view->len == rows * width)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %zd bytes, not %zd rows of %zd", what, view->len, rows, width);
+    return -1;
+}
+
+/* rows_by_file(opened, kdev, kdev_valid, dev, ino, name_hash, name_valid) -> (which, firsts):
+ * the rows of a batch grouped by the file they name (FileIds.assign): the same key for the
+ * same (opened, kdev, dev, ino, path argument), from an opened flag (bytes of 0 or 1), the
+ * kernel's dev (uint32) of an open file, the file's dev and inode (uint64) and the path
+ * argument's hash (uint64), each with its validity (bytes of 0 or 1, or None: all valid).
+ * which: each row's group (uint32), in order of first appearance; firsts: each group's first
+ * row (uint32). */
+PyObject *core_rows_by_file(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer views[7] = {{0}};
+    PyObject *given[7], *result = NULL, *which = NULL, *firsts = NULL;
+    static const Py_ssize_t widths[7] = {1, 4, 1, 8, 8, 8, 1};
+    static const char *names[7] = {"opened", "kdev", "kdev_valid", "dev", "ino", "name_hash", "name_valid"};
+    struct table keys = {0};
+    int held = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &given[0], &given[1], &given[2], &given[3], &given[4], &given[5], &given[6]))
+        return NULL;
+    for (; held < 7; held++) {
+        if (given[held] == Py_None && (held == 2 || held == 6))
+            continue; /* views[held].buf stays NULL: every row valid */
+        if (PyObject_GetBuffer(given[held], &views[held], PyBUF_SIMPLE) < 0)
+            goto done;
+    }
+    Py_ssize_t rows = views[0].len;
+    for (int i = 1; i < 7; i++)
+        if (column_of(&views[i], widths[i], rows, names[i]) < 0)
+            goto done;
+    if (!(which = PyBytes_FromStringAndSize(NULL, rows * 4)) || table_init(&keys, sizeof(struct key_entry)) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t *group = (uint32_t *)PyBytes_AS_STRING(which), *first = PyMem_RawMalloc((size_t)(rows ? rows : 1) * 4);
+    if (!first) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *opened = views[0].buf, *kdev = views[1].buf, *kdev_valid = views[2].buf, *dev = views[3].buf;
+    const unsigned char *ino = views[4].buf, *name = views[5].buf, *name_valid = views[6].buf;
+    uint64_t previous[5] = {0};
+    uint32_t previous_group = 0, groups = 0;
+    for (Py_ssize_t row = 0; row < rows; row++) {
+        uint64_t words[5] = {opened[row] != 0, 1ULL << 63, 0, 0, 1ULL << 63}; /* a null: a value no column holds */
+        if (!kdev_valid || kdev_valid[row]) {
+            uint32_t value;
+            memcpy(&value, kdev + row * 4, sizeof value);
+            words[1] = value;
+        }
+        memcpy(&words[2], dev + row * 8, 8);
+        memcpy(&words[3], ino + row * 8, 8);
+        if (!name_valid || name_valid[row])
+            memcpy(&words[4], name + row * 8, 8);
+        if (row && memcmp(words, previous, sizeof words) == 0) { /* runs: one file's reads */
+            group[row] = previous_group;
+            continue;
+        }
+        uint64_t key = hash_words(words, 5);
+        struct key_entry *entry = table_find(&keys, key, &key, same_key);
+        if (!entry) {
+            if (!(entry = table_add(&keys, key))) {
+                PyMem_RawFree(first);
+                PyErr_NoMemory();
+                goto done;
+            }
+            entry->index = groups;
+            first[groups++] = (uint32_t)row;
+        }
+        group[row] = previous_group = entry->index;
+        memcpy(previous, words, sizeof words);
+    }
+    firsts = PyBytes_FromStringAndSize((const char *)first, (Py_ssize_t)groups * 4);
+    PyMem_RawFree(first);
+    if (firsts)
+        result = PyTuple_Pack(2, which, firsts);
+done:
+    if (keys.slots)
+        table_free(&keys);
+    Py_XDECREF(which);
+    Py_XDECREF(firsts);
+    for (int i = 0; i < held; i++)
+        if (views[i].buf || views[i].obj)
+            PyBuffer_Release(&views[i]);
+    return result;
+}

@@ -24,6 +24,9 @@ static PyMethodDef core_methods[] = {
     {"match_names", core_match_names, METH_VARARGS,
      "match_names(event_tid, event_ts, name_tid, name_ts, name_index) -> (first, second, label, matched): "
      "each event's name records by index (int32 rows, -1: none), and which records an event matched."},
+    {"rows_by_file", core_rows_by_file, METH_VARARGS,
+     "rows_by_file(opened, kdev, kdev_valid, dev, ino, name_hash, name_valid) -> (which, firsts): a batch's rows "
+     "grouped by the file they name (uint32 group per row, uint32 first row per group)."},
     {NULL, NULL, 0, NULL},
 };
 

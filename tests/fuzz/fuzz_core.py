@@ -186,3 +186,22 @@ def test_match_names_on_any_columns(columns):
     assert len(matched) == names
     for row in rows:
         assert all(-1 <= value < names for value in np.frombuffer(row, dtype=np.int32).tolist())
+
+
+@FUZZ
+@given(data=st.data(), rows=st.integers(0, 40), wrong=st.integers(-1, 6), nones=st.tuples(st.booleans(), st.booleans()))
+def test_rows_by_file_on_any_columns(data, rows, wrong, nones):
+    """Columns of any bytes (one of them, `wrong`, maybe of another length): groups within the
+    rows, or one ValueError."""
+    widths = (1, 4, 1, 8, 8, 8, 1)
+    args = [data.draw(st.binary(min_size=rows * width + (column == wrong), max_size=rows * width + (column == wrong)))
+            for column, width in enumerate(widths)]
+    args[2] = None if nones[0] else args[2]
+    args[6] = None if nones[1] else args[6]
+    try:
+        which, firsts = _core.rows_by_file(*args)
+    except ValueError as exc:
+        assert wrong >= 0 and "rows of" in str(exc)
+        return
+    groups = np.frombuffer(firsts, dtype=np.uint32)
+    assert len(which) == 4 * len(args[0]) and all(0 <= g < len(groups) for g in np.frombuffer(which, np.uint32).tolist())
