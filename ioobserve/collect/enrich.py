@@ -35,7 +35,7 @@ _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.
 
 
 _LAYERS = pl.Series("layers", [layer_of(code) for code in range(ev.MAX_OPS)])
-_NAME_KEYS = ["tid", "ts_ns"]
+_NAME_KEYS = {"tid": pl.UInt32, "ts_ns": pl.UInt64}  # a name record and its call share the thread and entry time
 _RAW_COLUMNS = [name for name in ev.EVENT.names if name != "comm"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
@@ -55,9 +55,10 @@ def monotonic_to_epoch_offset(samples: int = 5) -> int:
     return best[1]
 
 
-def _contiguous(frame: pl.DataFrame, column: str) -> np.ndarray:
-    """A column's values as one contiguous numpy array (no copy where Polars holds one chunk)."""
-    return np.ascontiguousarray(frame.get_column(column).to_numpy())
+def _contiguous(frame: pl.DataFrame, column: str, dtype: pl.DataType) -> np.ndarray:
+    """A column's values as `dtype`, in one contiguous numpy array (no copy where Polars holds
+    one chunk of that type already)."""
+    return np.ascontiguousarray(frame.get_column(column).cast(dtype).to_numpy())
 
 
 class Enricher:
@@ -203,8 +204,9 @@ class Enricher:
         names = self._names
         if names.is_empty():  # most batches of a busy node
             return frame.with_columns(pl.lit(None, pl.String).alias(column) for column in ("name_path", "name_path2", s.PY_MODULE))
-        *rows, matched = _core.match_names(*(_contiguous(frame, key) for key in _NAME_KEYS),
-                                           *(_contiguous(names, key) for key in (*_NAME_KEYS, "index")))
+        *rows, matched = _core.match_names(*(_contiguous(frame, key, dtype) for key, dtype in _NAME_KEYS.items()),
+                                           *(_contiguous(names, key, dtype) for key, dtype in _NAME_KEYS.items()),
+                                           _contiguous(names, "index", pl.UInt16))
         paths = names.get_column("path")
         joined = frame.with_columns(
             paths.gather(pl.Series(np.frombuffer(row, dtype=np.int32)).replace(-1, None)).alias(column)
