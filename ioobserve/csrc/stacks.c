@@ -13,9 +13,7 @@
  * past `max_frames` distinct frames. Tables are trimmed in bulk once they pass an eighth over
  * their bound, so that a trim (a sort of last-use stamps) is paid once per many chains.
  *
- * Records come from the kernel in the ring's own format (8-byte headers), and the kernel
- * copies process memory that another thread may be changing: every length is checked
- * against the record, and a record too short for its header is skipped. */
+ * The records come in through stack_records.c; the tables are laid out in stacks.h. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
