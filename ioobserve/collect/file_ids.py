@@ -12,6 +12,7 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.model import FILE_ROW_SCHEMA
 
+_NO_NUMBER = (1 << 64) - 1  # a null DEV or INO, to rows_by_file (no device or inode has it)
 _SEED = 0x10B5  # any fixed seed: path hashes only find files within one batch
 # The columns a batch gives its files by: the kernel's dev of an open file, and the path
 # arguments (its first, and a rename's target).
@@ -39,13 +40,13 @@ class FileIds:
         # Events made here, not drained (Python spans), name no file: they lack these columns.
         frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in _ARGUMENTS.items()
                                    if name not in frame.columns)
-        opened = (_numbers(frame.get_column(s.FLAGS)) & ev.F_FILE) != 0
+        opened = (_numbers(frame.get_column(s.FLAGS).fill_null(0)) & ev.F_FILE) != 0
         # Rows are grouped by the file they name in one compiled pass (a hash of the numbers
         # and the path argument's hash): only the batch's few distinct files go on from there.
         which, firsts = _core.rows_by_file(
             opened.view(np.uint8), *_with_validity(frame.get_column(KDEV), np.uint32),
-            # A span (made here, not drained) has no DEV or INO, nor a path: it names no file either way.
-            *(_with_validity(frame.get_column(name), np.uint64)[0] for name in (s.DEV, s.INO)),
+            # A span (made here, not drained) has no DEV or INO: a value no file has stands for none.
+            *(_numbers(frame.get_column(name).cast(pl.UInt64).fill_null(_NO_NUMBER)) for name in (s.DEV, s.INO)),
             *_with_validity(frame.get_column(NAME), np.uint64, hashed=True))
         firsts = np.frombuffer(firsts, dtype=np.uint32)
         if known is None:
