@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
 import sys
 import tempfile
@@ -35,7 +34,10 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ioobserve import events as ev  # noqa: E402  (run as a script from the checkout)
+sys.path.insert(1, str(ROOT / "bench"))
+from thread_cpu import task_cpu  # noqa: E402  (run as a script from the checkout)
+
+from ioobserve import events as ev  # noqa: E402
 from ioobserve.collect import capture  # noqa: E402
 from ioobserve.collect.collector import Collector  # noqa: E402
 from ioobserve.collect.ringbuf import ring_dtype  # noqa: E402
@@ -125,9 +127,6 @@ def replay_stacks(stream: Path, rounds: int) -> None:
     }))
 
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
 class _NoRings:
     """What the collector asks of the probes before it starts draining: nothing is drained here."""
 
@@ -138,16 +137,10 @@ class _NoRings:
 
 
 def _threads() -> dict[str, float]:
-    """CPU seconds of each of this process's threads, by name."""
+    """CPU seconds of each of this process's threads, by name (Polars' pool as one)."""
     found: dict[str, float] = defaultdict(float)
-    for task in os.listdir("/proc/self/task"):
-        try:
-            stat = Path(f"/proc/self/task/{task}/stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        found["polars pool" if name.startswith("polars") else name] += (int(fields[11]) + int(fields[12])) / TICK
+    for name, cpu in task_cpu("self").values():
+        found["polars pool" if name.startswith("polars") else name] += cpu
     return found
 
 

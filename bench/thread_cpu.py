@@ -47,23 +47,28 @@ def _tree(root: int) -> list[int]:
     return found
 
 
+def task_cpu(pid: int | str) -> dict[int, tuple[str, float]]:
+    """Each thread of process `pid` ("self" for this one): tid -> (name, CPU seconds so far)."""
+    found = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found  # ended meanwhile
+    for task in tasks:
+        try:
+            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        found[int(task)] = (stat[stat.index("(") + 1 : stat.rindex(")")], (int(fields[11]) + int(fields[12])) / TICK)
+    return found
+
+
 def _sample(root: int, job_pids: set[int], seen: dict[tuple[int, int], tuple[str, float]]) -> None:
     """Each recorder thread's CPU seconds now, by (pid, tid)."""
     for pid in _tree(root):
-        if pid in job_pids:
-            continue
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat.rsplit(")", 1)[1].split()
-            seen[(pid, int(task))] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+        if pid not in job_pids:
+            seen.update(((pid, tid), value) for tid, value in task_cpu(pid).items())
 
 
 def _job_pids(root: int) -> set[int]:
