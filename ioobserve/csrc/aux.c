@@ -9,9 +9,18 @@
 
 #include "core.h"
 
-static size_t stride_of(uint32_t header)
+#define LENGTH_OF(header) ((size_t)((header) & ~(RING_BUSY | RING_DISCARD)))
+
+/* The record at data[at] (at <= size): its header into *header, and its stride (header,
+ * record and padding to 8 bytes); 0 where no whole committed record is there (the data ends,
+ * or the kernel is still writing it). */
+static size_t record_at(const unsigned char *data, size_t size, size_t at, uint32_t *header)
 {
-    return (RING_HEADER_BYTES + (header & ~(RING_BUSY | RING_DISCARD)) + 7) & ~(size_t)7;
+    if (size - at < RING_HEADER_BYTES)
+        return 0;
+    memcpy(header, data + at, sizeof *header);
+    size_t stride = (RING_HEADER_BYTES + LENGTH_OF(*header) + 7) & ~(size_t)7;
+    return *header & RING_BUSY || stride > size - at ? 0 : stride;
 }
 
 /* ring_committed(window) -> bytes: how much of `window` (the ring's data from the consumer's
@@ -23,15 +32,10 @@ PyObject *core_ring_committed(PyObject *self, PyObject *arg)
     if (PyObject_GetBuffer(arg, &window, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *data = window.buf;
-    size_t size = (size_t)window.len, at = 0;
-    while (at + RING_HEADER_BYTES <= size) {
-        uint32_t header;
-        memcpy(&header, data + at, sizeof header);
-        size_t stride = stride_of(header);
-        if (header & RING_BUSY || stride > size - at)
-            break;
+    size_t size = (size_t)window.len, at = 0, stride;
+    uint32_t header;
+    while ((stride = record_at(data, size, at, &header)) != 0)
         at += stride;
-    }
     PyBuffer_Release(&window);
     return PyLong_FromSize_t(at);
 }
@@ -139,12 +143,10 @@ PyObject *core_aux_split(PyObject *self, PyObject *arg)
     Py_ssize_t n_names = 0, row = 0;
     struct name_columns names = {0};
     PyObject *records = PyList_New(0), *python = NULL, *result = NULL;
-    for (at = 0; records && at + RING_HEADER_BYTES <= size;) {
-        uint32_t header;
-        memcpy(&header, data + at, sizeof header);
-        size_t stride = stride_of(header), length = header & ~(RING_BUSY | RING_DISCARD);
-        if (header & RING_BUSY || stride > size - at)
-            break;
+    uint32_t header;
+    size_t stride;
+    for (at = 0; records && (stride = record_at(data, size, at, &header)) != 0; at += stride) {
+        size_t length = LENGTH_OF(header);
         const unsigned char *record = data + at + RING_HEADER_BYTES;
         uint32_t kind = kind_of(record, length);
         if (header & RING_DISCARD) {
@@ -159,7 +161,6 @@ PyObject *core_aux_split(PyObject *self, PyObject *arg)
                 Py_CLEAR(records);
             Py_XDECREF(one);
         }
-        at += stride;
     }
     if (records && at != size) {
         PyErr_Format(PyExc_ValueError, "auxiliary records: the record at byte %zu runs past the %zu given", at, size);
@@ -169,10 +170,9 @@ PyObject *core_aux_split(PyObject *self, PyObject *arg)
         || (n_names && name_columns_make(&names, n_names) < 0))
         goto done;
     char *out = PyBytes_AS_STRING(python);
-    for (at = 0; at < size;) {
-        uint32_t header;
-        memcpy(&header, data + at, sizeof header);
-        size_t stride = stride_of(header), length = header & ~(RING_BUSY | RING_DISCARD);
+    for (at = 0; at < size; at += stride) { /* every record is whole: the first pass saw them */
+        stride = record_at(data, size, at, &header);
+        size_t length = LENGTH_OF(header);
         const unsigned char *record = data + at + RING_HEADER_BYTES;
         uint32_t kind = kind_of(record, length);
         if (!(header & RING_DISCARD)) {
@@ -183,7 +183,6 @@ PyObject *core_aux_split(PyObject *self, PyObject *arg)
                 goto done;
             }
         }
-        at += stride;
     }
     if (n_names)
         result = Py_BuildValue("(OO(OOOOOOO))", records, python, names.tid, names.ts_ns, names.index, names.base_dev,
