@@ -11,6 +11,7 @@ try:  # typer >= 0.22 carries its own copy of click
 except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
+from ioobserve import __version__
 from ioobserve.cli import analyze, doctor, export, index, job, record, report, serve, top
 
 app = typer.Typer(
@@ -20,6 +21,22 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"ioobserve {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """System-wide file I/O observer for HPC and AI nodes (eBPF)."""
+
+
 app.command("analyze", epilog=analyze.EPILOG)(analyze.analyze)
 app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
 app.command("export", epilog=export.EPILOG)(export.export)

@@ -1,0 +1,5 @@
+"""`python -m ioobserve`: the command line, with the interpreter that runs it."""
+
+from ioobserve.cli.app import main
+
+main()
