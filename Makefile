@@ -1,5 +1,5 @@
 # Quick start: `make demo` and `make test`; both run set-up when needed.
-.PHONY: setup demo test test-kernels bench clean
+.PHONY: setup demo test test-kernels bench image clean
 
 VENV := .venv
 STAMP := $(VENV)/.ioobserve-installed
@@ -42,6 +42,11 @@ test-kernels: $(STAMP)
 # Every benchmark in bench/ (root); QUICK=1: small sizes, to see that each one works.
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run_all.py $(if $(QUICK),--quick)
+
+# The container image, in podman's local storage (root; deploy/image/build.sh says how;
+# IOOBSERVE_IMAGE_ARCHIVE=FILE also saves it as an OCI archive for a cluster's nodes).
+image: $(STAMP)
+	deploy/image/build.sh
 
 clean:
 	rm -rf $(VENV) .venv-peers demo-traces .pytest_cache

@@ -10,8 +10,10 @@ SYSTEM_PYTHON=/usr/bin/python3   # the interpreter Debian's python3-bpfcc is bui
 # libmpich-dev: MPICH's headers, for the C MPI-IO workload run in the test root (ci/roots.sh).
 # mmdebstrap: the test root of Debian's unstable suite (ci/roots.sh).
 # qemu-system-x86, busybox-static, kmod: the kernel matrix's guests (ci/kernel_matrix.py).
+# podman, runc: the container image (make image) and the tests that run it (runc: crun, podman's
+# default runtime, refuses hybrid cgroups).
 PACKAGES=(python3-bpfcc libbpfcc bpfcc-tools python3-venv python3-dev strace bpftool gcc make mpich libmpich-dev mmdebstrap chromium systemd fuse3 fio
-          qemu-system-x86 busybox-static kmod e2fsprogs)
+          qemu-system-x86 busybox-static kmod e2fsprogs podman runc)
 
 need_root() {
     if [ "$(id -u)" -ne 0 ]; then
