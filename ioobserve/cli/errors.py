@@ -20,3 +20,13 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """Print `ioobserve: error: message` and exit."""
     print(f"ioobserve: error: {message}", file=sys.stderr)
     raise typer.Exit(code)
+
+
+def fail_probes(exc: Exception) -> NoReturn:
+    """The probes' failure as one line: a host that is not ready is the user's to fix (exit 2,
+    the message says how); anything else points to the doctor (exit 1)."""
+    from ioobserve.probes.compile import HostNotReady
+
+    if isinstance(exc, HostNotReady):
+        fail(str(exc))
+    fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)

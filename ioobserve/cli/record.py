@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from ioobserve.cli import environment_given
-from ioobserve.cli.errors import EXIT_FAILURE, EXIT_INCOMPLETE, UserError, fail
+from ioobserve.cli.errors import EXIT_INCOMPLETE, UserError, fail, fail_probes
 from ioobserve.cli.filters import (
     CgroupOption,
     CommOption,
@@ -130,7 +130,7 @@ def record(
                               stop_timeout=stop_timeout, probe_stats=probe_stats,
                               **({"backlog_bytes": int(backlog_mb * (1 << 20))} if backlog_mb is not None else {}))
     except ProbeError as exc:
-        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+        fail_probes(exc)
     except KeyboardInterrupt:
         fail("interrupted while compiling the probes; nothing was recorded", 130)
     for layer, why in recording.probes.unavailable_layers.items():
@@ -167,7 +167,7 @@ def record(
             f"ioobserve: recording to {writer.path} (Ctrl-C to stop)", file=sys.stderr, flush=True))
     except ProbeError as exc:  # attaching failed: nothing was recorded, so nothing is left behind
         writer.discard()
-        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+        fail_probes(exc)
     print_summary(summary.summary, result, writer.paths, unwritten=result.dropped_at_stop + writer.unwritten)
     incomplete = incomplete_line(writer, result)
     if incomplete:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.errors import UserError, fail, fail_probes
 from ioobserve.cli.filters import CommOption, build_filters
 
 EPILOG = """Examples:
@@ -73,5 +73,5 @@ def serve(
     except (ServeError, SocketError) as exc:
         fail(str(exc))
     except ProbeError as exc:
-        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+        fail_probes(exc)
     print("ioobserve serve: stopped", flush=True)

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail
+from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail, fail_probes
 from ioobserve.cli.filters import (
     CgroupOption,
     CommOption,
@@ -134,7 +134,7 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
     try:
         recording = Recording(filters, [], original_nice=lower_priority(), layers=chosen, python=python_options)
     except ProbeError as exc:
-        fail(f"{exc} (run 'ioobserve doctor' to see what this kernel allows)", EXIT_FAILURE)
+        fail_probes(exc)
     writer = None
     if directory is not None:
         details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "top"],

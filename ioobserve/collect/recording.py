@@ -14,11 +14,11 @@ from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector, Sink
 from ioobserve.collect.priority import restore_priority
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.probes.bpf_syscall import enable_run_stats
-from ioobserve.probes.btf import Btf
+from ioobserve.probes.btf import Btf, BtfError
 from ioobserve.probes.kernel import tracefs_dir
-from ioobserve.probes.compile import ProbeError
+from ioobserve.probes.compile import HostNotReady, ProbeError
 from ioobserve.probes.filters import KernelFilters
-from ioobserve.probes.headers import find_headers
+from ioobserve.probes.headers import HeadersMissing, find_headers
 from ioobserve.probes.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.loader import ProbeSizes, SyscallProbes
@@ -86,12 +86,20 @@ def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
                 layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> SyscallProbes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    btf = btf or Btf.load()
+    try:
+        btf = btf or Btf.load()
+    except BtfError as exc:
+        raise HostNotReady(f"kernel BTF: {exc}; ioobserve needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+                           " (and /sys mounted, in a container)") from None
+    try:
+        headers = find_headers()
+    except HeadersMissing as exc:
+        raise HostNotReady(str(exc)) from None
     try:
         entry = choose_syscall_entry(btf)
     except MechanismUnavailable as exc:
         raise ProbeError(str(exc)) from exc
-    return SyscallProbes(layout_from_btf(btf), find_headers(), entry, sizes, layers, python, btf)
+    return SyscallProbes(layout_from_btf(btf), headers, entry, sizes, layers, python, btf)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:

@@ -13,6 +13,11 @@ class ProbeError(Exception):
     """The probes could not be compiled, loaded or attached."""
 
 
+class HostNotReady(ProbeError):
+    """The host lacks what the probes are built from (kernel headers, BTF): the message names
+    the set-up step or the mount that gives it."""
+
+
 @contextlib.contextmanager
 def _captured_stderr():
     """Keep clang's warnings about mismatched headers off the terminal; yields a function

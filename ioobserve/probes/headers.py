@@ -5,19 +5,26 @@ definitions); ioobserve takes every struct layout from BTF. Debian splits its he
 `linux-headers-<v>-common` and `linux-headers-<v>-<flavour>`, which bcc cannot combine by
 itself, so we build a merged tree of symlinks in our cache directory and point
 BCC_KERNEL_SOURCE at it. Nothing under /usr or /lib/modules is touched.
+
+In a container the host's headers come in by mounts: /lib/modules and /usr/src at their own
+paths (with Debian's /usr/lib/linux-kbuild-*), or the host's whole root read-only at a path
+named by IOOBSERVE_HOST_ROOT (e.g. /host), where the host's absolute symlinks are followed
+inside that root.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 CACHE_DIR = Path(os.environ.get("IOOBSERVE_CACHE_DIR", "/var/cache/ioobserve"))
-USR_SRC = Path("/usr/src")
+HOST_ROOT_VARIABLE = "IOOBSERVE_HOST_ROOT"
+MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,60 @@ def _debian_pairs(usr_src: Path) -> list[tuple[str, Path, Path]]:
     return sorted(pairs, key=key, reverse=True)
 
 
-def _link_tree(source: Path, target: Path) -> None:
-    """Mirror `source` into `target` as symlinks to absolute paths; later calls override."""
+def host_root() -> Path:
+    """Where the host's root file system is seen from here: IOOBSERVE_HOST_ROOT, else /."""
+    return Path(os.environ.get(HOST_ROOT_VARIABLE) or "/")
+
+
+def in_root(root: Path, path: str | Path) -> Path:
+    """The host's `path` as reached through `root`, every symlink followed there (an absolute
+    target is the host's, so it is taken under `root`); like realpath when `root` is /."""
+    todo = list(PurePosixPath(path).parts[1:])
+    here, links = PurePosixPath("/"), 0
+    while todo:
+        part = todo.pop(0)
+        if part == "..":
+            here = here.parent
+            continue
+        if part == ".":
+            continue
+        seen = root / (here / part).relative_to("/")
+        if not seen.is_symlink():
+            here = here / part
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+        target = PurePosixPath(os.readlink(seen))
+        if target.is_absolute():
+            here = PurePosixPath("/")
+            todo = list(target.parts[1:]) + todo
+        else:
+            todo = list(target.parts) + todo
+    return root / here.relative_to("/")
+
+
+def running_in_container() -> bool:
+    """Whether this process runs in a container (podman, Docker, a Kubernetes pod, systemd-nspawn)."""
+    return (Path("/run/.containerenv").exists() or Path("/.dockerenv").exists() or "container" in os.environ
+            or "KUBERNETES_SERVICE_HOST" in os.environ)
+
+
+def _missing_message(release: str, usr_src: Path, root: Path) -> str:
+    if root != Path("/"):
+        return (f"no kernel headers for {release} under the host's root at {root} (its /lib/modules/{release}/build "
+                f"and /usr/src): install the host's kernel headers package on the host")
+    if running_in_container():
+        return (f"no kernel headers for {release} in this container: mount the host's /lib/modules and /usr/src "
+                f"read-only at the same paths (Debian and Ubuntu: also /usr/lib/linux-kbuild-*), or the host's root "
+                f"read-only at /host with {HOST_ROOT_VARIABLE}=/host")
+    return (f"no kernel headers for {release} and none in {usr_src}: run 'make setup' "
+            "(installs linux-headers-amd64) or set BCC_KERNEL_SOURCE")
+
+
+def _link_tree(source: Path, target: Path, host: Path) -> None:
+    """Mirror `source` (under the host's root, seen at `host`) into `target` as symlinks to
+    absolute paths, the host's links followed inside it; later calls override."""
     for root, dirs, files in os.walk(source):
         rel = Path(root).relative_to(source)
         dest_dir = target / rel
@@ -63,20 +122,21 @@ def _link_tree(source: Path, target: Path) -> None:
             src, dest = Path(root) / name, dest_dir / name
             if dest.is_symlink() or dest.is_file():
                 dest.unlink()
-            # Resolve relative links (scripts -> ../../lib/...) so they work from here.
-            os.symlink(os.path.realpath(src), dest)
+            # Resolve links (scripts -> ../../lib/...) so they work from here.
+            os.symlink(in_root(host, PurePosixPath("/") / src.relative_to(host)), dest)
 
 
-def merged_debian_tree(common: Path, flavour: Path, cache_dir: Path = CACHE_DIR) -> Path:
-    """A merged header tree for a Debian header pair, built once in `cache_dir`."""
-    target = cache_dir / "kernel-headers" / flavour.name
+def merged_debian_tree(common: Path, flavour: Path, cache_dir: Path = CACHE_DIR, root: Path = Path("/")) -> Path:
+    """A merged header tree for a Debian header pair (under the host's `root`), built once in `cache_dir`."""
+    # Its links point through `root`: a tree built through another root has another name.
+    target = cache_dir / "kernel-headers" / (flavour.name if root == Path("/") else f"{flavour.name}@{root.as_posix().strip('/').replace('/', '_')}")
     if _has_kconfig(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
     try:
-        _link_tree(common, staging)
-        _link_tree(flavour, staging)
+        _link_tree(common, staging, root)
+        _link_tree(flavour, staging, root)
         os.chmod(staging, 0o755)
         try:
             staging.rename(target)
@@ -89,24 +149,26 @@ def merged_debian_tree(common: Path, flavour: Path, cache_dir: Path = CACHE_DIR)
     return target
 
 
-def find_headers(release: str | None = None, usr_src: Path = USR_SRC, cache_dir: Path = CACHE_DIR) -> Headers:
-    """Choose the headers bcc compiles with: the user's, the kernel's own, else Debian's newest."""
+def find_headers(release: str | None = None, usr_src: Path | None = None, cache_dir: Path = CACHE_DIR,
+                 root: Path | None = None) -> Headers:
+    """Choose the headers bcc compiles with: the user's, the kernel's own, else Debian's newest
+    (the host's, through `root`: IOOBSERVE_HOST_ROOT by default)."""
     release = release or os.uname().release
     override = os.environ.get("BCC_KERNEL_SOURCE")
     if override:
         return Headers(Path(override), False, f"BCC_KERNEL_SOURCE={override}")
-    modules = Path("/lib/modules") / release
+    root = root or host_root()
     for sub in ("build", "source"):
-        if _has_kconfig(modules / sub):
-            return Headers(None, True, f"{modules / sub} (matching {release})")
+        tree = in_root(root, f"/lib/modules/{release}/{sub}")
+        if _has_kconfig(tree):
+            # bcc follows /lib/modules/<release>/build itself, but not through another root.
+            return Headers(None if root == Path("/") else tree, True, f"{tree} (matching {release})")
+    usr_src = usr_src or in_root(root, "/usr/src")
     pairs = _debian_pairs(usr_src)
     if not pairs:
-        raise HeadersMissing(
-            f"no kernel headers for {release} and none in {usr_src}: run 'make setup' "
-            "(installs linux-headers-amd64) or set BCC_KERNEL_SOURCE"
-        )
+        raise HeadersMissing(_missing_message(release, usr_src, root))
     version, common, flavour = pairs[0]
-    tree = merged_debian_tree(common, flavour, cache_dir)
+    tree = merged_debian_tree(common, flavour, cache_dir, root)
     matching = release.startswith(version)
     note = "matching" if matching else f"not matching {release}; layouts come from BTF"
     return Headers(tree, matching, f"{flavour.name} merged with -common ({note})")

@@ -1,0 +1,87 @@
+"""Choosing bcc's kernel headers: the kernel's own, a Debian pair merged, and the host's seen
+through a mount of its root (a container's IOOBSERVE_HOST_ROOT), on fixture trees."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ioobserve.probes import headers as h
+
+RELEASE = "6.1.0-9-amd64"
+
+
+def _debian_host(root: Path) -> None:
+    """A host laid out as Debian lays out linux-headers-6.1.0-9-amd64: the flavour tree's scripts
+    link relatively into linux-kbuild, and /lib/modules/RELEASE/build links absolutely to it."""
+    common, flavour = root / "usr/src/linux-headers-6.1.0-9-common", root / f"usr/src/linux-headers-{RELEASE}"
+    (common / "include/linux").mkdir(parents=True)
+    (common / "include/linux/kconfig.h").write_text("/* kconfig */\n")
+    (flavour / "include/generated").mkdir(parents=True)
+    (flavour / "include/generated/autoconf.h").write_text("#define CONFIG_X 1\n")
+    kbuild = root / "usr/lib/linux-kbuild-6.1/scripts"
+    kbuild.mkdir(parents=True)
+    (kbuild / "tool").write_text("kbuild's\n")
+    os.symlink("../../lib/linux-kbuild-6.1/scripts", flavour / "scripts")
+    (root / f"lib/modules/{RELEASE}").mkdir(parents=True)
+    os.symlink(f"/usr/src/linux-headers-{RELEASE}", root / f"lib/modules/{RELEASE}/build")
+
+
+def test_a_path_is_followed_inside_the_host_root(tmp_path):
+    _debian_host(tmp_path)
+    build = h.in_root(tmp_path, f"/lib/modules/{RELEASE}/build/scripts/tool")
+    assert build == tmp_path / "usr/lib/linux-kbuild-6.1/scripts/tool"
+    assert build.read_text() == "kbuild's\n"
+    assert h.in_root(Path("/"), "/proc/self/..") == Path("/proc")
+
+
+def test_a_symlink_loop_is_an_error_not_a_hang(tmp_path):
+    os.symlink("/b", tmp_path / "a")
+    os.symlink("/a", tmp_path / "b")
+    with pytest.raises(OSError, match="symbolic links"):
+        h.in_root(tmp_path, "/a/x")
+
+
+def test_a_debian_pair_under_the_host_root_is_merged_with_links_inside_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    host = tmp_path / "host"
+    _debian_host(host)
+    # Another kernel runs (no /lib/modules of its own): the pair is found under /usr/src.
+    chosen = h.find_headers("6.18.0-test", cache_dir=tmp_path / "cache", root=host)
+    assert chosen.path is not None and chosen.path.parent == tmp_path / "cache/kernel-headers"
+    assert (chosen.path / "include/linux/kconfig.h").read_text() == "/* kconfig */\n"
+    assert (chosen.path / "scripts/tool").read_text() == "kbuild's\n"
+    assert os.readlink(chosen.path / "scripts").startswith(str(host))
+    assert "not matching" in chosen.description
+
+
+def test_the_kernels_own_build_tree_under_the_host_root_is_given_to_bcc(tmp_path, monkeypatch):
+    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    _debian_host(tmp_path)
+    flavour = tmp_path / f"usr/src/linux-headers-{RELEASE}"
+    (flavour / "include/linux").mkdir(parents=True)
+    (flavour / "include/linux/kconfig.h").write_text("/* its own */\n")
+    chosen = h.find_headers(RELEASE, cache_dir=tmp_path / "cache", root=tmp_path)
+    # bcc would follow the absolute link out of the host root: it gets the tree itself.
+    assert (chosen.path, chosen.matching) == (flavour, True)
+
+
+def test_no_headers_in_a_container_names_the_mounts_to_add(tmp_path, monkeypatch):
+    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    monkeypatch.setenv("container", "podman")
+    monkeypatch.setattr(h, "host_root", lambda: Path("/"))
+    empty = tmp_path / "src"
+    empty.mkdir()
+    with pytest.raises(h.HeadersMissing) as raised:
+        h.find_headers("0.0.0-none", usr_src=empty, cache_dir=tmp_path / "cache")
+    message = str(raised.value)
+    assert "in this container" in message and "/lib/modules and /usr/src" in message
+    assert "IOOBSERVE_HOST_ROOT=/host" in message and "\n" not in message
+
+
+def test_no_headers_under_a_host_root_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
+    with pytest.raises(h.HeadersMissing, match=f"under the host's root at {tmp_path}"):
+        h.find_headers("0.0.0-none", cache_dir=tmp_path / "cache", root=tmp_path)
