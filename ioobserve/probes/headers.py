@@ -14,7 +14,6 @@ inside that root.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
@@ -22,9 +21,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ioobserve.probes.host import HOST_ROOT_VARIABLE, host_root, in_root, running_in_container
+
 CACHE_DIR = Path(os.environ.get("IOOBSERVE_CACHE_DIR", "/var/cache/ioobserve"))
-HOST_ROOT_VARIABLE = "IOOBSERVE_HOST_ROOT"
-MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
 @dataclass(frozen=True)
@@ -58,45 +57,6 @@ def _debian_pairs(usr_src: Path) -> list[tuple[str, Path, Path]]:
                 pairs.append((version, common, flavour))
     key = lambda item: [int(x) if x.isdigit() else x for x in re.split(r"[.-]", item[0])]
     return sorted(pairs, key=key, reverse=True)
-
-
-def host_root() -> Path:
-    """Where the host's root file system is seen from here: IOOBSERVE_HOST_ROOT, else /."""
-    return Path(os.environ.get(HOST_ROOT_VARIABLE) or "/")
-
-
-def in_root(root: Path, path: str | Path) -> Path:
-    """The host's `path` as reached through `root`, every symlink followed there (an absolute
-    target is the host's, so it is taken under `root`); like realpath when `root` is /."""
-    todo = list(PurePosixPath(path).parts[1:])
-    here, links = PurePosixPath("/"), 0
-    while todo:
-        part = todo.pop(0)
-        if part == "..":
-            here = here.parent
-            continue
-        if part == ".":
-            continue
-        seen = root / (here / part).relative_to("/")
-        if not seen.is_symlink():
-            here = here / part
-            continue
-        links += 1
-        if links > MAX_LINKS:
-            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
-        target = PurePosixPath(os.readlink(seen))
-        if target.is_absolute():
-            here = PurePosixPath("/")
-            todo = list(target.parts[1:]) + todo
-        else:
-            todo = list(target.parts) + todo
-    return root / here.relative_to("/")
-
-
-def running_in_container() -> bool:
-    """Whether this process runs in a container (podman, Docker, a Kubernetes pod, systemd-nspawn)."""
-    return (Path("/run/.containerenv").exists() or Path("/.dockerenv").exists() or "container" in os.environ
-            or "KUBERNETES_SERVICE_HOST" in os.environ)
 
 
 def _missing_message(release: str, usr_src: Path, root: Path) -> str:

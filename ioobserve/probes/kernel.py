@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from ioobserve.probes.host import host_root
+
 TRACEFS_PATHS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 LOCKDOWN = Path("/sys/kernel/security/lockdown")
 
@@ -47,14 +49,21 @@ def uprobes_available() -> bool:
     return bool(tracefs and (tracefs / "uprobe_events").exists())
 
 
-def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo") -> Path | None:
-    """Where the cgroup v2 hierarchy is mounted (it may sit beside v1 controllers)."""
+def cgroup2_mount(mountinfo: str = "/proc/self/mountinfo", host: Path | None = None) -> Path | None:
+    """Where the host's cgroup v2 hierarchy is mounted (it may sit beside v1 controllers). In a
+    container given the host's root (`host`, IOOBSERVE_HOST_ROOT by default), the mount under
+    it: the container's own /sys/fs/cgroup may show only its own cgroup, or v1 alone."""
+    host = host or host_root()
+    found = []
     with open(mountinfo) as lines:
         for line in lines:
             fields = line.split()
             if fields[fields.index("-") + 1] == "cgroup2":
-                return Path(fields[4])
-    return None
+                found.append(Path(fields[4].replace("\\040", " ")))
+    if host != Path("/"):
+        under = [mount for mount in found if mount.is_relative_to(host)]
+        return under[0] if under else None
+    return found[0] if found else None
 
 
 def lockdown_mode(path: Path = LOCKDOWN) -> str | None:

@@ -1,5 +1,6 @@
-"""Choosing bcc's kernel headers: the kernel's own, a Debian pair merged, and the host's seen
-through a mount of its root (a container's IOOBSERVE_HOST_ROOT), on fixture trees."""
+"""The host as seen from a container through a mount of its root (IOOBSERVE_HOST_ROOT), on
+fixture trees: paths followed inside it, bcc's kernel headers (the kernel's own, a Debian pair
+merged) and the cgroup v2 hierarchy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from ioobserve.probes import headers as h
+from ioobserve.probes.host import in_root
+from ioobserve.probes.kernel import cgroup2_mount
 
 RELEASE = "6.1.0-9-amd64"
 
@@ -31,17 +34,17 @@ def _debian_host(root: Path) -> None:
 
 def test_a_path_is_followed_inside_the_host_root(tmp_path):
     _debian_host(tmp_path)
-    build = h.in_root(tmp_path, f"/lib/modules/{RELEASE}/build/scripts/tool")
+    build = in_root(tmp_path, f"/lib/modules/{RELEASE}/build/scripts/tool")
     assert build == tmp_path / "usr/lib/linux-kbuild-6.1/scripts/tool"
     assert build.read_text() == "kbuild's\n"
-    assert h.in_root(Path("/"), "/proc/self/..") == Path("/proc")
+    assert in_root(Path("/"), "/proc/self/..") == Path("/proc")
 
 
 def test_a_symlink_loop_is_an_error_not_a_hang(tmp_path):
     os.symlink("/b", tmp_path / "a")
     os.symlink("/a", tmp_path / "b")
     with pytest.raises(OSError, match="symbolic links"):
-        h.in_root(tmp_path, "/a/x")
+        in_root(tmp_path, "/a/x")
 
 
 def test_a_debian_pair_under_the_host_root_is_merged_with_links_inside_it(tmp_path, monkeypatch):
@@ -85,3 +88,21 @@ def test_no_headers_under_a_host_root_says_where_it_looked(tmp_path, monkeypatch
     monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
     with pytest.raises(h.HeadersMissing, match=f"under the host's root at {tmp_path}"):
         h.find_headers("0.0.0-none", cache_dir=tmp_path / "cache", root=tmp_path)
+
+
+MOUNTINFO = """\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+96 88 0:50 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755
+97 96 0:29 /libpod_parent/libpod-1 /sys/fs/cgroup/cpu rw,nosuid - cgroup cgroup rw,cpu
+120 22 254:0 / /host ro,relatime - ext4 /dev/vda rw
+131 120 0:27 / /host/sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+140 96 0:27 /kubepods.slice/pod1 /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+"""
+
+
+def test_the_hosts_cgroup2_is_the_one_under_its_root(tmp_path):
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(MOUNTINFO)
+    assert cgroup2_mount(str(mountinfo), host=Path("/host")) == Path("/host/sys/fs/cgroup/unified")
+    assert cgroup2_mount(str(mountinfo), host=Path("/")) == Path("/host/sys/fs/cgroup/unified")  # the first
+    assert cgroup2_mount(str(mountinfo), host=Path("/elsewhere")) is None
