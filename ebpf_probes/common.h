@@ -280,8 +280,8 @@ struct ioo_agg_value {
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */
 enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4, IOO_AUX_LIB = 5,
-		   IOO_AUX_PY_CHAIN = 6, IOO_AUX_PY_CODE = 7 };
-#define IOO_AUX_KINDS 8       /* loss counters kept per auxiliary record kind */
+		   IOO_AUX_PY_CHAIN = 6, IOO_AUX_PY_CODE = 7, IOO_AUX_CGROUP = 8 };
+#define IOO_AUX_KINDS 9       /* loss counters kept per auxiliary record kind */
 
 struct ioo_aux_header {
 	__u32 kind;
@@ -345,6 +345,19 @@ struct ioo_env_record {
 	__u32 flags;
 	__u32 pad;
 	char data[IOO_ENV_BYTES];
+};
+
+/* A cgroup made on the default (v2) hierarchy: its id (what events carry) and its path from
+ * the hierarchy's root, sent as it is made, so that a cgroup gone before user space could
+ * look (a short-lived container's) is still named. */
+#define IOO_CGROUP_PATH_BYTES 512
+struct ioo_cgroup_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u64 id;
+	__u32 len;         /* bytes used in data */
+	__u32 flags;       /* IOO_PATH_TRUNCATED: the path was longer than data holds */
+	char data[IOO_CGROUP_PATH_BYTES];  /* the path, from the hierarchy's root: /a/b */
 };
 
 /* A file a selected process mapped executable for the first time (a shared library): user

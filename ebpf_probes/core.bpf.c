@@ -229,6 +229,7 @@ BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
 BPF_PERCPU_ARRAY(proc_scratch, struct ioo_proc_record, 1);
 BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
+BPF_PERCPU_ARRAY(cgroup_scratch, struct ioo_cgroup_record, 1);
 BPF_RINGBUF_OUTPUT(events, EVENTS_PAGES);
 BPF_RINGBUF_OUTPUT(aux, AUX_PAGES);
 /* Programs tail-called by index: the Python stack walk (python_stacks.bpf.c), which

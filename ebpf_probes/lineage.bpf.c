@@ -181,3 +181,36 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	py_procs.delete(&tgid);
 	return 0;
 }
+
+/* A cgroup made on the default (v2) hierarchy, sent at once: a container that ends before user
+ * space reads the cgroup tree is still named (the id is what its events carry). The v1
+ * hierarchies' cgroups, made beside it on a hybrid host, have another root and are left out.
+ * args: (struct cgroup *cgrp, const char *path) */
+int on_cgroup_mkdir(struct bpf_raw_tracepoint_args *ctx)
+{
+	void *cgrp = (void *)ctx->args[0];
+	char *task = (char *)bpf_get_current_task_btf();
+	char *css_set = *(char **)(task + OFF_TASK_CGROUPS);
+	if (!css_set)
+		return 0;
+	char *dfl = *(char **)(css_set + OFF_CSS_SET_DFL_CGRP);
+	if (!dfl || read_ptr(cgrp, OFF_CGROUP_ROOT) != *(void **)(dfl + OFF_CGROUP_ROOT))
+		return 0;
+	void *kn = read_ptr(cgrp, OFF_CGROUP_KN);
+	u32 zero = 0;
+	struct ioo_cgroup_record *rec = cgroup_scratch.lookup(&zero);
+	if (!kn || !rec)
+		return 0;
+	long len = bpf_probe_read_kernel_str(rec->data, sizeof(rec->data), (void *)ctx->args[1]);
+	if (len <= 0)
+		return 0;
+	rec->hdr.kind = IOO_AUX_CGROUP;
+	rec->hdr.size = sizeof(*rec);
+	rec->ts_ns = bpf_ktime_get_ns();
+	rec->id = read_u64(kn, OFF_KERNFS_NODE_ID);
+	rec->len = len - 1;  /* the NUL left out */
+	rec->flags = len >= sizeof(rec->data) ? IOO_PATH_TRUNCATED : 0;
+	if (aux.ringbuf_output(rec, sizeof(*rec), 0) != 0)
+		count_lost(LOST_AUX_BASE + IOO_AUX_CGROUP);
+	return 0;
+}

@@ -70,6 +70,15 @@ class LibRecord(NamedTuple):
     ino: int
 
 
+class CgroupRecord(NamedTuple):
+    """A cgroup made on the v2 hierarchy: the id its events carry, and its path from the root."""
+
+    id: int
+    ts_ns: int
+    path: str
+    truncated: bool
+
+
 @dataclass
 class AuxBatch:
     """Auxiliary records drained together, by kind."""
@@ -79,6 +88,7 @@ class AuxBatch:
     procs: list[ProcRecord] = field(default_factory=list)
     envs: list[EnvRecord] = field(default_factory=list)
     libs: list[LibRecord] = field(default_factory=list)
+    cgroups: list[CgroupRecord] = field(default_factory=list)
     python: list[bytes] = field(default_factory=list)  # chain and code records: ring blobs for _core.Stacks
 
     def extend(self, later: AuxBatch) -> None:
@@ -137,7 +147,15 @@ def _decode_lib(raw: bytes) -> LibRecord:
     return LibRecord(int(head["pid"]), int(head["ts_ns"]), int(head["dev"]), int(head["ino"]))
 
 
-_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env, ev.AUX_LIB: _decode_lib}
+def _decode_cgroup(raw: bytes) -> CgroupRecord:
+    head = np.frombuffer(raw, dtype=ev.CGROUP_RECORD, count=1)[0]
+    start = ev.CGROUP_RECORD.itemsize
+    path = _text(bytes(raw[start : start + min(int(head["len"]), ev.CGROUP_PATH_BYTES)]))
+    return CgroupRecord(int(head["id"]), int(head["ts_ns"]), path, bool(int(head["flags"]) & ev.PATH_TRUNCATED))
+
+
+_DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env, ev.AUX_LIB: _decode_lib,
+             ev.AUX_CGROUP: _decode_cgroup}
 NAME_SCHEMA = {"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "base_dev": pl.UInt32, "base_ino": pl.UInt64,
                "fast": pl.Boolean, "name": pl.String}
 """Path arguments as the kernel sent them; `fast`: the name is its own path (a label, or an
@@ -160,7 +178,8 @@ def decode_aux(blob) -> AuxBatch:
     records stay a blob for it, the path arguments become columns), here for the few."""
     records, python, names = _core.aux_split(blob)
     batch = AuxBatch(python=[python] if python else [], names=[names] if names else [])
-    targets = {ev.AUX_PATH: batch.paths, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs, ev.AUX_LIB: batch.libs}
+    targets = {ev.AUX_PATH: batch.paths, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs, ev.AUX_LIB: batch.libs,
+               ev.AUX_CGROUP: batch.cgroups}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

@@ -132,9 +132,10 @@ URING_SPEC = np.dtype([("op", "<u2"), ("how", "<u2")])
 # ioo_config.layers
 LAYER_LIBS, LAYER_PYTHON, LAYER_AIO = 0x2, 0x4, 0x8
 
-AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE = 1, 2, 3, 4, 5, 6, 7
-AUX_KINDS = 8  # loss counters per auxiliary record kind
-AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib", "aux:py_chain", "aux:py_code")
+AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE, AUX_CGROUP = 1, 2, 3, 4, 5, 6, 7, 8
+AUX_KINDS = 9  # loss counters per auxiliary record kind
+AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib", "aux:py_chain", "aux:py_code",
+                  "aux:cgroup")
 PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
 PATH_TRUNCATED = 0x1
 ENV_TRUNCATED = 0x1
@@ -212,6 +213,11 @@ PROC_RECORD = np.dtype(
 ENV_RECORD = np.dtype(
     [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("pid", "<u4"), ("len", "<u4"), ("flags", "<u4"), ("pad", "<u4")]
 )  # followed by `len` bytes: NUL-separated NAME=value strings
+
+CGROUP_PATH_BYTES = 512
+CGROUP_RECORD = np.dtype(
+    [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("id", "<u8"), ("len", "<u4"), ("flags", "<u4")]
+)  # followed by CGROUP_PATH_BYTES bytes, `len` of them the path from the hierarchy's root
 
 LIB_RECORD = np.dtype(
     [("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("ino", "<u8"), ("dev", "<u4"), ("pid", "<u4")]

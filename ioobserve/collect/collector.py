@@ -32,6 +32,7 @@ from ioobserve.collect.accounting import (
 )
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
+from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
@@ -127,7 +128,8 @@ class Collector:
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
                  path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
-                 capture_nice: int | None = None, accounting: ExitAccounting | None = None):
+                 capture_nice: int | None = None, accounting: ExitAccounting | None = None,
+                 cgroups: CgroupTable | None = None):
         self.probes = probes
         self.sinks = sinks
         self.poll_interval = poll_interval
@@ -137,7 +139,7 @@ class Collector:
         self.timeline = ContextTimeline()
         self.stacks = PythonStacks()
         self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline,
-                                 stacks=self.stacks)
+                                 stacks=self.stacks, cgroups=cgroups)
         self._rings = {name: probes.tables.ring(name) for name in ("events", "aux")}
         self._backlog_bytes = backlog_bytes
         self._capture_nice = capture_nice
@@ -273,6 +275,7 @@ class Collector:
                 sink.events(frame, tables)
 
     def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
+        self.enricher.cgroups.learn(records.cgroups)  # before this batch's events are named
         changed = self.processes.apply(records.procs)
         apply_lifecycle(self.timeline, records.procs, records.envs)
         self.enricher.add_names(records.names)

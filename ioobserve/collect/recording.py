@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
 from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector, Sink
 from ioobserve.collect.priority import restore_priority
+from ioobserve.context.cgroups import CgroupTable
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.probes.bpf_syscall import enable_run_stats
 from ioobserve.probes.btf import Btf, BtfError
@@ -82,15 +83,20 @@ class GatedCommand:
         return os.waitstatus_to_exitcode(status)
 
 
+def kernel_btf() -> Btf:
+    """The running kernel's BTF; HostNotReady, saying what is needed, where it has none."""
+    try:
+        return Btf.load()
+    except BtfError as exc:
+        raise HostNotReady(f"kernel BTF: {exc}; ioobserve needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+                           " (and /sys mounted, in a container)") from None
+
+
 def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
                 layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> SyscallProbes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
-    try:
-        btf = btf or Btf.load()
-    except BtfError as exc:
-        raise HostNotReady(f"kernel BTF: {exc}; ioobserve needs a kernel built with CONFIG_DEBUG_INFO_BTF=y"
-                           " (and /sys mounted, in a container)") from None
+    btf = btf or kernel_btf()
     try:
         headers = find_headers()
     except HeadersMissing as exc:
@@ -123,8 +129,9 @@ class Recording:
         self.sinks = sinks
         self.backlog_bytes = backlog_bytes
         self.deadline = StopDeadline(stop_timeout)  # how long writing out what is left may take
-        btf = Btf.load()
+        btf = kernel_btf()
         self.probes = load_probes(sizes, btf, layers, python)
+        self.cgroups = CgroupTable()  # the enrichment's, learning each cgroup made; serve's metrics share it
         self.accounting, self.accounting_note = exit_accounting(btf)
         self._stop = threading.Event()
         self._stopped_by = "end"
@@ -158,7 +165,7 @@ class Recording:
             self._start_accounting()
             collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
                                   backlog_bytes=self.backlog_bytes, capture_nice=self.original_nice,
-                                  accounting=self.accounting)
+                                  accounting=self.accounting, cgroups=self.cgroups)
             if child:
                 collector.account_from_start(child.pid)
             stats = _run_stats_on() if self.probe_stats else None

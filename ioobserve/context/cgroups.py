@@ -5,7 +5,9 @@ Docker, containerd, CRI-O and podman.
 The kernel stamps every event with the v2 cgroup id of its task, which is the inode number
 of the cgroup's directory under the v2 mount. The table learns ids by walking that mount:
 once at start, and again whenever an event names an id it has not seen, so a job's first
-I/O is already tagged. Ids are never reused, so what was learned stays true.
+I/O is already tagged; and from the probes' record of each cgroup made (`learn`), so a
+container that is gone before a walk could find it is named too. Ids are never reused, so
+what was learned stays true.
 """
 
 from __future__ import annotations
@@ -55,6 +57,14 @@ class CgroupTable:
             present.add(ino)
             todo += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
         self._present = present
+
+    def learn(self, made) -> None:
+        """Take in the cgroups the probes saw made (decode.CgroupRecord: id and path); a path
+        cut short by the probes is left to the walk."""
+        for record in made:
+            if not record.truncated:
+                self.by_id[record.id] = parse_cgroup_path(record.path or "/")
+                self._unknown_since.pop(record.id, None)
 
     def lookup(self, ids) -> dict[int, CgroupContext]:
         """Context of each id known or found by a fresh walk; ids still unknown are left out."""

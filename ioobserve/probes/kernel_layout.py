@@ -23,6 +23,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     "TASK_CGROUPS": ("task_struct", "cgroups"),
     "CSS_SET_DFL_CGRP": ("css_set", "dfl_cgrp"),
     "CGROUP_KN": ("cgroup", "kn"),
+    "CGROUP_ROOT": ("cgroup", "root"),
     "KERNFS_NODE_ID": ("kernfs_node", "id"),
     "FILES_FDT": ("files_struct", "fdt"),
     "FDTABLE_MAX_FDS": ("fdtable", "max_fds"),

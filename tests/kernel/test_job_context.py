@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 
 import polars as pl
 import pytest
@@ -74,6 +75,30 @@ def test_every_event_carries_its_cgroups_job_context(cgroups, tmp_path):
         on_file = mine.filter(pl.col(s.PATH) == str(tmp_path / f"{name}.bin"))
         assert on_file.filter(pl.col(s.OP) == "write").height == reports[name]["writes"]
         assert on_file.filter(pl.col(s.OP) == "read").height == reports[name]["reads"]
+
+
+@pytest.mark.kernel
+def test_a_cgroup_made_and_removed_while_recording_is_still_named(cgroups, tmp_path):
+    """A short-lived container: its cgroups are made after the start and removed as soon as its
+    process ends, before a walk of the tree could find them; the probes' record of each cgroup
+    made names it."""
+    base, _ = cgroups
+    recorder = Recorder(tmp_path / "trace", "--cgroup", str(base))
+    pod = str(uuid.uuid4())
+    relative = f"kubepods/besteffort/pod{pod}/{CID}"  # kubelet's layout with the cgroupfs driver
+    brief = base / relative
+    brief.mkdir(parents=True)
+    report = _run_in(brief, tmp_path / "brief.bin")
+    for directory in (brief, brief.parent, brief.parents[1], brief.parents[2]):  # the runtime cleans up
+        directory.rmdir()
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    mine = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
+    context = {s.CGROUP_PATH: f"/{base.name}/{relative}", s.POD: pod, s.CONTAINER: CID}
+    for column, value in context.items():
+        assert mine.get_column(column).unique().to_list() == [value], column
+    on_file = mine.filter(pl.col(s.PATH) == str(tmp_path / "brief.bin"))
+    assert (on_file.filter(pl.col(s.OP) == "write").height, on_file.filter(pl.col(s.OP) == "read").height) == (7, 5)
 
 
 @pytest.mark.kernel

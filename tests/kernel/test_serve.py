@@ -36,7 +36,7 @@ WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
 # programs, by the kernel's 15-character names; the older kernels' bio_queue program may be
 # loaded too.
 SERVE_PROGRAMS = {name[:15] for name in (
-    "on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit",
+    "on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit", "on_cgroup_mkdir",
     "on_uring_complete", "on_uring_submit", "on_uring_create", "aio_submitted", "aio_reaped",
     "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete",
     "on_filemap_add", "on_readahead_sync", "on_readahead_async")}

@@ -46,6 +46,26 @@ def test_decode_aux_sorts_records_by_kind():
     assert batch.procs[0].comm == "python3"
 
 
+def _cgroup(path: bytes, ident: int, truncated: bool = False) -> bytes:
+    data = path.ljust(ev.CGROUP_PATH_BYTES, b"\0")
+    return _record(ev.CGROUP_RECORD, data, kind=ev.AUX_CGROUP, id=ident, ts_ns=3, len=len(path),
+                   flags=ev.PATH_TRUNCATED if truncated else 0)
+
+
+def test_a_cgroup_made_is_learned_by_the_table_unless_cut_short(tmp_path):
+    from ioobserve.context.cgroups import CgroupTable
+
+    pod = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
+    made = decode_aux(ring_blob([_cgroup(f"/kubepods/besteffort/pod{pod}/abc".encode(), 77),
+                                 _cgroup(b"/very/long", 78, truncated=True)])).cgroups
+    assert [(c.id, c.path, c.truncated) for c in made] == [(77, f"/kubepods/besteffort/pod{pod}/abc", False),
+                                                          (78, "/very/long", True)]
+    table = CgroupTable(mount=tmp_path)  # an empty tree: nothing a walk could find
+    table.learn(made)
+    assert table.lookup([77, 78]).keys() == {77}
+    assert table.by_id[77].pod == pod
+
+
 def test_names_that_name_themselves_are_marked_fast():
     """What os.path.normpath would leave as it is, and labels; the rest is joined in Python."""
     names = ["/a/b", "/", "", "/a//b", "/a/./b", "/a/../b", "/a/", "rel", "/.hidden", "/a/.", "/a/..", "/..b/...",

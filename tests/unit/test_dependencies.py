@@ -50,4 +50,9 @@ def test_the_probes_import_nothing_above_them(module):
 def test_the_kernel_facts_are_a_leaf_of_the_probes(module):
     """Every layer's attach module, the doctor and the context ask probes.kernel; it asks none of them."""
     ours = {name for name in _imports(PACKAGE / "probes" / module) if name.startswith("ioobserve")}
-    assert ours <= {"ioobserve.probes.bpf_syscall"}, ours
+    assert ours <= {"ioobserve.probes.bpf_syscall", "ioobserve.probes.host"}, ours
+
+
+def test_the_host_view_is_a_leaf():
+    """Where the host's root is (a container's mount of it): kernel facts and headers ask it."""
+    assert not {name for name in _imports(PACKAGE / "probes" / "host.py") if name.startswith("ioobserve")}

@@ -27,7 +27,7 @@ STRUCTS = {
 }
 FIXED_WITH_HEADER = {"ioo_lib_record", "ioo_py_chain_record", "ioo_py_code_record"}
 HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
-           "ioo_env_record": ev.ENV_RECORD}
+           "ioo_env_record": ev.ENV_RECORD, "ioo_cgroup_record": ev.CGROUP_RECORD}
 
 
 def _c_layout(tmp_path) -> dict[str, int]:
@@ -46,6 +46,7 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AUX_KINDS %d\\n", IOO_AUX_KINDS);')
     lines.append('printf("const.AUX_ENV %d\\n", IOO_AUX_ENV);')
     lines.append('printf("const.AUX_LIB %d\\n", IOO_AUX_LIB);')
+    lines.append('printf("const.CGROUP %d %d\\n", IOO_AUX_CGROUP, IOO_CGROUP_PATH_BYTES);')
     lines.append('printf("const.AGG %d %d %d\\n", IOO_AGG_LATENCY, IOO_AGG_SIZE, IOO_AGG_SLOTS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
     lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
@@ -106,6 +107,8 @@ def test_constants_match(layout):
     assert layout["const.AUX_KINDS"] == ev.AUX_KINDS
     assert layout["const.AUX_ENV"] == ev.AUX_ENV
     assert layout["const.AUX_LIB"] == ev.AUX_LIB
+    assert layout["const.CGROUP"] == (ev.AUX_CGROUP, ev.CGROUP_PATH_BYTES)
+    assert layout["ioo_cgroup_record.sizeof"] == ev.CGROUP_RECORD.itemsize + ev.CGROUP_PATH_BYTES
     assert layout["const.LAYER_LIBS"] == ev.LAYER_LIBS
     assert layout["const.AGG"] == (ev.AGG_LATENCY, ev.AGG_SIZE, ev.AGG_SLOTS)
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,

@@ -1,5 +1,6 @@
-"""Process lineage (lineage.bpf.c): fork, exec and exit, by raw tracepoints every kernel with
-BPF has. Attached before every other layer, so that no process is born unseen."""
+"""Process lineage (lineage.bpf.c): fork, exec and exit, and the cgroups made (what names a
+container's events), by raw tracepoints every kernel with BPF has. Attached before every other
+layer, so that no process or container is born unseen."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ ATTACHMENTS = (
     ("sched_process_fork", "on_fork"),
     ("sched_process_exec", "on_exec"),
     ("sched_process_exit", "on_exit"),
+    ("cgroup_mkdir", "on_cgroup_mkdir"),
 )
 
 
@@ -29,7 +31,7 @@ class LineageLayer:
         return [(program, RAW) for _, program in ATTACHMENTS]
 
     def attach(self, probes) -> str:
-        """Attach the three programs; ProbeError if one does not attach."""
+        """Attach the programs; ProbeError if one does not attach."""
         self._attached = Attachments(probes.bpf)
         for tracepoint, program in ATTACHMENTS:
             try:

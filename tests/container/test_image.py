@@ -1,0 +1,125 @@
+"""The image as admins deploy it (issue 47): built from Debian's packages and PyPI, run by
+podman as a DaemonSet runs it (the host's PID namespace, its root at /host, privileged), it
+records the host's processes and a pod's container beside it, with their cgroup context, and
+says in one line what a host that is not ready lacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.trace.reader import load
+from tests.container.podman import AGENT, HOST_ROOT, LIMITS, Detached, podman, private_dir
+from tests.kernel.scratch_cgroups import scratch_cgroups
+
+pytestmark = pytest.mark.kernel
+
+WRITES, READS = 7, 5
+# Moves itself into a cgroup (when given one), then makes exactly these calls, and says so.
+WORKLOAD = f"""
+import json, os, sys
+cgroup, path = sys.argv[1], sys.argv[2]
+if cgroup:
+    with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
+        procs.write(str(os.getpid()))
+fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+for _ in range({WRITES}):
+    os.write(fd, b"x" * 512)
+os.lseek(fd, 0, 0)
+for _ in range({READS}):
+    os.read(fd, 256)
+os.close(fd)
+print(json.dumps({{"pid": os.getpid()}}))
+"""
+
+
+def _recording(image: str, traces: Path) -> Detached:
+    """`ioobserve record` of every process on the node, from the image, until stopped."""
+    agent = Detached(image, *AGENT, *HOST_ROOT, "-v", f"{traces}:/traces", "--", "ioobserve", "record", "-o", "/traces")
+    agent.wait_logged("recording to")
+    return agent
+
+
+def _stopped(agent: Detached, traces: Path) -> pl.DataFrame:
+    status, out = agent.stop()
+    assert status == 0, out
+    found = sorted(traces.glob("*.pfw.gz"))
+    assert len(found) == 1, (found, out)
+    return load(found[0], progress=False)
+
+
+def _calls(events: pl.DataFrame, **where) -> dict[str, int]:
+    mine = events.filter(pl.col(s.LAYER) == "SYSCALL", *(pl.col(k).cast(pl.String) == v for k, v in where.items()),
+                         pl.col(s.OP).cast(pl.String).is_in(["write", "read"]))
+    return dict(mine.group_by(pl.col(s.OP).cast(pl.String)).len().iter_rows())
+
+
+def test_doctor_passes_inside_the_image(image):
+    done = podman("run", "--rm", *AGENT, *HOST_ROOT, image, "ioobserve", "doctor", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recording can work here" in done.stdout
+
+
+def test_without_the_hosts_headers_it_says_which_mounts_to_add_in_one_line(image):
+    # No /host and no /usr/src: the image has no kernel headers of its own.
+    done = podman("run", "--rm", *AGENT, image, "ioobserve", "record", "--duration", "1", check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("ioobserve: error: no kernel headers for ")
+    assert "mount the host's /lib/modules and /usr/src" in done.stderr and "IOOBSERVE_HOST_ROOT=/host" in done.stderr
+
+
+def test_a_host_process_is_recorded_from_the_image_with_its_own_cgroup(image, tmp_path):
+    relative = "system.slice/ioobserve-test-host.service"
+    traces = private_dir(tmp_path, "traces")
+    with scratch_cgroups(relative) as base:
+        agent = _recording(image, traces)
+        try:
+            done = subprocess.run([sys.executable, "-c", WORKLOAD, str(base / relative), str(tmp_path / "data")],
+                                  capture_output=True, text=True, timeout=60, check=True)
+        finally:
+            events = _stopped(agent, traces)
+    pid = json.loads(done.stdout)["pid"]
+    assert _calls(events, pid=str(pid), path=str(tmp_path / "data")) == {"write": WRITES, "read": READS}
+    mine = events.filter(pl.col(s.PID) == pid, pl.col(s.OP).cast(pl.String) == "write")
+    assert mine.get_column(s.CGROUP_PATH).cast(pl.String).unique().to_list() == [f"/{base.name}/{relative}"]
+    assert mine.get_column(s.UNIT).cast(pl.String).unique().to_list() == ["ioobserve-test-host.service"]
+
+
+def test_a_pods_container_beside_it_gets_the_pods_context(image, tmp_path):
+    pod = str(uuid.uuid4())
+    parent = f"/kubepods/besteffort/pod{pod}"  # kubelet's layout with the cgroupfs driver
+    traces, data = private_dir(tmp_path, "traces"), private_dir(tmp_path, "data")
+    agent = _recording(image, traces)
+    try:
+        done = podman("run", "-d", *LIMITS, f"--cgroup-parent={parent}", "-v", f"{data}:/data", image,
+                      "python3", "-c", WORKLOAD, "", "/data/file")
+        container = done.stdout.strip()
+        status = podman("wait", container, timeout=120).stdout.strip()
+        assert status == "0", podman("logs", container, check=False).stderr
+        podman("rm", container)
+    finally:
+        events = _stopped(agent, traces)
+        _remove_cgroups(parent)
+    assert _calls(events, pod=pod, path="/data/file") == {"write": WRITES, "read": READS}  # as the container sees it
+    mine = events.filter(pl.col(s.POD).cast(pl.String) == pod)
+    assert mine.get_column(s.CONTAINER).cast(pl.String).unique().to_list() == [container]
+
+
+def _remove_cgroups(parent: str) -> None:
+    """podman leaves a container's parent cgroups behind in each hierarchy: remove the empty ones."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        path = hierarchy / parent.lstrip("/")
+        while path != hierarchy and path.is_dir():
+            try:
+                path.rmdir()
+            except OSError:
+                break  # not empty: another pod's, or the machine's own
+            path = path.parent
