@@ -58,6 +58,9 @@ class CgroupContext:
     unit: str | None = None
     container: str | None = None
     pod: str | None = None
+    namespace: str | None = None  # Kubernetes names: from the runtime (context.kubernetes), not the path
+    pod_name: str | None = None
+    container_name: str | None = None
 
 
 def parse_cgroup_path(path: str) -> CgroupContext:

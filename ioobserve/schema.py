@@ -48,6 +48,9 @@ TASK = "task"  # Slurm task
 UNIT = "unit"  # systemd unit (.service or .scope)
 CONTAINER = "container"  # container id (Docker, containerd, CRI-O, podman)
 POD = "pod"  # Kubernetes pod UID
+NAMESPACE = "namespace"  # Kubernetes: the pod's namespace, from the container runtime's record of the container
+POD_NAME = "pod_name"  # Kubernetes: the pod's name, likewise
+CONTAINER_NAME = "container_name"  # Kubernetes: the container's name in its pod, likewise
 USER = "user"  # the uid's name on the traced node
 # Process context, from the environment at exec (ioobserve.context.launch), the process
 # tree and the program's own tags (ioobserve.context.tags); it may change during a process's life.
@@ -67,6 +70,7 @@ LABEL = pl.Categorical()
 
 CGROUP_CONTEXT_SCHEMA: dict[str, pl.DataType] = {
     CGROUP_PATH: LABEL, JOB: LABEL, STEP: LABEL, TASK: pl.Int32, UNIT: LABEL, CONTAINER: LABEL, POD: LABEL,
+    NAMESPACE: LABEL, POD_NAME: LABEL, CONTAINER_NAME: LABEL,
 }
 """The columns a cgroup id determines."""
 

@@ -27,6 +27,15 @@ UnitOption = Annotated[
     Optional[list[str]],
     typer.Option("--unit", help="Trace this systemd unit, e.g. slurmd.service or session-3.scope (repeatable)."),
 ]
+PodOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--pod", help="Trace this Kubernetes pod running on this node, by UID or NAMESPACE/NAME (all its containers, "
+                 "including ones started later; repeatable)."),
+]
+NamespaceOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--namespace", help="Trace the Kubernetes pods of this namespace running on this node now (repeatable)."),
+]
 CommOption = Annotated[Optional[list[str]], typer.Option("--comm", help="Trace processes with this exact command name (repeatable).")]
 PrefixOption = Annotated[
     Optional[list[Path]],
@@ -119,14 +128,14 @@ def _cgroup_id(spec: str) -> int:
     raise UserError(f"cgroup {spec!r} not found under {root}")
 
 
-def _context_cgroups(jobs: list[str], units: list[str]) -> set[int]:
-    """cgroup ids at the tops of the given jobs' and units' subtrees; the kernel filter
+def _context_cgroups(jobs: list[str], units: list[str], pods: list[str] = (), namespaces: list[str] = ()) -> set[int]:
+    """cgroup ids at the tops of the given jobs', units' and pods' subtrees; the kernel filter
     selects everything below them, including cgroups created later."""
     from ioobserve.context.cgroups import CgroupTable
 
     table = CgroupTable()
     if table.mount is None:
-        raise UserError("--job and --unit need cgroup v2, which is not mounted here")
+        raise UserError("--job, --unit, --pod and --namespace need cgroup v2, which is not mounted here")
     ids: set[int] = set()
     for job in jobs:
         if not job.isdigit():
@@ -143,11 +152,37 @@ def _context_cgroups(jobs: list[str], units: list[str]) -> set[int]:
         if not found:
             raise UserError(f"--unit {unit}: no cgroup of this unit under {table.mount} (see systemctl status)")
         ids |= found
+    for pod in pods:
+        ids |= _pod_cgroups(table, f"--pod {pod}", _pod_uids(table, pod))
+    for namespace in namespaces:
+        if not namespace or "/" in namespace:
+            raise UserError(f"--namespace {namespace!r}: a Kubernetes namespace's name, such as default")
+        uids = {ctx.pod for ctx in table.by_id.values() if ctx.namespace == namespace and ctx.pod}
+        ids |= _pod_cgroups(table, f"--namespace {namespace}", uids)
     return ids
 
 
+def _pod_uids(table, pod: str) -> set[str]:
+    """The UIDs a --pod value names: itself, or those of the pods named NAMESPACE/NAME."""
+    namespace, slash, name = pod.partition("/")
+    if not slash:
+        return {pod}
+    if not namespace or not name or "/" in name:
+        raise UserError(f"--pod {pod!r}: a pod's UID, or NAMESPACE/NAME")
+    return {ctx.pod for ctx in table.by_id.values() if (ctx.namespace, ctx.pod_name) == (namespace, name) and ctx.pod}
+
+
+def _pod_cgroups(table, option: str, uids: set[str]) -> set[int]:
+    found = table.ids_where(lambda ctx: ctx.pod in uids) if uids else set()
+    if not found:
+        raise UserError(f"{option}: no pod of it runs on this node (its cgroups are not under {table.mount}; "
+                        "a name is known only from the container runtime's records)")
+    return found
+
+
 def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list[str] | None,
-                  prefixes: list[Path] | None, jobs: list[str] | None = None, units: list[str] | None = None) -> KernelFilters:
+                  prefixes: list[Path] | None, jobs: list[str] | None = None, units: list[str] | None = None,
+                  pods: list[str] | None = None, namespaces: list[str] | None = None) -> KernelFilters:
     """Check what the user asked for and turn it into map contents; raises UserError."""
     filters = KernelFilters()
     for pid in pids or []:
@@ -156,8 +191,8 @@ def build_filters(pids: list[int] | None, cgroups: list[str] | None, comms: list
         filters.pids.add(pid)
     filters.filter_pid = bool(filters.pids)
     filters.cgroup_ids = {_cgroup_id(spec) for spec in cgroups or []}
-    if jobs or units:
-        filters.cgroup_ids |= _context_cgroups(jobs or [], units or [])
+    if jobs or units or pods or namespaces:
+        filters.cgroup_ids |= _context_cgroups(jobs or [], units or [], pods or [], namespaces or [])
     for comm in comms or []:
         if not comm or len(comm.encode()) > ev.COMM_LEN - 1:
             raise UserError(f"--comm {comm!r}: a command name is 1 to {ev.COMM_LEN - 1} bytes (as in /proc/PID/comm)")

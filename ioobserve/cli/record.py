@@ -18,7 +18,9 @@ from ioobserve.cli.filters import (
     CommOption,
     JobOption,
     LayersOption,
+    NamespaceOption,
     PidOption,
+    PodOption,
     PrefixOption,
     PyDepthOption,
     PyStacksOption,
@@ -38,6 +40,7 @@ EPILOG = """Examples:
   sudo ioobserve record --pid 4242 --path-prefix /lustre/project  # a running process tree, one file system
 
   sudo ioobserve record --job 81234 --duration 600               # a Slurm job on this node, steps started later too
+  sudo ioobserve record --pod ml/train-0 --duration 600           # a Kubernetes pod (or its UID), containers started later too
 
   sudo ioobserve record -a -- sleep 30                           # every process, for as long as the command runs
 
@@ -59,6 +62,8 @@ def record(
     cgroup: CgroupOption = None,
     job: JobOption = None,
     unit: UnitOption = None,
+    pod: PodOption = None,
+    namespace: NamespaceOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
     layers: LayersOption = None,
@@ -119,7 +124,7 @@ def record(
             raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
         if backlog_mb is not None and backlog_mb < 1:
             raise UserError(f"--backlog-mb {backlog_mb:g}: must be at least 1")
-        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
+        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
         chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
     except (UserError, OutputError) as exc:

@@ -17,7 +17,9 @@ from ioobserve.cli.filters import (
     CommOption,
     JobOption,
     LayersOption,
+    NamespaceOption,
     PidOption,
+    PodOption,
     PrefixOption,
     UnitOption,
     build_filters,
@@ -29,6 +31,7 @@ EPILOG = """Examples:
 
   sudo ioobserve top                                   # every process on the node, live
   sudo ioobserve top --job 81234 --record /var/tmp/t   # one Slurm job, and its trace written as well
+  sudo ioobserve top --namespace ml                    # the pods of one Kubernetes namespace
   ioobserve top --trace traces/node1-20261122T101500-4242.pfw.gz    # replay a recording (no root needed)
   sudo ioobserve top --attach /run/ioobserve/events.sock   # watch a running `ioobserve serve`
 
@@ -50,6 +53,8 @@ def top(
     cgroup: CgroupOption = None,
     job: JobOption = None,
     unit: UnitOption = None,
+    pod: PodOption = None,
+    namespace: NamespaceOption = None,
     comm: CommOption = None,
     path_prefix: PrefixOption = None,
     layers: LayersOption = None,
@@ -125,7 +130,7 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         privileges = privileges_check()
         if not privileges.ok:
             raise UserError(f"recording needs privileges: {privileges.detail}")
-        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit)
+        filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
         available, missing = split_layers(layers)  # top shows what the kernel lacks instead of refusing
         chosen, python_options = build_python(None, None, available)
         directory = check_output_dir(record) if record else None

@@ -12,6 +12,7 @@ what was learned stays true.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -19,10 +20,18 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.context.kubernetes import pod_names
 from ioobserve.model import CgroupContext, parse_cgroup_path
 from ioobserve.probes.kernel import cgroup2_mount
 
 RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
+
+def cgroup_context(path: str) -> CgroupContext:
+    """What a cgroup's path says, with a Kubernetes container's names from its runtime."""
+    context = parse_cgroup_path(path)
+    names = pod_names(context.container) if context.container else None
+    return dataclasses.replace(context, **dataclasses.asdict(names)) if names else context
+
 
 class CgroupTable:
     """cgroup id -> CgroupContext for the v2 hierarchy, learned by walking its mount."""
@@ -53,7 +62,7 @@ class CgroupTable:
             path = directory[len(root):] or "/"
             known = self.by_id.get(ino)
             if known is None or known.path != path:  # new, or an id given again to another cgroup
-                self.by_id[ino] = parse_cgroup_path(path)
+                self.by_id[ino] = cgroup_context(path)
             present.add(ino)
             todo += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
         self._present = present
@@ -63,7 +72,7 @@ class CgroupTable:
         cut short by the probes is left to the walk."""
         for record in made:
             if not record.truncated:
-                self.by_id[record.id] = parse_cgroup_path(record.path or "/")
+                self.by_id[record.id] = cgroup_context(record.path or "/")
                 self._unknown_since.pop(record.id, None)
 
     def lookup(self, ids) -> dict[int, CgroupContext]:
@@ -105,5 +114,6 @@ class CgroupTable:
 
 def context_frame(contexts: dict[int, CgroupContext]) -> pl.DataFrame:
     """A row per cgroup: its id and the columns of schema.CGROUP_CONTEXT_SCHEMA."""
-    rows = [(i, c.path, c.job, c.step, c.task, c.unit, c.container, c.pod) for i, c in contexts.items()]
+    rows = [(i, c.path, c.job, c.step, c.task, c.unit, c.container, c.pod, c.namespace, c.pod_name, c.container_name)
+            for i, c in contexts.items()]
     return pl.DataFrame(rows, schema={s.CGROUP: pl.UInt64, **s.CGROUP_CONTEXT_SCHEMA}, orient="row")

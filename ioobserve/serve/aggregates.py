@@ -18,7 +18,7 @@ from ioobserve import schema as s
 from ioobserve import totals
 from ioobserve.operations import DATA_KINDS, KIND, layer_of, op_kind
 
-LABELS = ("node", "job", "user", "layer", "op", "mountpoint")
+LABELS = ("node", "job", "namespace", "pod", "user", "layer", "op", "mountpoint")
 REQ_BYTES, CACHE_BYTES = "req_bytes", "cache_bytes"  # the kernel's aggregates' own: bytes asked for, pages cached
 SUMS = (totals.CALLS, totals.ERRORS, totals.READ_BYTES, totals.WRITE_BYTES, REQ_BYTES, CACHE_BYTES, totals.TIME_NS)
 # Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
@@ -98,10 +98,13 @@ def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass
 class LabelMaps:
-    """What the ids mean: cgroup id -> job, uid -> user, kernel dev -> mount point."""
+    """What the ids mean: cgroup id -> job, Kubernetes namespace and pod name; uid -> user;
+    kernel dev -> mount point."""
 
     node: str
     jobs: dict[int, str] = field(default_factory=dict)
+    namespaces: dict[int, str] = field(default_factory=dict)
+    pods: dict[int, str] = field(default_factory=dict)
     users: dict[int, str] = field(default_factory=dict)
     mountpoints: dict[int, str] = field(default_factory=dict)
 
@@ -114,6 +117,8 @@ class LabelMaps:
         return frame.with_columns(
             pl.lit(self.node).alias("node"),
             mapping("cgroup_id", self.jobs).fill_null("").alias("job"),
+            mapping("cgroup_id", self.namespaces).fill_null("").alias("namespace"),
+            mapping("cgroup_id", self.pods).fill_null("").alias("pod"),
             mapping("uid", self.users).fill_null(pl.col("uid").cast(pl.String)).alias("user"),
             mapping("dev", self.mountpoints).fill_null("").alias("mountpoint"),
         ).drop("cgroup_id", "uid", "dev")

@@ -18,6 +18,7 @@ from ioobserve.serve import aggregates as agg
 
 HOST_MOUNTINFO = "/proc/1/mountinfo"
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
+FORGET_AFTER_S = 60.0  # a gone cgroup stays named this long, for the recording's last events of it
 
 # Every family has a `layer` label: syscall (file I/O system calls), block (block device
 # requests, issue to completion) or cache (page cache changes: misses, pages added, readahead).
@@ -44,12 +45,15 @@ class KernelCollector(Collector):
         self._mounts_read = 0.0
         self._lock = threading.Lock()
         self.clock = time.monotonic  # when sums were carried (tests move it)
+        self._forget_at: dict[int, float] = {}  # gone cgroups' ids: when the table lets go of them
 
     def _learn(self, calls: pl.DataFrame) -> None:
         """Names for ids not seen before (a cgroup walk, a passwd lookup, mountinfo)."""
         new_cgroups = set(calls.get_column("cgroup_id").unique().to_list()) - self.maps.jobs.keys()
         for cgroup_id, ctx in self.cgroups.lookup(new_cgroups).items():
             self.maps.jobs[cgroup_id] = ctx.job or ctx.pod or ""
+            self.maps.namespaces[cgroup_id] = ctx.namespace or ""
+            self.maps.pods[cgroup_id] = ctx.pod_name or ""
         for uid in set(calls.get_column("uid").unique().to_list()) - self.maps.users.keys():
             self.maps.users[uid] = self.users.name(uid)
         unknown = set(calls.get_column("dev").unique().to_list()) - self.maps.mountpoints.keys() - {0}
@@ -72,10 +76,17 @@ class KernelCollector(Collector):
             dead = pl.col("cgroup_id").is_in(sorted(gone))
             self.carry.add(self.maps.label(agg.call_sums(calls.filter(dead))), self.maps.label(hist.filter(dead)), now)
             self.probes.tables.forget_aggregates(gone)
-            self.cgroups.forget(gone)  # ids and names of gone cgroups would otherwise pile up for months
             for cgroup_id in gone:
-                self.maps.jobs.pop(cgroup_id, None)
+                self._forget_at.setdefault(cgroup_id, now + FORGET_AFTER_S)
+                for names in (self.maps.jobs, self.maps.namespaces, self.maps.pods):
+                    names.pop(cgroup_id, None)
             calls, hist = calls.filter(~dead), hist.filter(~dead)
+        # Ids and names of gone cgroups would pile up for months; the recording names its last
+        # events with the same table, so they go a while after.
+        due = [cgroup_id for cgroup_id, at in self._forget_at.items() if at <= now]
+        self.cgroups.forget(due)
+        for cgroup_id in due:
+            del self._forget_at[cgroup_id]
         live = self.maps.label(agg.call_sums(calls))
         self.carry.release(set(live.get_column("job").unique().to_list()), now)
         return self.carry.with_sums(live), self.carry.with_hist(self.maps.label(hist)), dropped

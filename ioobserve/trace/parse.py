@@ -44,6 +44,7 @@ _ARGS = pl.Struct({
     "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
     "cmdline": pl.List(pl.String),
     "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
+    "namespace": pl.String, "pod_name": pl.String, "container_name": pl.String,
     "since": pl.UInt64, "rank": pl.Int32, "local_rank": pl.Int32, "world_size": pl.Int32, "worker": pl.Int32,
     "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
     # PS records: a Python stack

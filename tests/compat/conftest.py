@@ -55,7 +55,8 @@ def _frame(n: int) -> pl.DataFrame:
         pl.lit(0, pl.UInt64).alias(s.BYTES), pl.lit(True).alias(s.COUNTED),
         pl.lit("/system.slice/w.service").alias(s.CGROUP_PATH), pl.lit(None, pl.String).alias(s.JOB),
         pl.lit(None, pl.String).alias(s.STEP), pl.lit(None, pl.Int32).alias(s.TASK), pl.lit("w.service").alias(s.UNIT),
-        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD),
+        *(pl.lit(None, pl.String).alias(k) for k in (s.NAMESPACE, s.POD_NAME, s.CONTAINER_NAME)), pl.lit("root").alias(s.USER),
         *(pl.lit(None, dtype).alias(name) for name, dtype in s.PROCESS_CONTEXT_SCHEMA.items()),
         pl.lit(None, pl.UInt64).alias(s.PARENT_TS),
         # pid 100 reads from Python: stack 1, whose innermost frame is Loader.read

@@ -6,8 +6,10 @@ says in one line what a host that is not ready lacks."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -15,9 +17,11 @@ import polars as pl
 import pytest
 
 from ioobserve import schema as s
+from ioobserve.context.mounts import read_mounts
 from ioobserve.trace.reader import load
 from tests.container.podman import AGENT, HOST_ROOT, LIMITS, Detached, podman, private_dir
 from tests.kernel.scratch_cgroups import scratch_cgroups
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kernel
 
@@ -93,24 +97,80 @@ def test_a_host_process_is_recorded_from_the_image_with_its_own_cgroup(image, tm
     assert mine.get_column(s.UNIT).cast(pl.String).unique().to_list() == ["ioobserve-test-host.service"]
 
 
-def test_a_pods_container_beside_it_gets_the_pods_context(image, tmp_path):
+def test_a_pods_container_beside_it_gets_the_pods_context_and_names(image, tmp_path):
     pod = str(uuid.uuid4())
     parent = f"/kubepods/besteffort/pod{pod}"  # kubelet's layout with the cgroupfs driver
     traces, data = private_dir(tmp_path, "traces"), private_dir(tmp_path, "data")
     agent = _recording(image, traces)
     try:
-        done = podman("run", "-d", *LIMITS, f"--cgroup-parent={parent}", "-v", f"{data}:/data", image,
-                      "python3", "-c", WORKLOAD, "", "/data/file")
-        container = done.stdout.strip()
-        status = podman("wait", container, timeout=120).stdout.strip()
-        assert status == "0", podman("logs", container, check=False).stderr
-        podman("rm", container)
+        container = _pod_container(image, parent, data)
     finally:
         events = _stopped(agent, traces)
         _remove_cgroups(parent)
     assert _calls(events, pod=pod, path="/data/file") == {"write": WRITES, "read": READS}  # as the container sees it
     mine = events.filter(pl.col(s.POD).cast(pl.String) == pod)
-    assert mine.get_column(s.CONTAINER).cast(pl.String).unique().to_list() == [container]
+    named = {s.CONTAINER: container, s.NAMESPACE: "ml", s.POD_NAME: "train-0", s.CONTAINER_NAME: "loader"}
+    for column, value in named.items():
+        assert mine.get_column(column).cast(pl.String).unique().to_list() == [value], column
+
+
+def _pod_container(image: str, parent: str, data: Path) -> str:
+    """A container as kubelet starts a pod's through CRI-O: under the pod's cgroup, with the
+    pod's names in its annotations (podman keeps its bundle where CRI-O does); it runs WORKLOAD
+    on /data/file and is removed once it has ended. Its id."""
+    names = [f"--annotation=io.kubernetes.{key}={value}" for key, value in
+             (("pod.namespace", "ml"), ("pod.name", "train-0"), ("container.name", "loader"))]
+    done = podman("run", "-d", *LIMITS, f"--cgroup-parent={parent}", *names, "-v", f"{data}:/data", image,
+                  "python3", "-c", WORKLOAD, "", "/data/file")
+    container = done.stdout.strip()
+    status = podman("wait", container, timeout=120).stdout.strip()
+    assert status == "0", podman("logs", container, check=False).stderr
+    podman("rm", container)
+    return container
+
+
+def _metrics(port: int) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _value(metrics: dict, name: str, **labels: str) -> float:
+    return sum(value for (sample, found), value in metrics.items() if sample == name and labels.items() <= dict(found).items())
+
+
+def test_serve_in_the_image_labels_a_pods_io_with_its_names(image, tmp_path):
+    pod = str(uuid.uuid4())
+    parent = f"/kubepods/besteffort/pod{pod}"
+    data = private_dir(tmp_path, "data")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = Detached(image, *AGENT, *HOST_ROOT, "--network=host", "--", "ioobserve", "serve",
+                     f"--listen=127.0.0.1:{port}", "--node=node-a")
+    try:
+        agent.wait_logged("metrics on")
+        _pod_container(image, parent, data)
+        # the data file's mount point: the workload's stdout (a pipe) is written to as well
+        dev = data.stat().st_dev
+        mount = next(m.mountpoint for m in read_mounts() if m.dev == dev)
+        mine = {"job": pod, "namespace": "ml", "pod": "train-0", "node": "node-a", "layer": "syscall", "mountpoint": mount}
+
+        def counted_reads() -> dict | None:
+            metrics = _metrics(port)
+            return metrics if _value(metrics, "ioobserve_calls_total", op="read", **mine) else None
+
+        counted = wait_until(counted_reads, lambda: f"serve counted the pod's reads under {mine}: {agent.logs()}")
+        assert _value(counted, "ioobserve_calls_total", op="write", **mine) == WRITES
+        assert _value(counted, "ioobserve_write_bytes_total", op="write", **mine) == WRITES * 512
+        # reads of 256 B or less: the workload's (the interpreter's own ask for whole files or 4 KiB)
+        assert _value(counted, "ioobserve_request_size_bytes_bucket", op="read", le="256.0", **mine) == READS
+    finally:
+        status, out = agent.stop()
+        _remove_cgroups(parent)
+    assert status == 0 and "stopped" in out, out
 
 
 def _remove_cgroups(parent: str) -> None:

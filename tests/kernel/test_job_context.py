@@ -120,6 +120,36 @@ def test_job_filter_follows_steps_created_after_the_start(cgroups, tmp_path):
 
 
 @pytest.mark.kernel
+def test_pod_filter_keeps_one_pods_containers(cgroups, tmp_path):
+    _, made = cgroups
+    recorder = Recorder(tmp_path / "trace", "--pod", POD)
+    later = made["kubernetes"].parent / f"cri-containerd-{'ab' * 32}.scope"  # a container started after the start
+    later.mkdir()
+    inside = [_run_in(made["kubernetes"], tmp_path / "pod.bin"), _run_in(later, tmp_path / "later.bin")]
+    outside = _run_in(made["slurm_v2"], tmp_path / "other.bin")
+    code, _, err = recorder.stop()
+    assert code == 0, err
+    frame = load(recorder.traces())
+    assert set(frame.get_column(s.POD).unique().to_list()) == {POD}
+    for report, name in zip(inside, ("pod.bin", "later.bin")):
+        mine = frame.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(tmp_path / name)))
+        assert mine.filter(pl.col(s.OP) == "write").height == 7, name
+    assert frame.filter(pl.col(s.PID) == outside["pid"]).height == 0
+
+
+@pytest.mark.kernel
+def test_unknown_pod_or_namespace_is_refused_in_one_line(root_required, tmp_path):
+    from tests.kernel.recorder import IOOBSERVE
+
+    for option in (["--pod", str(uuid.uuid4())], ["--pod", "nowhere/none"], ["--namespace", "nowhere"]):
+        done = subprocess.run([IOOBSERVE, "record", "-o", str(tmp_path), *option, "--duration", "1"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"ioobserve: error: {' '.join(option)}: no pod of it runs on this node")
+        assert not list(tmp_path.glob("*.pfw.gz"))
+
+
+@pytest.mark.kernel
 def test_unknown_job_is_refused_before_attaching(root_required, tmp_path):
     from tests.kernel.recorder import IOOBSERVE
 

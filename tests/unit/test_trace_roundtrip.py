@@ -51,7 +51,8 @@ def _frame() -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 13).then(pl.lit("pkg.sub_mod")).alias(s.PY_MODULE),
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
-        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD), pl.lit("root").alias(s.USER),
+        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD),
+        *(pl.lit(None, pl.String).alias(k) for k in (s.NAMESPACE, s.POD_NAME, s.CONTAINER_NAME)), pl.lit("root").alias(s.USER),
     ).with_columns(
         # pid 13 runs outside Slurm's cgroups: its job and step come from its environment.
         pl.when(pl.col(s.PID) == 13).then(pl.lit("/user.slice")).otherwise(pl.col(s.CGROUP_PATH)).alias(s.CGROUP_PATH),
