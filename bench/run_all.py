@@ -58,6 +58,7 @@ BENCHMARKS = [
     Benchmark("analysis.py", [], ["--events", "200000"], source=True),
     Benchmark("top.py", [], ["--rates", "10000", "--seconds", "3"], needs="tmux"),
     Benchmark("serve.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1", "--calls", "100000"]),
+    Benchmark("container.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1"], needs="podman"),
     Benchmark("io_uring.py", ["--rounds", "5"], ["--rounds", "1", "--seconds", "1"], needs="fio"),
     Benchmark("trace_io.py", [], ["--events", "200000"], peers=True, source=True),
     Benchmark("load.py", [], [], peers=True, trace=True),
