@@ -36,6 +36,9 @@ def serve(
     comm: CommOption = None,
     node: Annotated[str | None, typer.Option("--node", help="The metrics' node label (default: the host name).")] = None,
     stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued (default 30; a second SIGTERM: at once).")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="Layers aggregated (syscall, io_uring, aio, block, cache: all by default), as record's --layers: no-NAME leaves one out, e.g. no-cache.")] = None,
+    retain_days: Annotated[float | None, typer.Option("--retain-days", help="Remove job traces older than this many days.")] = None,
+    retain_gb: Annotated[float | None, typer.Option("--retain-gb", help="Remove the oldest job traces while the record dir holds more than this many GB.")] = None,
 ) -> None:
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
@@ -49,9 +52,10 @@ def serve(
 
     overrides = {"listen": listen, "socket": socket_path, "socket_group": socket_group, "record_dir": record_dir,
                  "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node,
-                 "stop_timeout": stop_timeout}
+                 "stop_timeout": stop_timeout, "layers": layers, "retain_days": retain_days, "retain_gb": retain_gb}
     try:
         settings = load_config(config, overrides)
+        settings.serve_layers(), settings.retention()  # checked before anything starts
         for job in settings.record_job:
             if job != "*":
                 check_job_id(job)

@@ -12,10 +12,12 @@ from pathlib import Path
 import tomllib
 
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.probes import layers as ly
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_SOCKET = Path("/run/ioobserve/events.sock")
 DEFAULT_RECORD_DIR = Path("/var/lib/ioobserve/traces")
+SERVE_LAYERS = frozenset({ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.CACHE})  # aggregated in the kernel
 
 
 class ConfigError(Exception):
@@ -36,6 +38,28 @@ class ServeConfig:
     rotate_s: float | None = None  # ... or after this many seconds
     comm: list[str] = field(default_factory=list)  # only these commands (as `record --comm`)
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_S  # seconds a stop may spend writing out what is left
+    layers: str | None = None  # the layers aggregated, as record's --layers (of SERVE_LAYERS; default all)
+    retain_days: float | None = None  # job traces older than this are removed
+    retain_gb: float | None = None  # ... and the oldest while record-dir holds more than this
+
+    def serve_layers(self) -> frozenset[str]:
+        """The layers to aggregate: `layers` as record's --layers reads it, within SERVE_LAYERS."""
+        try:
+            chosen = ly.parse_layers(self.layers) - {ly.PYTHON}  # Python stacks are record's
+        except ly.LayerError as exc:
+            raise ConfigError(str(exc).replace("--layers", "layers", 1)) from None
+        others = chosen - SERVE_LAYERS
+        if others:
+            raise ConfigError(f"layers {self.layers!r}: serve aggregates only {', '.join(sorted(SERVE_LAYERS))} "
+                              f"({', '.join(sorted(others))}: probes in every process, for record)")
+        return chosen
+
+    def retention(self) -> tuple[float | None, int | None]:
+        """retain-days and retain-gb as (days, bytes); None: no limit."""
+        for key, value in (("retain-days", self.retain_days), ("retain-gb", self.retain_gb)):
+            if value is not None and value <= 0:
+                raise ConfigError(f"{key} {value:g}: must be more than 0")
+        return self.retain_days, int(self.retain_gb * 1e9) if self.retain_gb is not None else None
 
     def address(self) -> tuple[str, int]:
         """listen as (host, port)."""
@@ -55,7 +79,8 @@ class ServeConfig:
 
 
 _TYPES = {"listen": str, "node": str, "socket": str, "socket_group": str, "record_dir": str, "record_job": list,
-          "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list, "stop_timeout": (int, float)}
+          "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list, "stop_timeout": (int, float),
+          "layers": str, "retain_days": (int, float), "retain_gb": (int, float)}
 
 
 def load_config(path: Path | None, overrides: dict) -> ServeConfig:

@@ -6,22 +6,21 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 from ioobserve.collect.recording import Recording
-from ioobserve.probes import layers as ly
 from ioobserve.probes.filters import KernelFilters
 from ioobserve.probes.loader import ProbeSizes
 from ioobserve.serve.config import ServeConfig
 from ioobserve.serve.jobs import JobRecorder
 from ioobserve.serve.metrics import KernelCollector
+from ioobserve.serve.retention import sweep
 from ioobserve.serve.stream import EventStream, bind_socket
 from ioobserve.trace.output import OutputError, check_output_dir
 
 AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; histograms get 8x
 DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for
-# Aggregated (and recorded for a job) on every node: the kernel-side layers that cost no
-# probe in a process's own address space. The library and Python layers are `record`'s.
-SERVE_LAYERS = frozenset({ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.CACHE})
+RETENTION_S = 60.0  # how often job traces are swept (retain-days, retain-gb)
 
 
 class ServeError(Exception):
@@ -64,7 +63,7 @@ class Daemon:
             raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
         try:
             recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
-                                  layers=SERVE_LAYERS,
+                                  layers=self.config.serve_layers(),
                                   stop_timeout=self.config.stop_timeout)
         except BaseException:
             self.http.shutdown()
@@ -99,11 +98,23 @@ class Daemon:
 
     def _discover(self, started: threading.Event) -> None:
         started.wait()
+        swept = 0.0
         while not self.stopped.wait(DISCOVER_S):
             try:
                 self.jobs.discover()
             except Exception as exc:  # e.g. the kernel's set full: said, and tried again next second
                 print(f"ioobserve serve: looking for recorded jobs' cgroups: {exc}", flush=True)
+            if time.monotonic() - swept >= RETENTION_S:
+                swept = time.monotonic()
+                self._sweep()
+
+    def _sweep(self) -> None:
+        """Remove the job traces the retention settings leave out, and say which."""
+        days, most = self.config.retention()
+        if days is None and most is None:
+            return
+        for path in sweep(self.config.record_dir, days, most, self.jobs.writing(), time.time()):
+            print(f"ioobserve serve: retention: removed {path}", flush=True)
 
     def _command(self, verb: str, job: str) -> str:
         """A scheduler hook's command: start or stop a job's trace."""

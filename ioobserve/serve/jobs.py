@@ -111,6 +111,11 @@ class JobRecorder:
                 self._emitting[cgroup_id] = self.cgroups.by_id[cgroup_id].job
                 self.probes.tables.emit_cgroup(cgroup_id, True)
 
+    def writing(self) -> set[Path]:
+        """The files being written now (each recorded job's current part)."""
+        with self._lock:
+            return {writer.paths[-1] for writer in self.writers.values() if writer.paths}
+
     def reopen(self) -> None:
         """SIGHUP: every job's trace starts a new part file with its next batch."""
         with self._lock:

@@ -460,3 +460,27 @@ def test_a_config_rule_records_a_job_and_only_root_commands(job_cgroup, tmp_path
     calls = load(sorted((service.traces / f"job-{JOB}").glob("*.pfw.gz"))).filter(
         (pl.col(s.PID) == pid) & pl.col(s.OP).is_in(["read", "write"]) & pl.col(s.PATH).cat.starts_with(str(tmp_path)))
     assert calls.height == WRITES + READS
+
+
+@pytest.mark.kernel
+def test_layers_left_out_load_no_programs_and_old_job_traces_are_removed(root_required, tmp_path):
+    old = tmp_path / "traces" / "job-9" / "old.pfw.gz"
+    old.parent.mkdir(parents=True, mode=0o700)
+    (tmp_path / "traces").chmod(0o700)
+    for path in (old, old.with_name(old.name + ".ioidx")):
+        path.write_bytes(b"x")
+        os.utime(path, (1, 1))  # 1970: past any retention
+    young = old.with_name("young.pfw.gz")
+    young.write_bytes(b"x")
+    service = Service(tmp_path, "--layers", "no-cache,no-block", "--retain-days", "1")
+    try:
+        names = programs.loaded()
+        held = {names[i][:15] for i in service.programs}
+        cache_and_block = {n[:15] for n in ("on_filemap_add", "on_readahead_sync", "on_readahead_async",
+                                             "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete")}
+        assert not held & (cache_and_block | MAYBE_LOADED) and {"on_sys_enter", "on_uring_submit"} <= held
+        service.logged(f"retention: removed {old}")
+        assert not old.exists() and not old.with_name(old.name + ".ioidx").exists() and young.exists()
+    finally:
+        out = service.stop()
+    assert "stopped" in out

@@ -69,11 +69,13 @@ def test_the_chart_lints_and_renders_the_manifests_with_its_defaults(tmp_path):
 @pytest.mark.parametrize("version", [OLDEST, latest_version()])
 def test_the_charts_values_render_valid_manifests(tmp_path, version):
     docs = _rendered(tmp_path, "port=9500", "recordJobs={*}", "extraArgs={--rotate-mb=512}",
-                     "serviceMonitor.enabled=false", "recordDir=/scratch/io", "image.tag=test")
+                     "serviceMonitor.enabled=false", "recordDir=/scratch/io", "image.tag=test",
+                     "layers=no-cache", "retainDays=7", "retainGB=500")
     assert docs.keys() == {"DaemonSet", "Service"} and _validate(docs, version) == 2
     agent = docs["DaemonSet"]["spec"]["template"]["spec"]
     container = agent["containers"][0]
-    assert {"--listen=0.0.0.0:9500", "--record-job=*", "--rotate-mb=512"} <= set(container["args"])
+    assert {"--listen=0.0.0.0:9500", "--record-job=*", "--rotate-mb=512", "--layers=no-cache", "--retain-days=7",
+            "--retain-gb=500"} <= set(container["args"])
     assert container["ports"][0]["containerPort"] == docs["Service"]["spec"]["ports"][0]["port"] == 9500
     assert container["image"] == "localhost/ioobserve:test"
     assert next(v for v in agent["volumes"] if v["name"] == "traces")["hostPath"]["path"] == "/scratch/io"
