@@ -36,6 +36,19 @@ def record_command(out_dir: Path, command: list[str], *options: str, timeout: fl
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+_STARTED: list[subprocess.Popen] = []  # every recorder started, for kill_leftovers
+
+
+def kill_leftovers() -> None:
+    """Kill the recorders a test left running (it failed before stopping them): a system-wide
+    recording would go on loading the machine, and reading every later test's I/O."""
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+
+
 class Recorder:
     """A background `ioobserve record` that tests stop with SIGTERM."""
 
@@ -44,6 +57,7 @@ class Recorder:
         self.out_dir = out_dir
         self.proc = subprocess.Popen([*prefix, IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _STARTED.append(self.proc)
         deadline = time.monotonic() + READY_TIMEOUT
         self.stderr_head = ""
         while time.monotonic() < deadline:
