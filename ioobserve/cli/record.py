@@ -100,7 +100,7 @@ def record(
     from ioobserve.cli.summary_view import incomplete_line, print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes import layers as ly
-    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.capabilities import not_ready
     from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
@@ -110,9 +110,9 @@ def record(
     from ioobserve.trace.writer import TraceWriter
 
     try:
-        privileges = privileges_check()
-        if not privileges.ok:
-            raise UserError(f"recording needs privileges: {privileges.detail}")
+        problem = not_ready("recording")
+        if problem:
+            raise UserError(problem)
         if command and shutil.which(command[0]) is None:
             raise UserError(f"command not found: {command[0]}")
         for flag, value in (("--rotate-mb", rotate_mb), ("--rotate-s", rotate_s)):

@@ -43,7 +43,7 @@ def serve(
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
     a live event stream on a Unix socket (`ioobserve top --attach`)."""
-    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.capabilities import not_ready
     from ioobserve.probes.loader import ProbeError
     from ioobserve.serve.config import ConfigError, load_config
     from ioobserve.serve.daemon import Daemon, ServeError
@@ -59,9 +59,9 @@ def serve(
         for job in settings.record_job:
             if job != "*":
                 check_job_id(job)
-        privileges = privileges_check()
-        if not privileges.ok:
-            raise UserError(f"serve needs privileges: {privileges.detail}")
+        problem = not_ready("serve")
+        if problem:
+            raise UserError(problem)
         filters = build_filters(None, None, settings.comm, None)
     except (ConfigError, JobError, UserError) as exc:
         fail(str(exc))

@@ -120,16 +120,16 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
     from ioobserve.collect.priority import lower_priority
     from ioobserve.collect.recording import Recording
     from ioobserve.live.source import LiveSource
-    from ioobserve.probes.capabilities import privileges_check
+    from ioobserve.probes.capabilities import not_ready
     from ioobserve.probes.loader import ProbeError
     from ioobserve.context.mounts import read_mounts
     from ioobserve.trace.output import OutputError, check_output_dir, trace_name
     from ioobserve.trace.writer import TraceWriter
 
     try:
-        privileges = privileges_check()
-        if not privileges.ok:
-            raise UserError(f"recording needs privileges: {privileges.detail}")
+        problem = not_ready("recording")
+        if problem:
+            raise UserError(problem)
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
         available, missing = split_layers(layers)  # top shows what the kernel lacks instead of refusing
         chosen, python_options = build_python(None, None, available)

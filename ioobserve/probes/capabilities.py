@@ -16,6 +16,7 @@ from ioobserve.probes.attach.vfs import VfsLayer
 from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
 from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
 from ioobserve.probes.headers import HeadersMissing, find_headers
+from ioobserve.probes.host import running_in_container
 from ioobserve.probes.kernel import (cgroup2_mount, first_tracepoint, kprobes_available, lockdown_mode, tracefs_dir,
                                      uprobes_available)
 from ioobserve.probes.kernel_layout import layout_from_btf
@@ -52,7 +53,19 @@ def privileges_check() -> Check:
     if all(have.values()):
         return Check("privileges", True, "root" if os.geteuid() == 0 else "CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN", True)
     missing = ", ".join(name for name, ok in have.items() if not ok)
-    return Check("privileges", False, f"missing {missing}: run as root (sudo ioobserve ...)", True)
+    fix = ("give the container these capabilities (securityContext.capabilities.add), or run it privileged"
+           if running_in_container() else "run as root (sudo ioobserve ...)")
+    return Check("privileges", False, f"missing {missing}: {fix}", True)
+
+
+def not_ready(purpose: str) -> str | None:
+    """Why `purpose` (recording, serve) cannot run here, in one line: privileges, then kernel
+    lockdown; None when both allow it. (Headers and BTF are told when the probes load.)"""
+    for check in (privileges_check(), lockdown_check()):
+        if not check.ok:
+            return f"{purpose} needs {check.name}: {check.detail}" if check.name == "privileges" else \
+                f"{purpose} cannot run under kernel lockdown: {check.detail}"
+    return None
 
 
 def ringbuf_supported(arch: str | None = None) -> bool:
