@@ -16,7 +16,6 @@ from ioobserve.probes.attach.vfs import VfsLayer
 from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
 from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
 from ioobserve.probes.headers import HeadersMissing, find_headers
-from ioobserve.probes.host import running_in_container
 from ioobserve.probes.kernel import (cgroup2_mount, first_tracepoint, kprobes_available, lockdown_mode, tracefs_dir,
                                      uprobes_available)
 from ioobserve.probes.kernel_layout import layout_from_btf
@@ -53,9 +52,8 @@ def privileges_check() -> Check:
     if all(have.values()):
         return Check("privileges", True, "root" if os.geteuid() == 0 else "CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN", True)
     missing = ", ".join(name for name, ok in have.items() if not ok)
-    fix = ("give the container these capabilities (securityContext.capabilities.add), or run it privileged"
-           if running_in_container() else "run as root (sudo ioobserve ...)")
-    return Check("privileges", False, f"missing {missing}: {fix}", True)
+    return Check("privileges", False, f"missing {missing}: run as root (sudo ioobserve ...); in a container, add "
+                                      "the capabilities (securityContext.capabilities.add) or run it privileged", True)
 
 
 def not_ready(purpose: str) -> str | None:

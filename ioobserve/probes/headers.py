@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ioobserve.probes.host import HOST_ROOT_VARIABLE, host_root, in_root, running_in_container
+from ioobserve.probes.host import HOST_ROOT_VARIABLE, host_root, in_root
 
 CACHE_DIR = Path(os.environ.get("IOOBSERVE_CACHE_DIR", "/var/cache/ioobserve"))
 
@@ -63,12 +63,10 @@ def _missing_message(release: str, usr_src: Path, root: Path) -> str:
     if root != Path("/"):
         return (f"no kernel headers for {release} under the host's root at {root} (its /lib/modules/{release}/build "
                 f"and /usr/src): install the host's kernel headers package on the host")
-    if running_in_container():
-        return (f"no kernel headers for {release} in this container: mount the host's /lib/modules and /usr/src "
-                f"read-only at the same paths (Debian and Ubuntu: also /usr/lib/linux-kbuild-*), or the host's root "
-                f"read-only at /host with {HOST_ROOT_VARIABLE}=/host")
-    return (f"no kernel headers for {release} and none in {usr_src}: run 'make setup' "
-            "(installs linux-headers-amd64) or set BCC_KERNEL_SOURCE")
+    return (f"no kernel headers for {release} and none in {usr_src}: run 'make setup' (installs linux-headers-amd64) "
+            f"or set BCC_KERNEL_SOURCE; in a container, mount the host's /lib/modules and /usr/src read-only at the same "
+            f"paths (Debian and Ubuntu: also /usr/lib/linux-kbuild-*), or its root read-only at /host with "
+            f"{HOST_ROOT_VARIABLE}=/host")
 
 
 def _link_tree(source: Path, target: Path, host: Path) -> None:

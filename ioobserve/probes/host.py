@@ -43,9 +43,3 @@ def in_root(root: Path, path: str | Path) -> Path:
         else:
             todo = list(target.parts) + todo
     return root / here.relative_to("/")
-
-
-def running_in_container() -> bool:
-    """Whether this process runs in a container (podman, Docker, a Kubernetes pod, systemd-nspawn)."""
-    return (Path("/run/.containerenv").exists() or Path("/.dockerenv").exists() or "container" in os.environ
-            or "KUBERNETES_SERVICE_HOST" in os.environ)

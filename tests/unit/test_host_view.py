@@ -71,16 +71,15 @@ def test_the_kernels_own_build_tree_under_the_host_root_is_given_to_bcc(tmp_path
     assert (chosen.path, chosen.matching) == (flavour, True)
 
 
-def test_no_headers_in_a_container_names_the_mounts_to_add(tmp_path, monkeypatch):
+def test_no_headers_names_the_set_up_step_and_a_containers_mounts(tmp_path, monkeypatch):
     monkeypatch.delenv("BCC_KERNEL_SOURCE", raising=False)
-    monkeypatch.setenv("container", "podman")
     monkeypatch.setattr(h, "host_root", lambda: Path("/"))
     empty = tmp_path / "src"
     empty.mkdir()
     with pytest.raises(h.HeadersMissing) as raised:
         h.find_headers("0.0.0-none", usr_src=empty, cache_dir=tmp_path / "cache")
     message = str(raised.value)
-    assert "in this container" in message and "/lib/modules and /usr/src" in message
+    assert "run 'make setup'" in message and "in a container, mount the host's /lib/modules and /usr/src" in message
     assert "IOOBSERVE_HOST_ROOT=/host" in message and "\n" not in message
 
 
