@@ -70,7 +70,7 @@ def top(
     from ioobserve.cli.summary_view import incomplete_line
     from tui.app import make_app
 
-    if attach is not None and (trace or record or any((pid, cgroup, job, unit, comm, path_prefix, layers))):
+    if attach is not None and (trace or record or any((pid, cgroup, job, unit, pod, namespace, comm, path_prefix, layers))):
         fail("--attach shows the daemon's whole stream: filters, --record and --trace do not go with it "
              "(filter in the app with /)")
     if attach is not None:
@@ -78,7 +78,7 @@ def top(
     elif trace:
         source = _replay(trace)
     else:
-        source = _live(pid, cgroup, job, unit, comm, path_prefix, layers, record)
+        source = _live(pid, cgroup, job, unit, comm, path_prefix, layers, record, pod=pod, namespace=namespace)
     try:
         make_app(source, theme.value).run()
     finally:  # detach and flush before the process ends, however the app ended
@@ -115,7 +115,7 @@ def _replay(paths: list[Path]):
         fail(str(exc))
 
 
-def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None):
+def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None, pod=None, namespace=None):
     """A live source, or one clear error: no privileges, a bad filter, an unusable --record."""
     from ioobserve.collect.priority import lower_priority
     from ioobserve.collect.recording import Recording

@@ -141,12 +141,12 @@ def test_pod_filter_keeps_one_pods_containers(cgroups, tmp_path):
 def test_unknown_pod_or_namespace_is_refused_in_one_line(root_required, tmp_path):
     from tests.kernel.recorder import IOOBSERVE
 
-    for option in (["--pod", str(uuid.uuid4())], ["--pod", "nowhere/none"], ["--namespace", "nowhere"]):
-        done = subprocess.run([IOOBSERVE, "record", "-o", str(tmp_path), *option, "--duration", "1"],
-                              capture_output=True, text=True, timeout=60, check=False)
-        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-        assert done.stderr.startswith(f"ioobserve: error: {' '.join(option)}: no pod of it runs on this node")
-        assert not list(tmp_path.glob("*.pfw.gz"))
+    for command in (["record", "-o", str(tmp_path), "--duration", "1"], ["top"]):
+        for option in (["--pod", str(uuid.uuid4())], ["--pod", "nowhere/none"], ["--namespace", "nowhere"]):
+            done = subprocess.run([IOOBSERVE, *command, *option], capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert done.stderr.startswith(f"ioobserve: error: {' '.join(option)}: no pod of it runs on this node")
+            assert not list(tmp_path.glob("*.pfw.gz"))
 
 
 @pytest.mark.kernel
