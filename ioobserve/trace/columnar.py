@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,9 +43,14 @@ from ioobserve.trace.tables import file_key
 
 COPY_SUFFIX = ".parquet"
 KEY_SUFFIX = ".parquet.key"
-# Of the copy's columns and meaning: a copy of another version is rebuilt (2: FILE_ID; 3:
-# labels Categorical, uniform columns).
-VERSION = 3
+def copy_version(schema: dict[str, pl.DataType]) -> str:
+    """The version a copy of these columns is written with: a copy of another version is
+    rebuilt. The number counts changes of meaning (2: FILE_ID; 3: labels Categorical, uniform
+    columns); the columns' digest, any change of them (a copy an older ioobserve made)."""
+    return f"3-{zlib.crc32(repr(list(schema.items())).encode()):08x}"
+
+
+VERSION = copy_version(s.COPY_SCHEMA)
 # Of trace text named at a time while building: about 40 k events (a copy of 100 M events
 # builds flat at 450-530 MB).
 BUILD_CHUNK_BYTES = 8 << 20

@@ -83,7 +83,7 @@ def test_a_corrupt_copy_is_never_trusted(trace, tmp_path, spoil):
     elif spoil == "truncate":
         copy.write_bytes(bytes(data[: len(data) // 2]))
     elif spoil == "key of another version":
-        key.write_text(json.dumps({**json.loads(key.read_text()), "version": columnar.VERSION + 1}))
+        key.write_text(json.dumps({**json.loads(key.read_text()), "version": columnar.VERSION + "x"}))
     else:
         key.write_text("{not json")
     assert valid_copy(trace) is None
@@ -171,3 +171,9 @@ def test_columns_uniform_in_every_chunk_are_read_as_their_value(tmp_path, monkey
     assert loaded.equals(_from_members(trace, tmp_path))
     assert loaded.schema == pl.Schema(s.EVENT_SCHEMA)
     assert loaded.get_column(s.PID).to_list() == [10] * 60 + [11] * 20
+
+
+def test_a_copy_made_with_other_columns_is_of_another_version():
+    """An older ioobserve's copy (one column fewer) is rebuilt, not read with missing columns."""
+    fewer = {name: dtype for name, dtype in s.COPY_SCHEMA.items() if name != s.POD_NAME}
+    assert columnar.copy_version(fewer) != columnar.VERSION == columnar.copy_version(dict(s.COPY_SCHEMA))
