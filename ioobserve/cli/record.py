@@ -100,7 +100,7 @@ def record(
     from ioobserve.cli.summary_view import incomplete_line, print_summary
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes import layers as ly
-    from ioobserve.probes.capabilities import not_ready
+    from ioobserve.probes.capabilities import capability_warnings, not_ready
     from ioobserve.probes.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
@@ -140,6 +140,8 @@ def record(
         fail("interrupted while compiling the probes; nothing was recorded", 130)
     for layer, why in recording.probes.unavailable_layers.items():
         print(f"ioobserve: warning: the {layer} layer is unavailable here: {why}", file=sys.stderr, flush=True)
+    for missing in capability_warnings():
+        print(f"ioobserve: warning: {missing}", file=sys.stderr, flush=True)
     summary = SummarySink()
     details = {
         "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),

@@ -23,7 +23,7 @@ from ioobserve.probes.program_kind import fentry_kind, refusal
 from ioobserve.probes.syscall_table import NUMBERS, machine_arch
 
 BPF_MAP_TYPE_RINGBUF = 27
-CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 21, 38, 39
+CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,15 @@ def not_ready(purpose: str) -> str | None:
             return f"{purpose} needs {check.name}: {check.detail}" if check.name == "privileges" else \
                 f"{purpose} cannot run under kernel lockdown: {check.detail}"
     return None
+
+
+def capability_warnings() -> list[str]:
+    """What a recorder that may run but lacks a capability misses, one line each (a container
+    given a capability set rather than privileges)."""
+    if effective_caps() >> CAP_SYS_PTRACE & 1:
+        return []
+    return ["without CAP_SYS_PTRACE, other users' processes get no Python stacks and no library probes "
+            "(their memory maps cannot be read): add it to the container's capabilities"]
 
 
 def ringbuf_supported(arch: str | None = None) -> bool:

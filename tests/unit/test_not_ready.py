@@ -32,3 +32,11 @@ def test_confidentiality_lockdown_is_told_in_one_line(monkeypatch):
     problem = c.not_ready("serve")
     assert problem.startswith("serve cannot run under kernel lockdown: confidentiality:") and "\n" not in problem
     assert "lockdown=integrity" in problem
+
+
+def test_a_recorder_without_cap_sys_ptrace_is_warned_of_what_it_misses(monkeypatch):
+    _host(monkeypatch, ALL | (1 << c.CAP_SYS_PTRACE))
+    assert c.capability_warnings() == []
+    _host(monkeypatch, ALL)  # enough to record: the syscall layer's counts are exact (tests/container)
+    [warning] = c.capability_warnings()
+    assert warning.startswith("without CAP_SYS_PTRACE, other users' processes get no Python stacks")
