@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import uuid
 from pathlib import Path
@@ -96,6 +97,42 @@ def test_a_host_process_is_recorded_from_the_image_with_its_own_cgroup(image, tm
     mine = events.filter(pl.col(s.PID) == pid, pl.col(s.OP).cast(pl.String) == "write")
     assert mine.get_column(s.CGROUP_PATH).cast(pl.String).unique().to_list() == [f"/{base.name}/{relative}"]
     assert mine.get_column(s.UNIT).cast(pl.String).unique().to_list() == ["ioobserve-test-host.service"]
+
+
+def test_the_charts_capability_set_records_every_users_calls_and_stacks_without_privileges(image, tmp_path):
+    """The chart's `capabilities` (privileged: false): another user's Python process is recorded
+    exactly, with its Python stacks, and the recorder warns of nothing."""
+    import shutil
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    capabilities = yaml.safe_load((ROOT / "deploy" / "helm" / "ioobserve" / "values.yaml").read_text())["capabilities"]
+    # not privileged: tracefs comes from the host as the chart's /sys mount gives it
+    limited = ["--pid=host", *LIMITS, "--cap-drop=all", f"--cap-add={','.join('CAP_' + c for c in capabilities)}",
+               "-v", "/sys/kernel/tracing:/sys/kernel/tracing"]
+    traces = private_dir(tmp_path, "traces")
+    work = Path(tempfile.mkdtemp(prefix="ioobserve-caps-", dir="/var/tmp"))  # reachable by nobody
+    try:
+        work.chmod(0o755)
+        shutil.chown(work, "nobody")
+        agent = Detached(image, *limited, *HOST_ROOT, "-v", f"{traces}:/traces", "--", "ioobserve", "record", "-o", "/traces")
+        agent.wait_logged("recording to")
+        try:
+            done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
+                                   WORKLOAD, "", str(work / "data")], capture_output=True, text=True, timeout=60, check=True)
+        finally:
+            out = agent.logs()
+            events = _stopped(agent, traces)
+        pid = json.loads(done.stdout)["pid"]
+        assert _calls(events, pid=str(pid), path=str(work / "data")) == {"write": WRITES, "read": READS}
+        mine = events.filter((pl.col(s.PID) == pid) & (pl.col(s.PATH) == str(work / "data")))
+        assert mine.get_column(s.USER).cast(pl.String).unique().to_list() == ["nobody"]
+        assert mine.filter(pl.col(s.PY_FUNCTION).is_null()).height == 0, "every call has its Python frame"
+        assert "warning" not in out, out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_a_pods_container_beside_it_gets_the_pods_context_and_names(image, tmp_path):

@@ -67,6 +67,15 @@ def test_the_chart_lints_and_renders_the_manifests_with_its_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("version", [OLDEST, latest_version()])
+def test_the_capability_set_renders_without_privileges(tmp_path, version):
+    docs = _rendered(tmp_path, "privileged=false")
+    assert _validate(docs, version) == 2
+    context = docs["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert context == {"privileged": False, "capabilities": {"drop": ["ALL"], "add": values["capabilities"]}}
+
+
+@pytest.mark.parametrize("version", [OLDEST, latest_version()])
 def test_the_charts_values_render_valid_manifests(tmp_path, version):
     docs = _rendered(tmp_path, "port=9500", "recordJobs={*}", "extraArgs={--rotate-mb=512}",
                      "serviceMonitor.enabled=false", "recordDir=/scratch/io", "image.tag=test",
