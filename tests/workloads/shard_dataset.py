@@ -61,9 +61,13 @@ def main() -> None:
     for proc in procs:
         proc.join()
     read_line = inspect.getsourcelines(ShardDataset.__getitem__)[1] + 3
-    print(json.dumps({"pid": os.getpid(), "workers": {str(pid): {"reads": reads, "bytes": size} for pid, reads, size in done},
-                      "files": paths, "file": __file__, "read_line": read_line,
-                      "version": list(sys.version_info[:2]), "gil": getattr(sys, "_is_gil_enabled", lambda: True)()}))
+    report = json.dumps({"pid": os.getpid(), "workers": {str(pid): {"reads": reads, "bytes": size} for pid, reads, size in done},
+                         "files": paths, "file": __file__, "read_line": read_line,
+                         "version": list(sys.version_info[:2]), "gil": getattr(sys, "_is_gil_enabled", lambda: True)()})
+    # One write of the whole line (under PIPE_BUF): two runs share a pipe in the tests, and
+    # print() may write the text and its newline apart, letting the other's line in between.
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), (report + "\n").encode())
 
 
 if __name__ == "__main__":
