@@ -33,7 +33,8 @@ echo "image: wheels for Python $(.venv/bin/python -c 'import platform; print(pla
 .venv/bin/python -m pip download -q --no-deps -d "$work/wheels" pip 2> "$work/pip.log" || { cat "$work/pip.log" >&2; exit 1; }
 pip_wheel="$(cd "$work/wheels" && ls pip-*.whl | head -n 1)"
 
-# The packages bcc needs at run time; the kernel headers come from the host (a mount).
+# bcc (the kernel headers come from the host, by a mount), and mount(8): ioobserve mounts
+# tracefs where the host has not.
 packages=python3-bpfcc,libbpfcc,mount
 echo "image: a Debian $suite root with $packages"
 # merged-usr: /usr merged by the hook, not by the usrmerge package (which brings perl).
