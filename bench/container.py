@@ -26,7 +26,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from serve import Observer, _free_port, daemon_cost  # a sibling script
+from serve import Observer, _free_port, cpu_seconds_of, daemon_cost, peak_rss_mb_of  # a sibling script
 
 PODMAN = ["podman", "--runtime", "runc"]  # crun refuses this machine's hybrid cgroups
 AGENT = ["--pid=host", "--privileged", "--network=host", "--ulimit", "nofile=20000:20000",
@@ -57,14 +57,10 @@ class ContainerObserver:
         return subprocess.run([*PODMAN, "inspect", "--format", field, self.name], capture_output=True, text=True).stdout.strip()
 
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds_of(self.pid)
 
     def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return peak_rss_mb_of(self.pid)
 
     def scrape(self) -> int:
         return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())

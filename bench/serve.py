@@ -52,6 +52,20 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """User + system CPU seconds of one process (its threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb_of(pid: int) -> float:
+    """A process's peak resident memory so far, MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 RAW = " (raw tracepoints)"  # a configuration's suffix: the syscall layer by raw tracepoints
 
 
@@ -84,15 +98,10 @@ class Observer:
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # drain
 
     def cpu_seconds(self) -> float:
-        with open(f"/proc/{self.proc.pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds_of(self.proc.pid)
 
     def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return peak_rss_mb_of(self.proc.pid)
 
     def scrape(self) -> int:
         return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())
