@@ -22,45 +22,15 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from harness import IOOBSERVE, PYTHON, ROOT, tree_rss
+from trace_io import write_trace  # a sibling script
 
-from trace_io import write_trace
-
-IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 WIDEN_POSIX = "analyzer.preset.layer_defs.posix='cat.str.contains(\"posix|stdio|syscall\", case=False)'"
-
-
-def tree_rss(root: int) -> int:
-    """Bytes resident in `root` and all its descendants now."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo += [child for child, parent in parents.items() if parent == pid and child not in tree]
-    total = 0
-    for pid in tree:
-        try:
-            with open(f"/proc/{pid}/statm") as handle:
-                total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
 
 
 def run(argv: list[str], env: dict | None = None) -> dict:
@@ -107,7 +77,7 @@ def count_events(trace: Path) -> int:
     """Events in the trace (from its index)."""
     code = ("import sys; from ioobserve.trace.index import read_index; "
             "print(sum(e.events for e in read_index(__import__('pathlib').Path(sys.argv[1])) or []))")
-    done = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", code, str(trace)], capture_output=True, text=True,
+    done = subprocess.run([str(PYTHON), "-c", code, str(trace)], capture_output=True, text=True,
                           check=True, cwd=ROOT)
     return int(done.stdout.strip())
 
@@ -130,9 +100,9 @@ def main() -> None:
         events = count_events(trace)
         print(f"trace: {trace} ({trace.stat().st_size / 2**20:.0f} MiB, {events:,} events)")
         ours = fresh_copy(trace, scratch / "ours")
-        rows = [("ioobserve analyze --json, cold", run([IOOBSERVE, "analyze", str(ours), "--json", *memory])),
-                ("ioobserve analyze --json, warm", run([IOOBSERVE, "analyze", str(ours), "--json", *memory])),
-                ("ioobserve report, warm", run([IOOBSERVE, "report", str(ours), "-o", str(scratch / "report.html"),
+        rows = [("ioobserve analyze --json, cold", run([str(IOOBSERVE), "analyze", str(ours), "--json", *memory])),
+                ("ioobserve analyze --json, warm", run([str(IOOBSERVE), "analyze", str(ours), "--json", *memory])),
+                ("ioobserve report, warm", run([str(IOOBSERVE), "report", str(ours), "-o", str(scratch / "report.html"),
                                                 "--force", *memory]))]
         if args.dfanalyzer_venv:
             theirs = fresh_copy(trace, scratch / "dfa-traces").parent

@@ -21,11 +21,9 @@ from pathlib import Path
 
 import deflate
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ioobserve.trace.compact import GROUP_BYTES  # noqa: E402  (run as a script from the checkout)
-from ioobserve.trace.index import read_index  # noqa: E402
+import harness  # noqa: F401  (first: it puts this checkout's ioobserve on sys.path)
+from ioobserve.trace.compact import GROUP_BYTES
+from ioobserve.trace.index import read_index
 
 
 def member_texts(trace: Path) -> tuple[list[bytes], int]:

@@ -2,7 +2,9 @@
 
 1. The image's size (`make image`'s, built first if missing, or --image).
 2. Start to data: from `podman run` (or the host's `ioobserve serve`) to the first scrape of
-   /metrics that counts a call, while bench/flood.c issues pread(64 B) at a low rate.
+   /metrics that counts a call, while bench/flood.c issues pread(64 B) at a low rate. Each side
+   has a cache directory of its own, empty at first (a cold start compiles the probes) and kept
+   from round to round, as the DaemonSet's hostPath keeps it across restarts (a warm start).
 3. serve's CPU (share of one core) and peak RSS on the same paced flood (bench/serve.py's
    daemon_cost), inside the container and on the host, interleaved (--rounds), medians.
 
@@ -23,14 +25,18 @@ import time
 import urllib.request
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(BENCH))
-from serve import Observer, _free_port, cpu_seconds_of, daemon_cost, peak_rss_mb_of  # a sibling script
+import harness
+from harness import IOOBSERVE, ROOT, build
+from serve import Observer, _free_port, daemon_cost  # a sibling script
 
 PODMAN = ["podman", "--runtime", "runc"]  # crun refuses this machine's hybrid cgroups
-AGENT = ["--pid=host", "--privileged", "--network=host", "--ulimit", "nofile=20000:20000",
-         "--ulimit", "nproc=32768:32768", "-v", "/:/host:ro", "-e", "IOOBSERVE_HOST_ROOT=/host"]
+
+
+def agent_options(cache: Path) -> list[str]:
+    """`podman run`'s options for the agent, as the DaemonSet gives them; `cache` kept across runs."""
+    return ["--pid=host", "--privileged", "--network=host", "--ulimit", "nofile=20000:20000",
+            "--ulimit", "nproc=32768:32768", "-v", "/:/host:ro", "-e", "IOOBSERVE_HOST_ROOT=/host",
+            "-v", f"{cache}:/var/cache/ioobserve"]
 
 
 class ContainerObserver:
@@ -38,10 +44,10 @@ class ContainerObserver:
 
     kind = "serve"
 
-    def __init__(self, image: str):
+    def __init__(self, image: str, cache: Path):
         self.port = _free_port()
         self.name = f"ioobserve-bench-{os.getpid()}-{self.port}"
-        subprocess.run([*PODMAN, "run", "-d", "--name", self.name, *AGENT, image, "ioobserve", "serve",
+        subprocess.run([*PODMAN, "run", "-d", "--name", self.name, *agent_options(cache), image, "ioobserve", "serve",
                         f"--listen=127.0.0.1:{self.port}"], check=True, capture_output=True, text=True)
         while "metrics on" not in self._logs():
             if self._inspect("{{.State.Running}}") == "false":
@@ -57,10 +63,10 @@ class ContainerObserver:
         return subprocess.run([*PODMAN, "inspect", "--format", field, self.name], capture_output=True, text=True).stdout.strip()
 
     def cpu_seconds(self) -> float:
-        return cpu_seconds_of(self.pid)
+        return harness.cpu_seconds(self.pid)
 
     def peak_rss_mb(self) -> float:
-        return peak_rss_mb_of(self.pid)
+        return harness.peak_rss_mb(self.pid)
 
     def scrape(self) -> int:
         return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())
@@ -82,25 +88,25 @@ def _counts_a_call(port: int) -> bool:
 def start_to_data(where: str, image: str, flood: Path, work: Path) -> float:
     """Seconds from starting serve to a scrape counting a call, with a slow flood running."""
     generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", "100000000", "1000"],
-                                 stdout=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL, start_new_session=True)  # flood forks its callers
     port, name, host = _free_port(), f"ioobserve-bench-start-{os.getpid()}", None
     try:
         start = time.perf_counter()
         if where == "container":
-            subprocess.run([*PODMAN, "run", "-d", "--name", name, *AGENT, image, "ioobserve", "serve",
-                            f"--listen=127.0.0.1:{port}"], check=True, capture_output=True)
+            subprocess.run([*PODMAN, "run", "-d", "--name", name, *agent_options(work / "cache-container"), image,
+                            "ioobserve", "serve", f"--listen=127.0.0.1:{port}"], check=True, capture_output=True)
         else:
-            host = subprocess.Popen([str(ROOT / ".venv" / "bin" / "ioobserve"), "serve", f"--listen=127.0.0.1:{port}",
+            host = subprocess.Popen([str(IOOBSERVE), "serve", f"--listen=127.0.0.1:{port}",
                                      "--socket", str(work / f"start-{port}.sock"), "--record-dir", str(work / "jobs")],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not _counts_a_call(port):
             time.sleep(0.05)
         return time.perf_counter() - start
     finally:
-        generator.kill()
+        os.killpg(generator.pid, signal.SIGKILL)
+        generator.wait()
         if host is not None:
-            host.send_signal(signal.SIGTERM)
-            host.wait(timeout=300)
+            harness.stop(host)
         else:
             subprocess.run([*PODMAN, "rm", "--force", "--time", "60", name], capture_output=True)
 
@@ -122,21 +128,23 @@ def main() -> None:
         subprocess.run([str(ROOT / "deploy" / "image" / "build.sh"), args.image], check=True)
         inspected = size()
     work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-container-"))
-    flood = work / "flood"
-    subprocess.run(["cc", "-O2", "-o", str(flood), str(BENCH / "flood.c")], check=True)
+    (work / "cache-container").mkdir(mode=0o700)
+    os.environ["IOOBSERVE_CACHE_DIR"] = str(work / "cache-host")  # the host's serve starts cold too
+    flood = build("flood.c", work)
     print(f"image {args.image}: {int(inspected.stdout) / 2**20:.0f} MiB")
     starts: dict[str, list[float]] = {"container": [], "host": []}
     costs: dict[str, list[dict]] = {"container": [], "host": []}
     for _ in range(args.rounds):
         for where in ("container", "host"):
             starts[where].append(start_to_data(where, args.image, flood, work))
-            observer = ContainerObserver(args.image) if where == "container" else Observer("serve", work)
+            observer = ContainerObserver(args.image, work / "cache-container") if where == "container" else Observer("serve", work)
             costs[where].append(daemon_cost("serve", args.rate, args.seconds, flood, work, observer))
     print(f"\nserve, {args.rounds} interleaved rounds, medians; flood {args.rate:,} pread/s for {args.seconds:g} s:\n")
-    print("| where | start to first data s | CPU (share of a core) | peak RSS MB |")
-    print("|---|---|---|---|")
+    print("| where | cold start to first data s | warm start s | CPU (share of a core) | peak RSS MB |")
+    print("|---|---|---|---|---|")
     for where in ("container", "host"):
-        print(f"| {where} | {statistics.median(starts[where]):.2f} | "
+        warm = statistics.median(starts[where][1:]) if args.rounds > 1 else float("nan")
+        print(f"| {where} | {starts[where][0]:.2f} | {warm:.2f} | "
               f"{statistics.median(c['cpu'] for c in costs[where]):.1%} | "
               f"{statistics.median(c['peak_rss_mb'] for c in costs[where]):.0f} |")
     print(json.dumps({"starts": starts, "costs": costs}))

@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-IOOBSERVE = str(BENCH.parent / ".venv" / "bin" / "ioobserve")
+from harness import IOOBSERVE
+
 FILE_SIZE = 256 << 20
 DEPTHS = (8, 32)
 
@@ -46,7 +46,7 @@ def run(config: str, data: Path, depth: int, seconds: float, direct: bool, work:
         traces = work / "trace"
         shutil.rmtree(traces, ignore_errors=True)
         traces.mkdir()
-        done = subprocess.run([IOOBSERVE, "record", "--no-compact", "-o", str(traces), "--", *command],
+        done = subprocess.run([str(IOOBSERVE), "record", "--no-compact", "-o", str(traces), "--", *command],
                               capture_output=True, text=True, timeout=seconds * 10 + 120)
         if done.returncode != 0:
             raise SystemExit(f"record failed: {done.stderr[-2000:]}")

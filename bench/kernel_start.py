@@ -19,10 +19,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
+from harness import IOOBSERVE
+
 ROUNDS = 3
 
 
@@ -32,7 +31,7 @@ def start_time(*options: str, env: dict[str, str] | None = None) -> float | str:
     for _ in range(ROUNDS):
         with tempfile.TemporaryDirectory(dir="/var/tmp") as out:
             started = time.monotonic()
-            done = subprocess.run([IOOBSERVE, "record", "-o", out, *options, "--", "true"], capture_output=True, text=True,
+            done = subprocess.run([str(IOOBSERVE), "record", "-o", out, *options, "--", "true"], capture_output=True, text=True,
                                   env={**os.environ, **(env or {})})
             if done.returncode != 0:
                 return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
@@ -58,10 +57,10 @@ def verified_instructions(way: str) -> dict[str, int]:
 
 
 def main() -> None:
-    doctor = subprocess.run([IOOBSERVE, "doctor"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    doctor = subprocess.run([str(IOOBSERVE), "doctor"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     ways = [line.strip("│ ").split("│")[:2] for line in doctor.stdout.splitlines()
             if line.startswith("│") and "mechanism" not in line]
-    subprocess.run([IOOBSERVE, "record", "-o", "/var/tmp/warm", "--", "true"], capture_output=True)  # the compile, kept
+    subprocess.run([str(IOOBSERVE), "record", "-o", "/var/tmp/warm", "--", "true"], capture_output=True)  # the compile, kept
     starts = {way: start_time(env={"IOOBSERVE_SYSCALL_PROBES": way}) for way in ("fentry", "tp_btf", "raw")}
     result = {
         "kernel": os.uname().release,

@@ -1,6 +1,7 @@
 """Cost per event of each layer: microbenchmarks (pread loop, fwrite loop) run plain, under
 ioobserve with the syscall layer alone, with the default layers, with `--layers libc`, and
-under DFTracer's LD_PRELOAD; an h5py read loop plain and with `--layers hdf5` (DFTracer has
+under DFTracer's LD_PRELOAD (the pread loop also with `--layers net`, which must add nothing
+where no socket is used); an h5py read loop plain and with `--layers hdf5` (DFTracer has
 no HDF5 layer). Interleaved round by round; medians of ns per call as the programs measure
 it, and ns added per event of each layer.
 
@@ -13,13 +14,12 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import BENCH, IOOBSERVE, build_microbench, dftracer_preload, measure, wrap
+from harness import BENCH, IOOBSERVE, build, dftracer_preload
+from overhead import measure, wrap  # a sibling script
 
 # config -> extra `record` options (None: not ioobserve)
 CONFIGS = {
@@ -27,23 +27,17 @@ CONFIGS = {
     "syscall layer only": ["--layers", "no-block,no-cache"],
     "default layers": [],
     "--layers libc": ["--layers", "libc"],
+    "--layers net": ["--layers", "net"],
     "--layers hdf5": ["--layers", "hdf5"],
     "DFTracer": None,
 }
 C_LOOP_CONFIGS = ["baseline", "syscall layer only", "default layers", "--layers libc", "DFTracer"]
-TARGET_CONFIGS = {"pread loop": C_LOOP_CONFIGS, "fwrite loop": C_LOOP_CONFIGS,
+TARGET_CONFIGS = {"pread loop": [*C_LOOP_CONFIGS, "--layers net"], "fwrite loop": C_LOOP_CONFIGS,
                   "h5py read loop": ["baseline", "default layers", "--layers hdf5"]}
 # Events each layer adds per loop iteration: (syscalls, library calls). fwrite: one write per
 # 409.6 calls of 10 bytes into a 4096-byte buffer; h5py: one H5Dread per element read, served
 # from HDF5's own buffer.
 EVENTS_PER_CALL = {"pread loop": (1.0, 1.0), "fwrite loop": (1 / 409.6, 1.0), "h5py read loop": (0.0, 1.0)}
-
-
-def build_fwrite(work: Path) -> Path:
-    """Compile bench/fwrite_bench.c into `work`."""
-    binary = work / "fwrite_bench"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "fwrite_bench.c")], check=True)
-    return binary
 
 
 def command_for(config: str, command: list[str], work: Path, preload: Path | None) -> tuple[list[str], dict]:
@@ -60,8 +54,8 @@ def run(rounds: int, calls: int, dftracer_venv: Path | None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="ioobserve-layers-"))
     preload = dftracer_preload(dftracer_venv)
     targets = {
-        "pread loop": [str(build_microbench(work)), str(work / "pread.dat"), str(calls)],
-        "fwrite loop": [str(build_fwrite(work)), str(work / "fwrite.dat"), str(calls)],
+        "pread loop": [str(build("microbench.c", work)), str(work / "pread.dat"), str(calls)],
+        "fwrite loop": [str(build("fwrite_bench.c", work)), str(work / "fwrite.dat"), str(calls)],
         "h5py read loop": [sys.executable, str(BENCH / "h5py_bench.py"), str(work / "h5py.h5"), str(calls // 10)],
     }
     configs = {name: [c for c in TARGET_CONFIGS[name] if c != "DFTracer" or preload] for name in targets}
@@ -86,7 +80,8 @@ def report(results: dict) -> str:
         # Each step's cost over the configuration below it, per event of the layer it adds
         # (block and cache add no event to a warm loop).
         steps = {"syscall layer only": ("baseline", syscalls), "--layers libc": ("default layers", library_calls),
-                 "--layers hdf5": ("default layers", library_calls), "DFTracer": ("baseline", library_calls)}
+                 "--layers hdf5": ("default layers", library_calls), "DFTracer": ("baseline", library_calls),
+                 "--layers net": ("default layers", syscalls)}
         per_event = {config: (med[config] - med[below]) / events for config, (below, events) in steps.items()
                      if config in med and events}
         for config, value in med.items():

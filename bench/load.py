@@ -21,14 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import ROOT
+from trace_io import _timed, _timed_once, load_traceviewer  # a sibling script
 
-from trace_io import _timed, _timed_once, load_traceviewer  # noqa: E402  (run as a script from the checkout)
-
-ROOT = str(Path(__file__).resolve().parents[1])
-_LOAD = f"import sys; sys.path.insert(0, {ROOT!r}); import ioobserve; print(ioobserve.load(sys.argv[1], progress=False).height)"
+_LOAD = f"import sys; sys.path.insert(0, {str(ROOT)!r}); import ioobserve; print(ioobserve.load(sys.argv[1], progress=False).height)"
 _SCAN = f"""
-import json, sys; sys.path.insert(0, {ROOT!r})
+import json, sys; sys.path.insert(0, {str(ROOT)!r})
 import polars as pl, ioobserve
 from ioobserve.trace.columnar import copy_path
 trace, which = sys.argv[1], sys.argv[2]

@@ -24,36 +24,18 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
-PYTHON = ROOT / ".venv" / "bin" / "python"
-
-
-def build_microbench(work: Path) -> Path:
-    """Compile bench/microbench.c into `work`."""
-    binary = work / "microbench"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "microbench.c")], check=True)
-    return binary
+from harness import IOOBSERVE, PYTHON, ROOT, build, dftracer_preload
 
 
 def targets(work: Path, calls: int) -> dict[str, tuple[list[str], str]]:
     """name -> (command, metric key in the program's JSON output)."""
-    micro = build_microbench(work)
+    micro = build("microbench.c", work)
     loader = [str(PYTHON), str(ROOT / "tests" / "workloads" / "loader.py"), "--files", "32", "--workers", "4", "--threads", "0"]
     return {
         "pread microbench": ([str(micro), str(work / "micro.dat"), str(calls)], "ns_per_call"),
         "loader, 4 spawned workers": (loader + ["--start", "spawn", "--dir", str(work / "spawn")], "elapsed_s"),
         "loader, 4 forked workers": (loader + ["--start", "fork", "--dir", str(work / "fork")], "elapsed_s"),
     }
-
-
-def dftracer_preload(venv: Path | None) -> Path | None:
-    """libdftracer_preload.so inside a scratch venv, if there is one."""
-    if venv is None:
-        return None
-    found = sorted(venv.glob("lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so"))
-    return found[0] if found else None
 
 
 def wrap(config: str, command: list[str], work: Path, preload: Path | None) -> tuple[list[str], dict]:

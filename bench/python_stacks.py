@@ -19,9 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
-from overhead import BENCH, IOOBSERVE, PYTHON, ROOT, measure
+from harness import BENCH, IOOBSERVE, PYTHON, ROOT
+from overhead import measure  # a sibling script
 
 PYENV_312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
 IN_ROOT = {"3.14": "/usr/bin/python3.14", "3.13t": "/opt/python3.13t/bin/python3.13t"}  # tests/roots.py's

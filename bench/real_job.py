@@ -43,10 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overhead import IOOBSERVE, dftracer_preload  # noqa: E402  (sibling scripts)
-from serve import Observer  # noqa: E402
-from trace_size import TORCH_LOADER, _exit_lag, events_in  # noqa: E402
+from harness import IOOBSERVE, dftracer_preload
+from serve import Observer  # sibling scripts
+from trace_size import TORCH_LOADER, _exit_lag, events_in
 
 RECORD = {"record": [], "record --py-stacks off": ["--py-stacks", "off"]}  # config -> record's options
 

@@ -27,32 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
-
-from ioobserve.trace.reader import own_records  # noqa: E402  (run as a script from the checkout)
-
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its live descendants."""
-    total, todo, seen = 0.0, [pid], set()
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK
-            for task in os.listdir(f"/proc/{current}/task"):
-                todo += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
-        except (OSError, IndexError, ValueError):
-            pass  # ended meanwhile
-    return total
+from harness import ROOT, build, start_record, tree_cpu
+from ioobserve.trace.reader import own_records
 
 
 def finisher_cpu(trace: Path, recompress: bool, checkout: Path) -> float:
@@ -74,16 +50,10 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
         checkout: Path = ROOT, unpaced_calls: int = 0) -> dict:
     """One recorded flood, paced to `rate` (0: `unpaced_calls` per process, as fast as they go)."""
     out = Path(tempfile.mkdtemp(dir=work, prefix="trace-"))
-    command = [str(IOOBSERVE), "record", "--comm", "flood", "--no-compact", "-o", str(out)]
+    options = ["--comm", "flood", "--no-compact", "-o", str(out)]
     if writer_threads:
-        command += ["--writer-threads", str(writer_threads)]
-    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                env=_environment(checkout))
-    for line in recorder.stderr:
-        if "recording to" in line:
-            break
-    else:
-        raise RuntimeError(f"record did not start (status {recorder.wait()})")
+        options += ["--writer-threads", str(writer_threads)]
+    recorder, _ = start_record(options, stdout=subprocess.DEVNULL, env=_environment(checkout))
     start_cpu = tree_cpu(recorder.pid)
     calls = int(rate * seconds / procs) if rate else unpaced_calls
     flood = subprocess.run([str(binary), str(work / "flood.dat"), str(procs), str(calls), str(rate)],
@@ -127,8 +97,7 @@ def main() -> None:
         sys.exit("bench/recorder_cpu.py: run as root")
     work = Path(tempfile.mkdtemp(prefix="ioobserve-recorder-cpu-", dir="/var/tmp"))
     try:
-        binary = work / "flood"
-        subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "flood.c")], check=True)
+        binary = build("flood.c", work)
         print("| rate asked (ev/s) | writer threads | flood rate | events | lost | recorder CPU µs/event | finisher CPU µs/event"
               " | writer lag max s | tail s | trace B/event | kept up |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")

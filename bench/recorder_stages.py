@@ -14,29 +14,25 @@ tables naming the ids), the summary (names in its groups), the writer's metadata
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ioobserve import events as ev  # noqa: E402  (run as a script from the checkout)
-from ioobserve import schema as s  # noqa: E402
-from ioobserve.collect.capture import decode, encode  # noqa: E402
-from ioobserve.collect.ringbuf import ring_dtype  # noqa: E402
-from ioobserve.collect.enrich import _RAW_COLUMNS, Enricher  # noqa: E402
-from ioobserve.context.files import FileTable  # noqa: E402
-from ioobserve.context.processes import ProcessTable  # noqa: E402
-from ioobserve.decode import columns_of  # noqa: E402
-from ioobserve.model import Process  # noqa: E402
-from ioobserve.summary import SummarySink  # noqa: E402
-from ioobserve.trace.describe import PartDescriptions  # noqa: E402
-from ioobserve.trace.lines import event_lines  # noqa: E402
-from ioobserve.trace.members import GZIP_LEVEL, HURRIED_LEVEL, gzip_member  # noqa: E402
+import harness  # noqa: F401  (first: it puts this checkout's ioobserve on sys.path)
+from ioobserve import events as ev
+from ioobserve import schema as s
+from ioobserve.collect.capture import decode, encode, ring_dtype
+from ioobserve.collect.context_tables import ContextTables
+from ioobserve.collect.enrich import _RAW_COLUMNS, Enricher
+from ioobserve.context.files import FileTable
+from ioobserve.context.processes import ProcessTable
+from ioobserve.decode import columns_of
+from ioobserve.model import Process
+from ioobserve.summary import SummarySink
+from ioobserve.trace.describe import PartDescriptions
+from ioobserve.trace.lines import event_lines
+from ioobserve.trace.members import GZIP_LEVEL, HURRIED_LEVEL, gzip_member
 
 DEV, INO, PIDS = (8 << 20) | 1, 1234, (1000, 1001)
 
@@ -72,7 +68,7 @@ def stages(events: int) -> dict[str, float]:
     files._pending.append((DEV, INO, "/var/tmp/flood.dat"))
     for pid in PIDS:
         processes.by_pid[pid] = Process(pid, 1, "flood")
-    enricher = Enricher(files, processes, 0)
+    enricher = Enricher(ContextTables(files=files, processes=processes), 0)
     frame, tables = enricher.frame(batch)
     ids = frame.select(list(s.ID_SCHEMA))
     descriptions = PartDescriptions(1, "0" * 16)

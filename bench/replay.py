@@ -17,16 +17,11 @@ import argparse
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from harness import IOOBSERVE, tree_rss
 
-from analysis import tree_rss  # noqa: E402  (run as a script from the checkout)
-
-IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 SESSION = "ioobserve-replay-bench"
 CLOCK = re.compile(r"replay (\d\d:\d\d:\d\d)")
 PROCESS_ROW = re.compile(r"^\s*\d+\s+\S+", re.MULTILINE)
@@ -38,7 +33,6 @@ def _pane() -> str:
 
 def _span_s(trace: Path) -> float:
     """Seconds from the trace's first event to its last (read through its copy, built by now)."""
-    sys.path.insert(0, str(ROOT))
     import polars as pl
 
     import ioobserve

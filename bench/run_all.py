@@ -24,12 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-PYTHON = ROOT / ".venv" / "bin" / "python"
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
+from harness import BENCH, IOOBSERVE, PYTHON, ROOT
+
 PEERS = ROOT / ".venv-peers"
-NOT_BENCHMARKS = {"run_all.py", "h5py_bench.py"}  # this script, and layers.py's h5py workload
+NOT_BENCHMARKS = {"run_all.py", "h5py_bench.py", "harness.py"}  # this script, layers.py's h5py workload, the shared code
 QUICK_TIMEOUT_S = 1200  # a quick run that takes longer is broken, not slow
 
 

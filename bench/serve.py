@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -30,14 +29,14 @@ import time
 import urllib.request
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-from overhead import IOOBSERVE, build_microbench, measure  # a sibling script
+import harness
+from harness import IOOBSERVE, PYTHON, build
+from overhead import measure  # a sibling script
 
 # Empty programs on the raw tracepoints serve uses: the cost of any probe there at all.
 EMPTY_PROBES = """
 import signal
-from ioobserve.probes.compile import compile_bpf
+from ioobserve.probes.build.compile import compile_bpf
 bpf = compile_bpf(text='int on_enter(void *ctx) { return 0; } int on_exit(void *ctx) { return 0; }')
 bpf.attach_raw_tracepoint(tp="sys_enter", fn_name="on_enter")
 bpf.attach_raw_tracepoint(tp="sys_exit", fn_name="on_exit")
@@ -50,20 +49,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def cpu_seconds_of(pid: int) -> float:
-    """User + system CPU seconds of one process (its threads, not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss_mb_of(pid: int) -> float:
-    """A process's peak resident memory so far, MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 RAW = " (raw tracepoints)"  # a configuration's suffix: the syscall layer by raw tracepoints
@@ -84,31 +69,24 @@ class Observer:
             argv = [str(IOOBSERVE), "record", "-o", tempfile.mkdtemp(dir=work, prefix="trace-")]
             ready = "recording to"
         elif kind == "empty probes":
-            argv = [str(IOOBSERVE.parent / "python"), "-c", EMPTY_PROBES]
+            argv = [str(PYTHON), "-c", EMPTY_PROBES]
             ready = "ready"
         else:
             raise ValueError(kind)
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        head = ""
-        while ready not in head:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"{kind} did not start: {head}")
-            head += line
+        self.proc, _ = harness.start(argv, ready, stderr=subprocess.STDOUT, env=env)
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # drain
 
     def cpu_seconds(self) -> float:
-        return cpu_seconds_of(self.proc.pid)
+        return harness.cpu_seconds(self.proc.pid)
 
     def peak_rss_mb(self) -> float:
-        return peak_rss_mb_of(self.proc.pid)
+        return harness.peak_rss_mb(self.proc.pid)
 
     def scrape(self) -> int:
         return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=300)
+        harness.stop(self.proc)
 
 
 def daemon_cost(kind: str, rate: int, seconds: float, flood: Path, work: Path, observer=None) -> dict:
@@ -135,7 +113,7 @@ def daemon_cost(kind: str, rate: int, seconds: float, flood: Path, work: Path, o
 
 def overhead(rounds: int, calls: int, work: Path) -> dict[str, list[float]]:
     """ns per pread under each configuration, interleaved."""
-    micro = build_microbench(work)
+    micro = build("microbench.c", work)
     command = [str(micro), str(work / "micro.dat"), str(calls)]
     configs = ["baseline", "empty probes", "serve", "serve" + RAW, "record", "record" + RAW]
     results: dict[str, list[float]] = {config: [] for config in configs}
@@ -160,8 +138,7 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench/serve.py: run as root (the observers attach probes)")
     work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-serve-"))
-    flood = work / "flood"
-    subprocess.run(["cc", "-O2", "-o", str(flood), str(BENCH / "flood.c")], check=True)
+    flood = build("flood.c", work)
     print(f"Observer cost at {args.rate:,} pread/s for {args.seconds:g} s (system-wide):\n")
     print("| observer | achieved rate | CPU (share of a core) | peak RSS |")
     print("|---|---|---|---|")

@@ -7,7 +7,7 @@ memory flat after the first minutes, zero loss, every rotated part loads.
 2. bench/flood.c issues pread(64 B) on one warm file, paced to --rate calls/s in all from
    --procs processes, for --minutes (one event per call at the syscall layer).
 3. Every --sample-s the recorder's processes are sampled: the main process, its capture child
-   (forked, same cmdline) and its disk process (`python -m ioobserve.trace.diskd`), i.e. every
+   (forked, same cmdline) and its disk process (`python -m ioobserve.trace.disk`), i.e. every
    descendant whose cmdline names ioobserve. RSS (summed; PSS beside it, since the forked
    child shares pages with its parent) and CPU (user+system, share of one core) go to
    bench/results/soak-<time>.csv as they come.
@@ -34,7 +34,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,25 +42,13 @@ import threading
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
+import harness
+from harness import BENCH, PAGE, build, cmdline, cpu_of, start_record, stat_fields, tree
 
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
 RESULTS = BENCH / "results"
-PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_MIB = PAGE / (1 << 20)
 STOP_WAIT_S = 600  # the recorder's own stop deadline is 10 s; beyond this it is hung
 CSV_COLUMNS = ["elapsed_s", "rss_mib", "cpu_percent", "pss_mib", "main_rss_mib", "capture_rss_mib", "disk_rss_mib", "processes"]
-
-
-def _stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()  # after the comm, which may hold spaces
-
-
-def _cmdline(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
 
 
 def _pss_mib(pid: int) -> float:
@@ -75,15 +62,8 @@ class Recorder:
     """`ioobserve record` running system-wide in the background, its output kept."""
 
     def __init__(self, out: Path, rotate: list[str]):
-        self.argv = [str(IOOBSERVE), "record", "-o", str(out), *rotate]
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.stderr: list[str] = []
-        while not any("recording to" in line for line in self.stderr):
-            line = self.proc.stderr.readline()
-            if not line:
-                self.proc.wait()
-                raise RuntimeError(f"the recorder did not start (exit {self.proc.returncode}): {''.join(self.stderr)[-800:]}")
-            self.stderr.append(line)
+        self.options = ["-o", str(out), *rotate]
+        self.proc, self.stderr = start_record(self.options)
         self.stdout: list[str] = []
         # Drained all along: a full pipe would stall the recorder at its first warning.
         self._drains = [threading.Thread(target=lambda f=f, keep=keep: keep.extend(f), daemon=True)
@@ -94,23 +74,19 @@ class Recorder:
 
     def processes(self) -> dict[int, str]:
         """pid -> role of the recorder and its descendants whose cmdline names ioobserve."""
-        found, todo = {self.proc.pid: "main"}, [self.proc.pid]
-        main_cmdline = _cmdline(self.proc.pid)
-        while todo:
-            pid = todo.pop()
+        main_cmdline, cmdlines = cmdline(self.proc.pid), {}
+
+        def names_ioobserve(child: int) -> bool:
             try:
-                children = [int(c) for task in os.listdir(f"/proc/{pid}/task")
-                            for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+                cmdlines[child] = cmdline(child)
             except OSError:
-                continue  # it ended between two reads
-            for child in children:
-                try:
-                    cmdline = _cmdline(child)
-                except OSError:
-                    continue
-                if any("ioobserve" in arg for arg in cmdline):
-                    found[child] = "capture" if cmdline == main_cmdline else "disk" if "ioobserve.trace.diskd" in cmdline else "other"
-                    todo.append(child)
+                return False
+            return any("ioobserve" in arg for arg in cmdlines[child])
+
+        found = {self.proc.pid: "main"}
+        for pid in tree(self.proc.pid, names_ioobserve)[1:]:
+            found[pid] = ("capture" if cmdlines[pid] == main_cmdline else
+                          "disk" if "ioobserve.trace.disk" in cmdlines[pid] else "other")
         return found
 
     def sample(self, interval_s: float) -> dict:
@@ -119,12 +95,12 @@ class Recorder:
         seen = {}
         for pid, role in self.processes().items():
             try:
-                fields = _stat_fields(pid)
+                fields = stat_fields(pid)
                 pss = _pss_mib(pid)
             except OSError:
                 continue
             rss = int(fields[21]) * PAGE_MIB
-            seen[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            seen[pid] = cpu_of(fields)
             row["rss_mib"] += rss
             row["pss_mib"] += pss
             row[f"{role}_rss_mib"] = row.get(f"{role}_rss_mib", 0.0) + rss
@@ -137,9 +113,8 @@ class Recorder:
     def stop(self) -> tuple[int, float]:
         """SIGTERM, then wait for it to write everything out; its exit code and the seconds it took."""
         started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            code = self.proc.wait(timeout=STOP_WAIT_S)
+            code = harness.stop(self.proc, STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
@@ -147,13 +122,6 @@ class Recorder:
         for drain in self._drains:
             drain.join(timeout=10)
         return code, time.monotonic() - started
-
-
-def build_flood(work: Path) -> Path:
-    """bench/flood.c compiled into `work`, as the other bench scripts do."""
-    binary = work / "flood"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "flood.c")], check=True)
-    return binary
 
 
 def drive(recorder: Recorder, flood_argv: list[str], sample_s: float, csv_path: Path) -> tuple[dict, list[dict]]:
@@ -248,7 +216,7 @@ def report(args, flood: dict, issued: int, samples: list[dict], parts: list[dict
     for line in warnings:
         print(f"  {line}")
 
-    print(f"\nparts: {len(parts)}  (rotation {' '.join(recorder.argv[4:])})")
+    print(f"\nparts: {len(parts)}  (rotation {' '.join(recorder.options[2:])})")
     print("| part | MB | events | flood preads | span s | end num_events | lost records | load s | problem |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, part in enumerate(parts):
@@ -340,7 +308,7 @@ def main() -> None:
     csv_path = RESULTS / f"soak-{time.strftime('%Y%m%dT%H%M%S')}.csv"
     failures = ["did not finish"]
     try:
-        flood_bin = build_flood(work)
+        flood_bin = build("flood.c", work)
         flood_file = work / "flood.dat"
         print(f"soak: {args.minutes:g} min at {args.rate:,} preads/s ({args.procs} x {per_proc:,}), record system-wide "
               f"{' '.join(rotate)} into {out}", flush=True)

@@ -31,20 +31,16 @@ from pathlib import Path
 
 import polars as pl
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-sys.path.insert(1, str(ROOT / "bench"))
-from thread_cpu import task_cpu  # noqa: E402  (run as a script from the checkout)
-
-from ioobserve import events as ev  # noqa: E402
-from ioobserve.collect import capture  # noqa: E402
-from ioobserve.collect.collector import Collector  # noqa: E402
-from ioobserve.collect.ringbuf import ring_dtype  # noqa: E402
-from ioobserve.decode import decode_aux  # noqa: E402
-from ioobserve.python.stacks import PythonStacks  # noqa: E402
-from ioobserve.summary import SummarySink  # noqa: E402
-from ioobserve.trace.writer import TraceWriter  # noqa: E402
+from harness import BENCH, ROOT
+from ioobserve import events as ev
+from ioobserve.collect import capture
+from ioobserve.collect.capture import ring_dtype
+from ioobserve.collect.collector import Collector
+from ioobserve.decode import decode_aux
+from ioobserve.python.stacks import PythonStacks
+from ioobserve.summary import SummarySink
+from ioobserve.trace.writer import TraceWriter
+from thread_cpu import task_cpu  # a sibling script
 
 
 def capture_stream(stream: Path, command: list[str]) -> None:
@@ -152,8 +148,7 @@ def _worker_once(batches: list, out: Path) -> tuple[float, int, dict[str, float]
     for events, aux in batches:
         collector._process(events, decode_aux(aux))  # noqa: SLF001 - the worker's own step
     collector.enricher.end_spans()
-    for sink in collector.sinks:
-        sink.close()
+    collector.sinks.close()
     spent = time.process_time() - before
     threads = {name: cpu - threads_before.get(name, 0.0) for name, cpu in _threads().items()}
     return spent, sum(len(events) for events, _ in batches), threads
@@ -180,7 +175,7 @@ def run_all(torch_python: Path | None, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         stream = Path(scratch) / "job.stream"
         if torch_python:
-            job = [str(torch_python), str(ROOT / "bench" / "workloads" / "torch_loader.py"), "--dir", scratch]
+            job = [str(torch_python), str(BENCH / "workloads" / "torch_loader.py"), "--dir", scratch]
         else:
             job = [sys.executable, str(ROOT / "tests" / "workloads" / "loader.py"), "--dir", scratch, "--files", "32",
                    "--workers", "4", "--start", "spawn"]

@@ -22,29 +22,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
-
-from recorder_cpu import finisher_cpu  # noqa: E402  (run as a script from the checkout)
-
-from ioobserve.trace.reader import own_records  # noqa: E402
-
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree(root: int) -> list[int]:
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except OSError:
-            pass
-    return found
+from harness import IOOBSERVE, ROOT, cmdline, cpu_of, stat, tree
+from ioobserve.trace.reader import own_records
+from recorder_cpu import finisher_cpu  # a sibling script
 
 
 def task_cpu(pid: int | str) -> dict[int, tuple[str, float]]:
@@ -56,17 +36,16 @@ def task_cpu(pid: int | str) -> dict[int, tuple[str, float]]:
         return found  # ended meanwhile
     for task in tasks:
         try:
-            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
+            name, fields = stat(pid, task)
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        found[int(task)] = (stat[stat.index("(") + 1 : stat.rindex(")")], (int(fields[11]) + int(fields[12])) / TICK)
+        found[int(task)] = (name, cpu_of(fields))
     return found
 
 
 def _sample(root: int, job_pids: set[int], seen: dict[tuple[int, int], tuple[str, float]]) -> None:
     """Each recorder thread's CPU seconds now, by (pid, tid)."""
-    for pid in _tree(root):
+    for pid in tree(root):
         if pid not in job_pids:
             seen.update(((pid, tid), value) for tid, value in task_cpu(pid).items())
 
@@ -74,12 +53,12 @@ def _sample(root: int, job_pids: set[int], seen: dict[tuple[int, int], tuple[str
 def _job_pids(root: int) -> set[int]:
     """The recorded command's processes: the recorder's children that are not its own."""
     job = set()
-    for pid in _tree(root):
+    for pid in tree(root):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            args = cmdline(pid)
         except OSError:
             continue
-        if pid != root and b"ioobserve" not in cmdline:
+        if pid != root and not any("ioobserve" in arg for arg in args):
             job.add(pid)
     return job
 

@@ -20,13 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
-ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT))
-
-from ioobserve.trace.reader import own_records  # noqa: E402  (run as a script from the checkout)
-
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
+from harness import IOOBSERVE, build
+from ioobserve.trace.reader import own_records
 
 
 def flood_run(binary: Path, work: Path, procs: int, calls: int) -> dict:
@@ -57,8 +52,7 @@ def main() -> None:
         sys.exit("bench/throughput.py: run as root")
     work = Path(tempfile.mkdtemp(prefix="ioobserve-flood-"))
     try:
-        binary = work / "flood"
-        subprocess.run(["cc", "-O2", "-o", str(binary), str(BENCH / "flood.c")], check=True)
+        binary = build("flood.c", work)
         print("| generators | events issued | flood rate (events/s) | recorded | lost | recorder wall s | gz bytes/event |")
         print("|---|---|---|---|---|---|---|")
         for procs in args.procs:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -24,10 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from harness import IOOBSERVE, build, cpu_seconds
 
-IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 SESSION = "ioobserve-bench-top"
 SORTS = ("bandwidth", "iops", "latency")
 
@@ -44,12 +41,6 @@ def _wait_for(text: str, timeout: float) -> float | None:
             return time.perf_counter() - start
         time.sleep(0.002)
     return None
-
-
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _top_pid(out: Path) -> int | None:
@@ -74,7 +65,7 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int 
         raise RuntimeError(f"top did not start: {_pane()}")
     top_pid = _top_pid(out)
     calls = int(rate * seconds)
-    cpu0, wall0 = _cpu_seconds(top_pid), time.perf_counter()
+    cpu0, wall0 = cpu_seconds(top_pid), time.perf_counter()
     generator = subprocess.Popen([str(flood), str(work / "flood.dat"), str(processes), str(calls // processes), str(rate)],
                                  stdout=subprocess.PIPE, text=True)
     latencies, sort = [], 0
@@ -87,7 +78,7 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int 
         subprocess.run(["tmux", "send-keys", "-t", SESSION, "s"], check=True)
         if _wait_for(f"sort: {SORTS[sort]}", 10) is not None:
             latencies.append(time.perf_counter() - sent)
-    cpu = (_cpu_seconds(top_pid) - cpu0) / (time.perf_counter() - wall0)
+    cpu = (cpu_seconds(top_pid) - cpu0) / (time.perf_counter() - wall0)
     achieved = json.loads(generator.stdout.read())["rate"]
     subprocess.run(["tmux", "send-keys", "-t", SESSION, "q"], check=True)
     while _top_pid(out) is not None:  # until it has flushed and closed the trace
@@ -115,8 +106,7 @@ def main() -> None:
         sys.exit("bench/top.py needs tmux (apt-get install tmux)")
     work = Path(tempfile.mkdtemp(prefix="ioobserve-bench-top-"))
     try:
-        flood = work / "flood"
-        subprocess.run(["cc", "-O2", "-o", str(flood), str(ROOT / "bench" / "flood.c")], check=True)
+        flood = build("flood.c", work)
         print("| events/s asked | achieved | top CPU (share of a core) | key to screen, median (max) | --record: events / calls, lost |")
         print("|---|---|---|---|---|")
         for rate in args.rates:

@@ -25,13 +25,12 @@ from pathlib import Path
 
 import polars as pl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import ioobserve  # noqa: E402
-from ioobserve import schema as s  # noqa: E402
-from ioobserve.model import Process  # noqa: E402
-from ioobserve.trace.writer import TraceWriter  # noqa: E402 (after the sys.path line)
-from tests.batches import Batches  # noqa: E402 (a loaded trace's frames, handed over as the collector does)
+import harness  # first: it puts this checkout (its ioobserve, its tests/) on sys.path
+import ioobserve
+from ioobserve import schema as s
+from ioobserve.model import Process
+from ioobserve.trace.writer import TraceWriter
+from tests.batches import Batches  # a loaded trace's frames, handed over as the collector does
 
 BATCH = 65536
 
@@ -80,8 +79,7 @@ def _timed_once(argv: list[str]) -> dict:
 
 
 def load_ioobserve(trace: Path) -> dict:
-    root = str(Path(__file__).resolve().parents[1])
-    code = f"import sys; sys.path.insert(0, {root!r}); import ioobserve; print(ioobserve.load({str(trace)!r}, progress=False).height)"
+    code = f"import sys; sys.path.insert(0, {str(harness.ROOT)!r}); import ioobserve; print(ioobserve.load({str(trace)!r}, progress=False).height)"
     result = _timed([sys.executable, "-c", code])
     result["rows"] = int(result["out"].split()[-1]) if result["rc"] == 0 else None
     return result

@@ -26,10 +26,10 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-IOOBSERVE = ROOT / ".venv" / "bin" / "ioobserve"
+from harness import BENCH, IOOBSERVE, ROOT, dftracer_preload
+
 LOADER = ROOT / "tests" / "workloads" / "loader.py"
-TORCH_LOADER = ROOT / "bench" / "workloads" / "torch_loader.py"
+TORCH_LOADER = BENCH / "workloads" / "torch_loader.py"
 
 
 def events_in(path: Path) -> int:
@@ -78,8 +78,8 @@ def main() -> None:
         sys.exit("--job torch needs --torch-python: a venv's python with `pip install torch==2.13.0`")
     if os.geteuid() != 0:
         sys.exit("bench/trace_size.py: run as root (ioobserve record attaches probes)")
-    preload = sorted(args.dftracer_venv.glob("lib/python3*/site-packages/dftracer/lib64/libdftracer_preload.so"))
-    if not preload:
+    preload = dftracer_preload(args.dftracer_venv)
+    if preload is None:
         sys.exit(f"no libdftracer_preload.so in {args.dftracer_venv}")
     base = Path(tempfile.mkdtemp(prefix="ioobserve-size-"))
     try:
@@ -87,7 +87,7 @@ def main() -> None:
         dft_work.mkdir()
         dft_out.mkdir()
         env = dict(os.environ, DFTRACER_ENABLE="1", DFTRACER_INIT="PRELOAD", DFTRACER_INC_METADATA="1",
-                   DFTRACER_DATA_DIR="all" if args.job == "torch" else str(dft_work), DFTRACER_LOG_FILE=str(dft_out / "trace"), LD_PRELOAD=str(preload[0]))
+                   DFTRACER_DATA_DIR="all" if args.job == "torch" else str(dft_work), DFTRACER_LOG_FILE=str(dft_out / "trace"), LD_PRELOAD=str(preload))
         subprocess.run(workload(dft_work, args), env=env, check=True, capture_output=True)
         dft_files = sorted(dft_out.glob("*.pfw.gz"))
         dft_bytes = sum(f.stat().st_size for f in dft_files)

@@ -6,7 +6,7 @@ file system, and run the matrix's kernel tests (pytest -m matrix) inside it.
     ci/kernel_matrix.py --kernel debian12-6.1 -- -k ground_truth   one kernel, pytest arguments
 
 The probes' compile (about 3 minutes of clang under emulation) is done on this machine: the
-guest's ioobserve sends it here through a spool directory (ioobserve.probes.compile_spool),
+guest's ioobserve sends it here through a spool directory (ioobserve.probes.build.compile_spool),
 with the guest's own BTF offsets and tracepoint formats in its flags. A guest that fails,
 hangs, is silent too long or reports nothing fails the run, with its last lines printed.
 """
@@ -14,6 +14,7 @@ hangs, is silent too long or reports nothing fails the run, with its last lines 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -34,10 +35,14 @@ VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 INITRAMFS_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 GUEST_MEMORY = os.environ.get("IOOBSERVE_MATRIX_MEMORY", "8G")
 SCRATCH_DISK = "4G"  # the guest's /var/tmp: ext4 on a virtio disk (block layer, O_DIRECT)
-GUEST_TIMEOUT_S = float(os.environ.get("IOOBSERVE_MATRIX_TIMEOUT", 45 * 60))
+# Side by side, each guest took 36-39 min here with a loaded suite beside them; CI allows 90 in all.
+GUEST_TIMEOUT_S = float(os.environ.get("IOOBSERVE_MATRIX_TIMEOUT", 55 * 60))
 SILENCE_S = 15 * 60  # no console output for this long: the guest hangs
 COMPILE_TIMEOUT_S = 900
 TAIL_LINES = 40
+# pytest's lines that name a failed test or give the count ("FAILED tests/...", "=== 1 failed, ...")
+OUTCOME = re.compile(r"^(FAILED|ERROR) |^=+ .*\b(passed|failed|error|errors)\b.* in [0-9.]+s")
+MAX_OUTCOMES = 30
 # Under emulation the guest's vCPUs take turns on one host thread. With qemu 7.2's multi-threaded
 # TCG a 6.12 guest once died of an int3 oops in the middle of a patched fentry call site
 # (RIP __x64_sys_newfstatat+0x5, as a trampoline was attached or detached): cross-modifying
@@ -211,7 +216,7 @@ def polars_compat() -> dict[str, str]:
 
 
 class CompileSpool(threading.Thread):
-    """Compiles the guest asks for, on this machine (ioobserve.probes.compile_spool answers each)."""
+    """Compiles the guest asks for, on this machine (ioobserve.probes.build.compile_spool answers each)."""
 
     def __init__(self, directory: Path, name: str):
         super().__init__(daemon=True, name=f"compile-{name}")
@@ -227,7 +232,7 @@ class CompileSpool(threading.Thread):
                     continue
                 answered.add(request)
                 started = time.monotonic()
-                result = subprocess.run([str(VENV_PYTHON), "-m", "ioobserve.probes.compile_spool", "answer", str(request)],
+                result = subprocess.run([str(VENV_PYTHON), "-m", "ioobserve.probes.build.compile_spool", "answer", str(request)],
                                         capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
                 self.compiles += 1
                 what = "compiled" if result.returncode == 0 else f"failed: {result.stderr.strip()[-300:]}"
@@ -244,6 +249,7 @@ class GuestRun:
     wall_s: float
     compiles: int
     tail: list[str]
+    outcomes: list[str]  # pytest's FAILED/ERROR lines and its final count
     why: str = ""
 
 
@@ -272,6 +278,7 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     spooler.start()
     started = time.monotonic()
     tail: list[str] = []
+    outcomes: list[str] = []
     last_line = [time.monotonic()]
     qemu = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -284,6 +291,8 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
                 line = raw.decode(errors="replace").rstrip("\r")
                 tail.append(line)
                 del tail[:-TAIL_LINES]
+                if OUTCOME.match(line):
+                    outcomes.append(line)
                 print(f"[{kernel.name}] {line}", flush=True)
         if pending:
             tail.append(pending.decode(errors="replace"))
@@ -311,7 +320,7 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
         panicked = any("Kernel panic" in line for line in tail)
         why = ("the guest's kernel panicked (its oops is in the lines above)" if panicked else
                f"the guest reported no exit status (qemu exited with {qemu.returncode})")
-    run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), why)
+    run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), outcomes, why)
     if os.environ.get("IOOBSERVE_MATRIX_KEEP"):  # what the guest left in /mnt/matrix, to look at
         log(f"{kernel.name}: its /mnt/matrix is kept in {share}")
     else:
@@ -351,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     accel = accelerator(kernels[0])
     if accel == "tcg":
         passed_env |= polars_compat()
-    runs = [boot(kernel, command, accel, passed_env) for kernel in kernels]
+    # The guests run side by side: each one's emulation is a single host thread (TCG_THREADING),
+    # so on a machine of two cores or more two guests take the time of the slower, not the sum.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:
+        runs = list(pool.map(lambda kernel: boot(kernel, command, accel, passed_env), kernels))
     failed = [run for run in runs if run.why or run.status != 0]
     log("summary:")
     for run in runs:
@@ -360,6 +372,11 @@ def main(argv: list[str] | None = None) -> int:
     for run in failed:
         log(f"{run.kernel}: its last lines:")
         for line in run.tail:
+            print(f"  [{run.kernel}] {line}", file=sys.stderr)
+    # Last, so that a log's tail names them: the guest's last lines may be an oops's.
+    for run in failed:
+        log(f"{run.kernel}: {run.why or f'failed (exit status {run.status})'}; what pytest said of it:")
+        for line in run.outcomes[-MAX_OUTCOMES:] or ["  (nothing: pytest did not get as far as its summary)"]:
             print(f"  [{run.kernel}] {line}", file=sys.stderr)
     return 1 if failed else 0
 

@@ -1,6 +1,6 @@
 /* Page cache: folios added to it and readahead, from the filemap and readahead tracepoints.
  * These are classic (not raw) tracepoints, read by the field offsets of their format files
- * (-DTP_<EVENT>_<FIELD>, ioobserve/probes/tracepoint_format.py): their raw arguments differ
+ * (-DTP_<EVENT>_<FIELD>, ioobserve/probes/kernel/tracepoint_format.py): their raw arguments differ
  * from kernel to kernel, their formats say where each field is. A traced call in flight on
  * the thread tallies the pages (one event at its exit, see submit_cache); without one, a
  * page fault on a mapping or an untraced call brought them in: one event each, no parent. */

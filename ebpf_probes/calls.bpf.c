@@ -1,4 +1,4 @@
-/* Library calls (libc's stdio and POSIX wrappers, HDF5, MPI-IO), from a uprobe at
+/* Library calls (libc's stdio and POSIX wrappers, HDF5, MPI-IO, libssl), from a uprobe at
  * each function's entry and one shared uretprobe. Each thread keeps a stack of its open
  * calls (task storage): an event's parent is the call below it, a syscall's the innermost.
  * A call made inside an open call of its own library is that library's internal business
@@ -140,7 +140,10 @@ static __always_inline int call_file(struct ioo_config *cfg, struct ioo_call_spe
 			id->dev = cached->dev;
 			return 1;
 		}
-		return file_traced(file, id, &unused_pos);
+		/* libssl's calls are on a socket (the net layer's kind of file, named by its ends) */
+		if (file_traced(file, id, &unused_pos))
+			return 1;
+		return frame->library == IOO_LIB_SSL && socket_traced(file, id, 1);
 	}
 	if (spec->stat_arg >= 0 && ret == 0) {
 		u64 buf = frame->args[spec->stat_arg & (CALL_ARGS - 1)];
@@ -189,6 +192,8 @@ static __always_inline void track_handles(struct ioo_call_spec *spec, struct cal
 		key.handle = ret;  /* hid_t: negative on failure */
 	else if (spec->flags & IOO_C_OUT_HANDLE && ret == 0)  /* MPI_SUCCESS */
 		bpf_probe_read_user(&key.handle, sizeof(key.handle), (void *)frame->args[spec->handle_arg & (CALL_ARGS - 1)]);
+	else if (spec->flags & IOO_C_BIND_HANDLE && ret == 1)
+		key.handle = frame->handle;  /* SSL_set_fd: the SSL is on this socket from now on */
 	if (key.handle)
 		handles.update(&key, id);
 }
@@ -215,6 +220,12 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	s64 ret = PT_REGS_RC(ctx);
 	if (spec->flags & IOO_C_RET_INT)
 		ret = (s32)ret;
+	if (spec->flags & IOO_C_OUT_BYTES) {  /* SSL_read_ex, SSL_write_ex: 1 and the bytes, or 0 */
+		u64 moved = 0;
+		if (ret == 1)
+			bpf_probe_read_user(&moved, sizeof(moved), (void *)frame.args[spec->aux_arg & (CALL_ARGS - 1)]);
+		ret = ret == 1 ? (s64)moved : -1;
+	}
 	struct file_ident id = {};
 	s32 fd = frame.fd;
 	int has_file = call_file(cfg, spec, &frame, ret, &id, &fd);
@@ -244,6 +255,8 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	struct ioo_event ev = {};
 	ev.op = frame.op;
 	ev.flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
+	if ((frame.op == IOO_OP_SSL_WRITE || frame.op == IOO_OP_SSL_WRITE_EX) && ret > 0)
+		ev.flags |= send_head(frame.ts, frame.args[1], ret);  /* the plaintext of an HTTPS request */
 	ev.ret = ret;
 	ev.dur_ns = bpf_ktime_get_ns() - frame.ts;
 	ev.bytes_req = count;
@@ -254,7 +267,9 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	ev.ts_ns = frame.ts;
 	ev.offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & (CALL_ARGS - 1)] : -1;
 	ev.ino = has_file == 1 ? id.ino : 0;
-	ev.arg = spec->aux_arg >= 0 ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
+	ev.arg = spec->aux_arg >= 0 && !(spec->flags & IOO_C_OUT_BYTES) ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
+	if (frame.library == IOO_LIB_SSL)
+		ev.arg = frame.handle;  /* the SSL's address: it names the connection where no socket does (a memory BIO) */
 	ev.parent_ts = frame.parent_ts;
 	ev.fd = fd;
 	event_task(&ev);
@@ -288,7 +303,7 @@ int on_call_return(struct pt_regs *ctx)
 }
 
 #define CALL_ENTRY(name, op) int enter_##name(struct pt_regs *ctx) { return call_enter(ctx, op); }
-/* One per op of ioobserve/probes/call_table.py, which lists them; the loader passes the list
+/* One per op of ioobserve/probes/maps/call_table.py, which lists them; the loader passes the list
  * in as -DIOO_CALL_ENTRIES. */
 IOO_CALL_ENTRIES
 /* The import probe at _find_and_load's call, where uprobe_multi (and its cookies) is missing. */

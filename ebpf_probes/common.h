@@ -84,6 +84,13 @@ enum ioo_op {
 	/* More of the VFS: what it does that no read or write syscall carries (exec's reads, the
 	 * copies of sendfile, copy_file_range and splice, each with an output side). */
 	IOO_OP_VFS_KERNEL_READ, IOO_OP_VFS_COPY_FILE_RANGE, IOO_OP_VFS_SPLICE_DIRECT, IOO_OP_VFS_SPLICE,
+	/* The network layer: the syscalls on an Internet socket (read and write named apart
+	 * from the file ones by the prefix, which the trace drops). */
+	IOO_OP_NET_READ, IOO_OP_NET_WRITE, IOO_OP_NET_READV, IOO_OP_NET_WRITEV,
+	IOO_OP_RECVFROM, IOO_OP_SENDTO, IOO_OP_RECVMSG, IOO_OP_SENDMSG,
+	IOO_OP_CONNECT, IOO_OP_ACCEPT, IOO_OP_ACCEPT4,
+	/* The TLS layer (uprobes on libssl): plaintext bytes, and which socket an SSL is on. */
+	IOO_OP_SSL_READ, IOO_OP_SSL_WRITE, IOO_OP_SSL_READ_EX, IOO_OP_SSL_WRITE_EX, IOO_OP_SSL_SET_FD,
 	IOO_OP_COUNT
 };
 
@@ -100,6 +107,8 @@ enum ioo_op {
 #define IOO_S_OFFSET_NEG  0x0200 /* an explicit offset of -1 means the file position (preadv2) */
 #define IOO_S_HOW_FLAGS   0x0400 /* aux_arg points to struct open_how; its first u64 is the flags */
 #define IOO_S_FILE_POS    0x0800 /* without an explicit offset, record the file position */
+#define IOO_S_MSGHDR      0x1000 /* count_arg points to a struct user_msghdr: bytes are its iovecs' */
+#define IOO_S_PEER_AT_EXIT 0x2000 /* the socket's peer is set by the call (connect): described at its exit */
 
 /* One entry per syscall number in the `syscall_specs` array map; op 0 = not traced. */
 struct ioo_syscall_spec {
@@ -115,9 +124,10 @@ struct ioo_syscall_spec {
 	__s16 fd2_arg;
 	__s16 path2_arg;
 	__s16 dirfd2_arg;
+	__u16 net_op;      /* the op when the descriptor is an Internet socket (net layer on); 0: not traced then */
 };
 
-/* How the library-layer probes read a call (ioobserve/probes/call_table.py): one entry per
+/* How the library-layer probes read a call (ioobserve/probes/maps/call_table.py): one entry per
  * library op code in the `call_specs` array map. Argument indexes are C ones, -1 for none. */
 #define IOO_C_RET_STREAM 0x1  /* returns a FILE * naming the file (fopen family) */
 #define IOO_C_RET_FD     0x2  /* returns a new descriptor naming the file (open family) */
@@ -141,8 +151,10 @@ struct ioo_syscall_spec {
 #define IOO_C_PY_NAME      0x1000 /* arg 0 is a Python str: its text follows in a name record
 				   * (index IOO_NAME_LABEL) */
 #define IOO_C_RET_OBJECT   0x2000 /* returns a Python object: ret becomes 1, or 0 if it raised */
+#define IOO_C_BIND_HANDLE  0x4000 /* on success (1) the handle names the file of fd_arg from now on (SSL_set_fd) */
+#define IOO_C_OUT_BYTES    0x8000 /* on success (1) ret becomes the size_t aux_arg points to (SSL_read_ex) */
 
-enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3, IOO_LIB_PYTHON = 4 };
+enum ioo_library { IOO_LIB_LIBC = 1, IOO_LIB_HDF5 = 2, IOO_LIB_MPIIO = 3, IOO_LIB_PYTHON = 4, IOO_LIB_SSL = 5 };
 
 /* A uprobe_multi entry link's cookie: the op, and where in a call the probe sits. Every
  * probe is at a function's entry (its return: the return link), but for imports, probed
@@ -167,7 +179,7 @@ struct ioo_call_spec {
 	__s16 handle_arg;  /* the library handle the call works on (IOO_C_*HANDLE*) */
 };
 
-/* How the IO_URING layer reads a request (ioobserve/probes/async_table.py): one entry per
+/* How the IO_URING layer reads a request (ioobserve/probes/maps/async_table.py): one entry per
  * io_uring opcode in the `uring_specs` array map; op 0 = not traced. */
 #define IOO_U_RW     0x1  /* struct io_rw: offset, buffer address and length */
 #define IOO_U_VEC    0x2  /* ... the length is a count of iovecs at that address */
@@ -206,6 +218,7 @@ struct ioo_config {
 #define IOO_LAYER_LIBS    0x2 /* report the first executable mapping of each file (IOO_AUX_LIB) */
 #define IOO_LAYER_PYTHON  0x4 /* walk the Python stack of processes in `py_procs` on each traced syscall */
 #define IOO_LAYER_AIO     0x8 /* the iocbs of io_submit and their completions (aio.bpf.c) */
+#define IOO_LAYER_NET     0x10 /* syscalls on Internet sockets (the spec table's net_op rows) */
 
 /* Bits of ioo_event.flags. */
 #define IOO_F_FILE      0x0001 /* dev and ino name the file */
@@ -219,6 +232,8 @@ struct ioo_config {
 #define IOO_F_WRITEBACK 0x0100 /* a block write the kernel's flusher issued for dirty pages */
 #define IOO_F_PARENT    0x0200 /* another event names this one as its parent (its parent_ts is our ts_ns) */
 #define IOO_F_FIXED     0x0400 /* an io_uring request's fd is an index into its ring's registered files */
+#define IOO_F_HEAD      0x1000 /* a head record (the HTTP request the bytes written begin) follows it */
+#define IOO_F_TLS_HELLO 0x2000 /* the bytes written begin a TLS handshake: the process does TLS itself */
 #define IOO_F_SQPOLL    0x0800 /* an io_uring request the ring's SQPOLL thread submitted (pid, tid and
 				* comm are the ring's owner's) */
 
@@ -280,15 +295,17 @@ struct ioo_agg_value {
 
 /* Records on the auxiliary ring: variable size, low rate, each starting with this. */
 enum ioo_aux_kind { IOO_AUX_PATH = 1, IOO_AUX_NAME = 2, IOO_AUX_PROC = 3, IOO_AUX_ENV = 4, IOO_AUX_LIB = 5,
-		   IOO_AUX_PY_CHAIN = 6, IOO_AUX_PY_CODE = 7, IOO_AUX_CGROUP = 8 };
-#define IOO_AUX_KINDS 9       /* loss counters kept per auxiliary record kind */
+		   IOO_AUX_PY_CHAIN = 6, IOO_AUX_PY_CODE = 7, IOO_AUX_CGROUP = 8, IOO_AUX_HEAD = 9 };
+#define IOO_AUX_KINDS 10      /* loss counters kept per auxiliary record kind */
 
 struct ioo_aux_header {
 	__u32 kind;
 	__u32 size;        /* bytes of the whole record */
 };
 
-/* A file's absolute path, sent once per (dev, ino): components leaf first, NUL-separated. */
+/* A file's absolute path, sent once per (dev, ino): components leaf first, NUL-separated.
+ * For a socket (mode S_IFSOCK, the net layer) data is instead a struct ioo_sock_desc, sent
+ * again when its peer changes (a connect). */
 #define IOO_PATH_TRUNCATED 0x1 /* deeper than the walk goes: the root part is missing */
 struct ioo_path_record {
 	struct ioo_aux_header hdr;
@@ -299,6 +316,28 @@ struct ioo_path_record {
 	__u32 len;         /* bytes used in data */
 	__u32 depth;       /* components */
 	char data[IOO_PATH_BYTES];
+};
+
+/* An Internet socket's ends, as a path record's data; ports in host order, addresses as
+ * on the wire (IPv4 in the first 4 bytes). */
+struct ioo_sock_desc {
+	__u16 family;      /* AF_INET or AF_INET6 */
+	__u16 type;        /* SOCK_STREAM, SOCK_DGRAM, ... */
+	__u16 local_port;
+	__u16 peer_port;   /* 0: not connected */
+	__u8 local_addr[16];
+	__u8 peer_addr[16];
+};
+
+/* The first bytes of an HTTP request a program wrote to a socket or a TLS connection, joined
+ * to the write's event by (tid, ts): the request line and headers, never more of a payload. */
+#define IOO_HEAD_BYTES 1024
+struct ioo_head_record {
+	struct ioo_aux_header hdr;
+	__u64 ts_ns;
+	__u32 tid;
+	__u32 len;         /* bytes used in data */
+	char data[IOO_HEAD_BYTES];
 };
 
 /* A path argument as the program passed it, joined to its event by (tid, ts). */

@@ -4,7 +4,7 @@
  * kept per thread by selected_inflight).
  *
  * The probes are one compilation unit, these files joined in the order of
- * ioobserve/probes/loader.py's SOURCES (bcc rewrites map calls only in its main file), so a
+ * ioobserve/probes/load/loader.py's SOURCES (bcc rewrites map calls only in its main file), so a
  * file uses what the files before it define. Which syscalls and calls are traced and how
  * their arguments are read comes from maps (`syscall_specs`, `call_specs`), and so do the
  * filters: nothing a user types ever becomes C text. Build-time knobs arrive as -D flags:
@@ -82,6 +82,7 @@ struct inflight {
 #define HAVE_POS 0x4
 #define HAVE_NO_NAME 0x8  /* the path argument is "" naming the fd: nothing to send */
 #define HAVE_CHILD 0x10   /* an event of a layer below names this call as its parent */
+#define HAVE_SOCKET 0x20  /* the file is an Internet socket (the net layer): op is the spec's net_op */
 
 /* A thread's Python calls (python_stacks.bpf.c walks them): the call instances of the walk
  * made for the syscall in flight, and those of the last event sent with a stack. An event
@@ -213,7 +214,7 @@ BPF_TABLE("lru_hash", struct handle_key, struct file_ident, handles, 65536);
 BPF_HASH(traced_tgids, u32, u8, 65536);
 BPF_HASH(own_tgids, u32, u8, 256);  /* ioobserve's helper processes (capture, disk writers) */
 BPF_HASH(py_procs, u32, struct ioo_py_proc, 16384);  /* processes running CPython (python_stacks.bpf.c) */
-BPF_HASH(py_image_files, struct ioo_file_key, u32, 4 * IOO_PY_LAYOUTS);  /* files holding a CPython runtime ... */
+BPF_HASH(py_image_files, struct ioo_file_key, u32, 4096);  /* files holding a CPython runtime (an overlay each root) ... */
 BPF_ARRAY(py_images, struct ioo_py_image, IOO_PY_LAYOUTS);           /* ... and how to place it */
 BPF_HASH(cgroups, u64, u8, 1024);
 BPF_HASH(comms, struct comm_key, u8, 256);
@@ -227,6 +228,7 @@ BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
 BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
+BPF_PERCPU_ARRAY(head_scratch, struct ioo_head_record, 1);
 BPF_PERCPU_ARRAY(proc_scratch, struct ioo_proc_record, 1);
 BPF_PERCPU_ARRAY(env_scratch, struct ioo_env_record, 1);
 BPF_PERCPU_ARRAY(cgroup_scratch, struct ioo_cgroup_record, 1);

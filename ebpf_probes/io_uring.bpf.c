@@ -9,7 +9,7 @@
  * from the request and the event leaves through the emit path. A request of the SQPOLL
  * thread is given to the ring's owner: the thread that set the ring up or last entered it.
  * Which opcodes are traced and how they are read comes from `uring_specs`
- * (ioobserve/probes/async_table.py); the io_kiocb offsets from BTF (kernel_layout.py).
+ * (ioobserve/probes/maps/async_table.py); the io_kiocb offsets from BTF (kernel_layout.py).
  */
 #define IOSQE_FIXED_FILE_ 0x1             /* the low bits of a request's flags are its SQE's */
 #define PF_IO_WORKER_ 0x10

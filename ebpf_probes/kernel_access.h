@@ -2,7 +2,7 @@
  *
  * The headers bcc compiles against may belong to another kernel (Debian's 6.1 headers on
  * a 6.18 kernel), so no struct layout from them is trusted. User space passes every offset
- * as -DOFF_<STRUCT>_<FIELD>=<bytes> (ioobserve/probes/kernel_layout.py); a missing one is
+ * as -DOFF_<STRUCT>_<FIELD>=<bytes> (ioobserve/probes/kernel/kernel_layout.py); a missing one is
  * a compile error, never a silent guess.
  */
 #ifndef IOOBSERVE_KERNEL_ACCESS_H
@@ -23,6 +23,9 @@
 #define S_IFDIR_ 0040000
 #define S_IFLNK_ 0120000
 #define S_IFBLK_ 0060000
+#define S_IFSOCK_ 0140000
+#define AF_INET_ 2
+#define AF_INET6_ 10
 
 static __always_inline u64 read_u64(const void *base, u64 off)
 {

@@ -3,6 +3,7 @@
  * cached by its struct file (file_traced); a path argument a call names is sent as typed
  * (emit_name), with the directory a relative one starts from. The --path-prefix filter is
  * decided here: by directory identity for open files, by string for path arguments.
+ * An Internet socket (the net layer) is named by its two ends instead (socket_traced).
  */
 static __always_inline int dentry_in_prefix_dirs(void *dentry)
 {
@@ -140,6 +141,75 @@ static __always_inline int file_traced(void *file, struct file_ident *id, s64 *p
 		file_cache.update(&key, &verdict);
 	}
 	return traced;
+}
+
+/* A connection's identity for known_files: its ends, so that a connect sends it again (and a
+ * socket inode number used again by another connection does not keep the earlier name). */
+static __always_inline u32 peer_generation(struct ioo_sock_desc *desc)
+{
+	u32 words[4] = {};
+	__builtin_memcpy(words, desc->peer_addr, sizeof(words));
+	return (words[0] ^ words[1] ^ words[2] ^ words[3]) ^ ((u32)desc->peer_port << 16 | desc->local_port);
+}
+
+/* Send a socket's ends as its path record, once per (dev, ino) and peer. */
+static __always_inline void describe_socket(void *sock, void *sk, u16 family, struct file_ident *id)
+{
+	u32 zero = 0;
+	struct ioo_path_record *rec = path_scratch.lookup(&zero);
+	if (!rec)
+		return;
+	struct ioo_sock_desc *desc = (struct ioo_sock_desc *)rec->data;
+	__builtin_memset(desc, 0, sizeof(*desc));
+	desc->family = family;
+	desc->type = read_u16(sock, OFF_SOCKET_TYPE);
+	desc->local_port = read_u16(sk, OFF_SOCK_COMMON_SKC_NUM);
+	desc->peer_port = __builtin_bswap16(read_u16(sk, OFF_SOCK_COMMON_SKC_DPORT));
+	if (family == AF_INET_) {
+		bpf_probe_read_kernel(desc->local_addr, 4, (char *)sk + OFF_SOCK_COMMON_SKC_RCV_SADDR);
+		bpf_probe_read_kernel(desc->peer_addr, 4, (char *)sk + OFF_SOCK_COMMON_SKC_DADDR);
+	} else if (OFF_SOCK_COMMON_SKC_V6_DADDR >= 0) {
+		bpf_probe_read_kernel(desc->local_addr, 16, (char *)sk + OFF_SOCK_COMMON_SKC_V6_RCV_SADDR);
+		bpf_probe_read_kernel(desc->peer_addr, 16, (char *)sk + OFF_SOCK_COMMON_SKC_V6_DADDR);
+	}
+	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
+	u32 gen = peer_generation(desc);
+	struct known_file *seen = known_files.lookup(&key);
+	if (seen && seen->gen == gen)
+		return;
+	rec->hdr.kind = IOO_AUX_PATH;
+	rec->hdr.size = __builtin_offsetof(struct ioo_path_record, data) + sizeof(*desc);
+	rec->ino = id->ino;
+	rec->dev = id->dev;
+	rec->mode = id->mode;
+	rec->flags = 0;
+	rec->len = sizeof(*desc);
+	rec->depth = 0;
+	if (aux.ringbuf_output(rec, __builtin_offsetof(struct ioo_path_record, data) + sizeof(*desc), 0) != 0) {
+		count_lost(LOST_AUX_BASE + IOO_AUX_PATH);
+		return;  /* not remembered: sent again on the next call */
+	}
+	struct known_file value = {.gen = gen, .known = KNOWN_ADMITTED | KNOWN_EMITTED};
+	known_files.update(&key, &value);
+}
+
+/* Whether an open file that file_traced() turned down (id: what it read of it) is an Internet
+ * socket, which the net layer traces; with `describe`, its ends are sent if not yet known. The
+ * path filter does not apply: a socket has no path. */
+static __always_inline int socket_traced(void *file, struct file_ident *id, int describe)
+{
+	if ((id->mode & S_IFMT_) != S_IFSOCK_)
+		return 0;
+	void *sock = read_ptr(file, OFF_FILE_PRIVATE_DATA);
+	void *sk = sock ? read_ptr(sock, OFF_SOCKET_SK) : NULL;
+	if (!sk)
+		return 0;
+	u16 family = read_u16(sk, OFF_SOCK_COMMON_SKC_FAMILY);
+	if (family != AF_INET_ && family != AF_INET6_)
+		return 0;
+	if (describe)
+		describe_socket(sock, sk, family, id);
+	return 1;
 }
 
 /* Resolve the directory a relative path starts from and make sure its path is sent. */

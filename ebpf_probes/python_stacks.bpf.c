@@ -9,7 +9,7 @@
  * names frames of processes that have already exited. Never a probe on the eval loop: the
  * walk costs only on traced I/O.
  *
- * Compiled last (ioobserve/probes/loader.py's SOURCES): it uses core.bpf.c's inflight,
+ * Compiled last (ioobserve/probes/load/loader.py's SOURCES): it uses core.bpf.c's inflight,
  * py_calls, aux and py_procs.
  */
 

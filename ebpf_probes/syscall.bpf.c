@@ -2,9 +2,10 @@
  * syscall_specs row, the process, the file behind its descriptor) and keep what they saw in
  * the thread's inflight record; on_sys_exit completes it (the returned descriptor, stat
  * results, path arguments) and sends it through the emit path. Executable mappings are
- * reported here too (library and interpreter probes follow them).
+ * reported here too (library and interpreter probes follow them). With the net layer on, the
+ * calls on Internet sockets are traced too, as its ops (the spec's net_op).
  *
- * Three ways in, one body (probes/syscall_attach.py picks the first the kernel allows):
+ * Three ways in, one body (probes/attach/syscall.py picks the first the kernel allows):
  * - fentry/fexit on the traced syscall functions only: syscall_fentry/syscall_fexit, loaded
  *   once per function, tail-call on_sys_enter/on_sys_exit (untraced syscalls run nothing);
  * - tp_btf on sys_enter/sys_exit: on_sys_enter and on_sys_exit;
@@ -195,6 +196,8 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 		if (file) {
 			if (file_traced(file, &st->file, &file_pos))
 				st->have |= HAVE_FILE;
+			else if (spec->net_op && socket_traced(file, &st->file, !(flags & IOO_S_PEER_AT_EXIT)))
+				st->have |= HAVE_FILE | HAVE_SOCKET;
 			else if (!(flags & IOO_S_PAIR))
 				return 0;
 		} else if (cfg->filter_path) {
@@ -212,8 +215,17 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 
 	if (spec->count_arg >= 0) {
 		u64 count = arg_at(st, spec->count_arg);
-		if (flags & IOO_S_IOV)
-			count = iov_bytes(arg_at(st, spec->count_arg - 1), count);
+		u64 iov = 0;
+		if (flags & IOO_S_IOV) {
+			iov = arg_at(st, spec->count_arg - 1);
+		} else if (flags & IOO_S_MSGHDR) {
+			u64 msg[2] = {};  /* struct user_msghdr's msg_iov and msg_iovlen */
+			bpf_probe_read_user(msg, sizeof(msg), (void *)(count + 16));
+			iov = msg[0];
+			count = msg[1];
+		}
+		if (flags & (IOO_S_IOV | IOO_S_MSGHDR))
+			count = iov_bytes(iov, count);
 		st->bytes_req = count;
 	}
 	s64 pos = -1;
@@ -232,10 +244,12 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 	} else if (flags & IOO_S_FILE_POS) {
 		st->have |= HAVE_POS;
 	}
+	if (st->have & HAVE_SOCKET)
+		st->have &= ~HAVE_POS;  /* a socket has no position */
 	if (st->have & HAVE_POS)
 		pos = (st->have & HAVE_FILE) ? file_pos : -1;
 	st->pos = pos;
-	st->op = spec->op;
+	st->op = (st->have & HAVE_SOCKET) ? spec->net_op : spec->op;
 	if (cfg->layers & IOO_LAYER_PYTHON)
 		py_programs.call(ctx, PY_PROG_WALK);  /* returns only if there is no walk to run */
 	return 0;
@@ -318,6 +332,29 @@ static __always_inline void submit_cache(struct inflight *st)
 			  st->cache_pages, st->ts);
 }
 
+/* A write to a socket that sent `ret` bytes: the head record of the HTTP request they begin
+ * (send_head), from the first buffer the call wrote. */
+static __always_inline u16 net_write_head(struct inflight *st, s64 ret)
+{
+	u64 buf = st->args[1];
+	u64 len = ret;
+	u16 op = st->op;
+	if (op == IOO_OP_SENDMSG) {
+		bpf_probe_read_user(&buf, sizeof(buf), (void *)(buf + 16));  /* struct user_msghdr's msg_iov */
+		op = IOO_OP_NET_WRITEV;
+	}
+	if (op == IOO_OP_NET_WRITEV) {
+		u64 iov[2] = {};  /* the first struct iovec */
+		bpf_probe_read_user(iov, sizeof(iov), (void *)buf);
+		buf = iov[0];
+		if (iov[1] < len)
+			len = iov[1];
+	} else if (op != IOO_OP_NET_WRITE && op != IOO_OP_SENDTO) {
+		return 0;
+	}
+	return send_head(st->ts, buf, len);
+}
+
 /* The traced syscall in flight (st, the thread's inflight record) returned `ret`: its events. */
 static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 {
@@ -339,7 +376,7 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 		 * inode at the same address since) is not this file's. */
 		u64 addr = (u64)file;
 		file_cache.delete(&addr);
-		if (!file_traced(file, &st->file, &unused_pos))
+		if (!file_traced(file, &st->file, &unused_pos) && !(spec->net_op && socket_traced(file, &st->file, 1)))
 			return;
 		st->have |= HAVE_FILE;
 		decided = 1;
@@ -362,6 +399,12 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 			return;
 		st->have |= HAVE_FILE;
 	}
+	/* A connect sets the socket's peer: its ends are sent now, before its event. */
+	if ((flags & IOO_S_PEER_AT_EXIT) && (st->have & HAVE_SOCKET)) {
+		void *file = fd_file(fd);
+		if (file)
+			socket_traced(file, &st->file, 1);
+	}
 	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
 	int opened = (flags & IOO_S_RET_FD) && ret >= 0;
 	if (spec->path_arg >= 0 && !(st->have & HAVE_NO_NAME) && !opened) {
@@ -377,6 +420,8 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 		if (spec->path2_arg >= 0 && emit_name(cfg, st, spec->path2_arg, spec->dirfd2_arg, 1, decided) == 2)
 			ev_flags |= IOO_F_NAME2;
 	}
+	if ((st->have & HAVE_SOCKET) && ret > 0)
+		ev_flags |= net_write_head(st, ret);
 	u64 arg = spec->aux_arg >= 0 ? arg_at(st, spec->aux_arg) : 0;
 	if (flags & IOO_S_HOW_FLAGS) {
 		u64 how_flags = 0;

@@ -11,6 +11,7 @@ import polars as pl
 
 from ioobserve import _core
 from ioobserve import events as ev
+from ioobserve.net.connections import connection_name
 
 TRUNCATED_MARK = "…"
 
@@ -70,6 +71,15 @@ class LibRecord(NamedTuple):
     ino: int
 
 
+class HeadRecord(NamedTuple):
+    """The first bytes of an HTTP request a program wrote (events.HEAD_RECORD), for the write
+    event of (tid, ts_ns), which has the flag F_HEAD."""
+
+    tid: int
+    ts_ns: int
+    data: bytes
+
+
 class CgroupRecord(NamedTuple):
     """A cgroup made on the v2 hierarchy: the id its events carry, and its path from the root."""
 
@@ -89,6 +99,7 @@ class AuxBatch:
     envs: list[EnvRecord] = field(default_factory=list)
     libs: list[LibRecord] = field(default_factory=list)
     cgroups: list[CgroupRecord] = field(default_factory=list)
+    heads: list[HeadRecord] = field(default_factory=list)
     python: list[bytes] = field(default_factory=list)  # chain and code records: ring blobs for _core.Stacks
 
     def extend(self, later: AuxBatch) -> None:
@@ -115,8 +126,17 @@ def _decode_path(raw: bytes) -> PathRecord:
     head = np.frombuffer(raw, dtype=ev.PATH_RECORD, count=1)[0]
     start = ev.PATH_RECORD.itemsize
     data = raw[start : start + int(head["len"])]
+    mode = int(head["mode"])
+    if mode & ev.S_IFMT == ev.S_IFSOCK:  # the net layer: a socket named by its ends
+        return PathRecord(int(head["dev"]), int(head["ino"]), mode, connection_name(data))
     truncated = bool(int(head["flags"]) & ev.PATH_TRUNCATED)
-    return PathRecord(int(head["dev"]), int(head["ino"]), int(head["mode"]), path_from_components(data, truncated))
+    return PathRecord(int(head["dev"]), int(head["ino"]), mode, path_from_components(data, truncated))
+
+
+def _decode_head(raw: bytes) -> HeadRecord:
+    head = np.frombuffer(raw, dtype=ev.HEAD_RECORD, count=1)[0]
+    start = ev.HEAD_RECORD.itemsize
+    return HeadRecord(int(head["tid"]), int(head["ts_ns"]), bytes(raw[start : start + min(int(head["len"]), ev.HEAD_BYTES)]))
 
 
 def _decode_proc(raw: bytes) -> ProcRecord:
@@ -155,7 +175,7 @@ def _decode_cgroup(raw: bytes) -> CgroupRecord:
 
 
 _DECODERS = {ev.AUX_PATH: _decode_path, ev.AUX_PROC: _decode_proc, ev.AUX_ENV: _decode_env, ev.AUX_LIB: _decode_lib,
-             ev.AUX_CGROUP: _decode_cgroup}
+             ev.AUX_CGROUP: _decode_cgroup, ev.AUX_HEAD: _decode_head}
 NAME_SCHEMA = {"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "base_dev": pl.UInt32, "base_ino": pl.UInt64,
                "fast": pl.Boolean, "name": pl.String}
 """Path arguments as the kernel sent them; `fast`: the name is its own path (a label, or an
@@ -173,13 +193,13 @@ def name_frame(batches: list[tuple]) -> pl.DataFrame:
 
 
 def decode_aux(blob) -> AuxBatch:
-    """Sort auxiliary records (a ring blob: ringbuf.RingReader.read_blob) by kind, keeping
+    """Sort auxiliary records (a ring blob: collect.capture.RingReader.read_blob) by kind, keeping
     their order within each kind. Done in the compiled core for the many (the Python stack
     records stay a blob for it, the path arguments become columns), here for the few."""
     records, python, names = _core.aux_split(blob)
     batch = AuxBatch(python=[python] if python else [], names=[names] if names else [])
     targets = {ev.AUX_PATH: batch.paths, ev.AUX_PROC: batch.procs, ev.AUX_ENV: batch.envs, ev.AUX_LIB: batch.libs,
-               ev.AUX_CGROUP: batch.cgroups}
+               ev.AUX_CGROUP: batch.cgroups, ev.AUX_HEAD: batch.heads}
     for raw in records:
         kind = int.from_bytes(raw[:4], "little")
         decoder = _DECODERS.get(kind)

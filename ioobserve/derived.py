@@ -11,7 +11,7 @@ from ioobserve import schema as s
 _BYTES_OPS = sorted(ev.BYTES_OPS)
 _MPIIO_TRANSFER_OPS = sorted(ev.MPIIO_TRANSFER_OPS)
 # Layers whose failures return -errno; library calls return their own codes (-1, MPI errors).
-_ERRNO_LAYERS = [s.LAYER_SYSCALL, s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE]
+_ERRNO_LAYERS = [s.LAYER_SYSCALL, s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_NET, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE]
 
 
 def bytes_moved(op: pl.Expr, ret: pl.Expr, bytes_req: pl.Expr) -> pl.Expr:

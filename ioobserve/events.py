@@ -67,18 +67,24 @@ OP_NAMES: tuple[str, ...] = (
     "uring_renameat", "uring_unlinkat", "uring_mkdirat",
     "aio_pread", "aio_pwrite", "aio_fsync", "aio_fdsync", "aio_preadv", "aio_pwritev",
     "vfs_kernel_read", "vfs_copy_file_range", "vfs_splice_direct", "vfs_splice",
+    "net_read", "net_write", "net_readv", "net_writev",
+    "recvfrom", "sendto", "recvmsg", "sendmsg",
+    "connect", "accept", "accept4",
+    "SSL_read", "SSL_write", "SSL_read_ex", "SSL_write_ex", "SSL_set_fd",
 )
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
 POSIX_PREFIX = "posix_"
 PYTHON_PREFIX = "py_"
 URING_PREFIX = "uring_"
 AIO_PREFIX = "aio_"
+NET_PREFIX = "net_"  # read and write on a socket, apart from the file syscalls of those names
 # What the trace calls each op: libc's wrappers by their function name, like the syscall;
 # the interpreter's by what the program wrote (import, open); an io_uring or AIO request by
 # its own op's name (IORING_OP_READ_FIXED: read_fixed; IOCB_CMD_PREAD: pread).
 OP_LABELS: tuple[str, ...] = tuple(
     name if name.startswith("io_") else
     name.removeprefix(POSIX_PREFIX).removeprefix(PYTHON_PREFIX).removeprefix(URING_PREFIX).removeprefix(AIO_PREFIX)
+    .removeprefix(NET_PREFIX)
     for name in OP_NAMES)
 
 READ_OPS = frozenset({"read", "pread64", "readv", "preadv", "preadv2"})
@@ -100,6 +106,15 @@ FIRST_ASYNC_SYSCALL_OP = OP_CODES["io_setup"]  # the syscall layer again
 FIRST_URING_OP = OP_CODES["uring_read"]
 FIRST_AIO_OP = OP_CODES["aio_pread"]
 FIRST_MORE_VFS_OP = OP_CODES["vfs_kernel_read"]  # the VFS layer again
+FIRST_NET_OP = OP_CODES["net_read"]
+FIRST_TLS_OP = OP_CODES["SSL_read"]
+TLS_READ_OPS = frozenset({"SSL_read", "SSL_read_ex"})  # ret is plaintext bytes moved
+TLS_WRITE_OPS = frozenset({"SSL_write", "SSL_write_ex"})
+# The HTTP layer's events (made in user space, ioobserve.net.requests) by method: ret is the answer's bytes.
+HTTP_METHODS = frozenset({"GET", "PUT", "POST", "HEAD", "DELETE"})
+# The network layer's transfers (labels): ret is bytes moved.
+NET_READ_LABELS = frozenset({"read", "readv", "recvfrom", "recvmsg"})
+NET_WRITE_LABELS = frozenset({"write", "writev", "sendto", "sendmsg"})
 STDIO_BYTES_OPS = frozenset({"fread", "fwrite"})  # ret is bytes moved (items x size)
 POSIX_BYTES_OPS = frozenset({"read", "write", "pread", "pwrite"})  # labels, not names
 CACHE_BYTES_OPS = frozenset({"cache_miss", "cache_add"})  # ret is bytes brought into the page cache
@@ -111,17 +126,19 @@ ASYNC_WRITE_LABELS = frozenset({"write", "writev", "write_fixed", "writev_fixed"
 MPIIO_TRANSFER_OPS = frozenset(name for name in OP_NAMES if name.startswith(("MPI_File_read", "MPI_File_write")))
 # Labels of ops whose return is bytes moved, whatever their layer.
 BYTES_OPS = (READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS
-             | CACHE_BYTES_OPS | VFS_BYTES_OPS | ASYNC_READ_LABELS | ASYNC_WRITE_LABELS)
+             | CACHE_BYTES_OPS | VFS_BYTES_OPS | ASYNC_READ_LABELS | ASYNC_WRITE_LABELS | NET_READ_LABELS | NET_WRITE_LABELS
+             | TLS_READ_OPS | TLS_WRITE_OPS | HTTP_METHODS)
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008
 S_OFFSET_PTR, S_MMAP, S_FCNTL_DUP, S_EMPTY_PATH = 0x0010, 0x0020, 0x0040, 0x0080
 S_PAIR, S_OFFSET_NEG, S_HOW_FLAGS, S_FILE_POS = 0x0100, 0x0200, 0x0400, 0x0800
+S_MSGHDR, S_PEER_AT_EXIT = 0x1000, 0x2000
 
 # ioo_event.flags
 F_FILE, F_NAME, F_NAME2, F_PAIR_OUT, F_POS, F_REPEAT = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 F_BLOCK, F_ASYNC, F_WRITEBACK, F_PARENT = 0x40, 0x80, 0x100, 0x200
-F_FIXED, F_SQPOLL = 0x400, 0x800
+F_FIXED, F_SQPOLL, F_HEAD, F_TLS_HELLO = 0x400, 0x800, 0x1000, 0x2000
 
 # ioo_uring_spec.how, and the io_uring and AIO tables' sizes
 U_RW, U_VEC, U_SYNC, U_RET_FD, U_FD = 0x1, 0x2, 0x4, 0x8, 0x10
@@ -130,12 +147,12 @@ RING_UNKNOWN = 0xFFFFFFFFFFFFFFFF  # an io_uring event's arg when its ring's fd 
 URING_SPEC = np.dtype([("op", "<u2"), ("how", "<u2")])
 
 # ioo_config.layers
-LAYER_LIBS, LAYER_PYTHON, LAYER_AIO = 0x2, 0x4, 0x8
+LAYER_LIBS, LAYER_PYTHON, LAYER_AIO, LAYER_NET = 0x2, 0x4, 0x8, 0x10
 
-AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE, AUX_CGROUP = 1, 2, 3, 4, 5, 6, 7, 8
-AUX_KINDS = 9  # loss counters per auxiliary record kind
+AUX_PATH, AUX_NAME, AUX_PROC, AUX_ENV, AUX_LIB, AUX_PY_CHAIN, AUX_PY_CODE, AUX_CGROUP, AUX_HEAD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+AUX_KINDS = 10  # loss counters per auxiliary record kind
 AUX_KIND_NAMES = ("aux", "aux:path", "aux:name", "aux:proc", "aux:env", "aux:lib", "aux:py_chain", "aux:py_code",
-                  "aux:cgroup")
+                  "aux:cgroup", "aux:head")
 PROC_FORK, PROC_EXEC, PROC_EXIT = 1, 2, 3
 PATH_TRUNCATED = 0x1
 ENV_TRUNCATED = 0x1
@@ -145,7 +162,7 @@ SYSCALL_SPEC = np.dtype(
         ("op", "<u2"), ("flags", "<u2"),
         ("fd_arg", "<i2"), ("path_arg", "<i2"), ("dirfd_arg", "<i2"), ("count_arg", "<i2"),
         ("offset_arg", "<i2"), ("aux_arg", "<i2"), ("buf_arg", "<i2"), ("fd2_arg", "<i2"),
-        ("path2_arg", "<i2"), ("dirfd2_arg", "<i2"),
+        ("path2_arg", "<i2"), ("dirfd2_arg", "<i2"), ("net_op", "<u2"),
     ]
 )
 
@@ -153,7 +170,8 @@ SYSCALL_SPEC = np.dtype(
 C_RET_STREAM, C_RET_FD, C_RET_ITEMS = 0x1, 0x2, 0x4
 C_RET_HANDLE, C_OUT_HANDLE, C_HANDLE_PTR, C_CLOSE_HANDLE, C_MPI_TYPE = 0x8, 0x10, 0x20, 0x40, 0x80
 C_KNOWN_HANDLE, C_RET_INT, C_NESTS, C_NEEDS_IO, C_PY_NAME, C_RET_OBJECT = 0x100, 0x200, 0x400, 0x800, 0x1000, 0x2000
-LIB_LIBC, LIB_HDF5, LIB_MPIIO, LIB_PYTHON = 1, 2, 3, 4
+C_BIND_HANDLE, C_OUT_BYTES = 0x4000, 0x8000
+LIB_LIBC, LIB_HDF5, LIB_MPIIO, LIB_PYTHON, LIB_SSL = 1, 2, 3, 4, 5
 
 CALL_SPEC = np.dtype(
     [
@@ -187,12 +205,22 @@ EVENT = np.dtype(
 
 AUX_HEADER = np.dtype([("kind", "<u4"), ("size", "<u4")])
 
+# A socket's path record holds this in place of a path (the net layer).
+SOCK_DESC = np.dtype([("family", "<u2"), ("type", "<u2"), ("local_port", "<u2"), ("peer_port", "<u2"),
+                      ("local_addr", "u1", (16,)), ("peer_addr", "u1", (16,))])
+AF_INET, AF_INET6 = 2, 10
+S_IFMT, S_IFSOCK = 0o170000, 0o140000
+
 PATH_RECORD = np.dtype(
     [
         ("kind", "<u4"), ("size", "<u4"), ("ino", "<u8"), ("dev", "<u4"), ("mode", "<u2"),
         ("flags", "<u2"), ("len", "<u4"), ("depth", "<u4"),
     ]
 )  # followed by `len` bytes of data
+
+HEAD_BYTES = 1024  # IOO_HEAD_BYTES: botocore's signed headers put Content-Length past 512
+HEAD_RECORD = np.dtype([("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("tid", "<u4"), ("len", "<u4")])
+# followed by `len` bytes: the first bytes of an HTTP request written (IOO_F_HEAD)
 
 NAME_RECORD = np.dtype(
     [

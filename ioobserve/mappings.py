@@ -26,7 +26,7 @@ class MappedFile:
     inside: str  # its path inside the process's root: what the process itself calls it
     opened: str  # a path this process opens the same file by (valid while the mapping lasts)
     ident: tuple[int, int]  # (kernel dev_t, inode) of the file itself: what uprobes attach to
-    idents: frozenset[tuple[int, int]]  # ident, and the inode the process opened (overlayfs: the overlay's)
+    idents: frozenset[tuple[int, int]]  # ident, maps' and the one the process opens (overlayfs: the overlay's)
     start: int  # where its mapping at file offset 0 begins (0: none seen)
     root: str = "/"  # the process's root: "/", a chroot's directory, or a container's own
 
@@ -48,6 +48,36 @@ def file_ident(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return kernel_dev(info.st_dev), info.st_ino
+
+
+def mount_device(pid: int, path: str) -> int | None:
+    """The kernel dev_t of the mount that holds `path` (as process `pid` names it), from the
+    process's own mountinfo: the last of the longest mount points above it."""
+    device, longest = None, -1
+    try:
+        with open(f"/proc/{pid}/mountinfo") as lines:
+            for line in lines:
+                fields = line.split()
+                # id parent major:minor root mountpoint ...; a space in a mount point is \040
+                point = fields[4].replace("\\040", " ")
+                if len(point) >= longest and (path == point or path.startswith(point.rstrip("/") + "/")):
+                    major, minor = fields[2].split(":")
+                    device, longest = (int(major) << 20) | int(minor), len(point)
+    except (OSError, ValueError, IndexError):  # gone, or a line not as documented
+        return None
+    return device
+
+
+def opened_ident(pid: int, inside: str) -> tuple[int, int] | None:
+    """(kernel dev_t, inode) of the file process `pid` opens or execs as `inside`, as the kernel's
+    exec and mmap see it. On overlayfs that is the overlay's inode, on the overlay's device, where
+    before Linux 6.8 maps and the mapping name the layer's file (the inode number is the same)."""
+    try:
+        number = os.stat(f"/proc/{pid}/root{inside}").st_ino
+    except OSError:
+        return None
+    device = mount_device(pid, inside)
+    return None if device is None else (device, number)
 
 
 def process_root(pid: int) -> str | None:
@@ -135,7 +165,11 @@ def _open(pid: int, path: str, seen: _Seen, root: str | None, shown: str) -> Map
         # A path (not the mapping itself) counts only if it is the inode maps names, or the
         # file under it (overlayfs): a chroot's /usr/lib/libc.so.6 is not the host's.
         if ident is not None and (candidate.startswith(f"/proc/{pid}/map_files/") or ident == seen.maps_ident):
-            return MappedFile(pid, path, inside, candidate, ident, frozenset({ident, seen.maps_ident}), seen.start, shown)
+            idents = {ident, seen.maps_ident}
+            opened = opened_ident(pid, inside)
+            if opened is not None and opened[1] == ident[1]:  # not a file that has replaced it at that path since
+                idents.add(opened)
+            return MappedFile(pid, path, inside, candidate, ident, frozenset(idents), seen.start, shown)
     return None
 
 

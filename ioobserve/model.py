@@ -87,6 +87,11 @@ PSEUDO_FS = frozenset({
     "proc", "sysfs", "devtmpfs", "devpts", "tracefs", "debugfs", "cgroup", "cgroup2", "bpf",
     "securityfs", "pstore", "mqueue", "configfs", "fusectl", "binfmt_misc", "efivarfs",
 })
+# File systems shared across nodes: what a file's mount says about where its I/O goes.
+SHARED_FS = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs",
+    "panfs", "orangefs", "pvfs2", "wekafs", "fuse.sshfs", "9p", "afs", "virtiofs", "fuse.juicefs", "fuse.s3fs",
+})
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,16 @@ from dataclasses import dataclass
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.context.cgroups import context_frame
 from ioobserve.model import (
     KEPT_CHAINS,
     NO_LINE,
     BatchTables,
+    CgroupContext,
     Process,
     Stack,
     join_process_context,
 )
+from ioobserve.sink import Sink
 
 # A process's uid and cgroup, for events that leave theirs out (a trace's event lines do).
 PROCESS_UID, PROCESS_CGROUP = "_pr_uid", "_pr_cgroup"
@@ -34,6 +35,13 @@ FRAME_NAMES_SCHEMA = {s.PY_STACK: pl.UInt32, s.PY_FRAME: pl.UInt16, s.PY_FUNCTIO
                       s.PY_LINE: pl.Int32}
 """(Python stack id, frame: 0 the innermost) -> the frame's function, file and line."""
 USER_NAMES_SCHEMA = {s.UID: pl.UInt32, s.USER: pl.String}
+
+
+def context_frame(contexts: dict[int, CgroupContext]) -> pl.DataFrame:
+    """A row per cgroup: its id and the columns of schema.CGROUP_CONTEXT_SCHEMA."""
+    rows = [(i, c.path, c.job, c.step, c.task, c.unit, c.container, c.pod, c.namespace, c.pod_name, c.container_name)
+            for i, c in contexts.items()]
+    return pl.DataFrame(rows, schema={s.CGROUP: pl.UInt64, **s.CGROUP_CONTEXT_SCHEMA}, orient="row")
 
 
 @dataclass
@@ -133,6 +141,21 @@ class BatchNamer:
                 rows.append((stack_id, frame, code.function, code.file, None if code.line == NO_LINE else code.line))
         return pl.DataFrame(rows, schema=FRAME_NAMES_SCHEMA, orient="row")
 
+
+
+class NamingSink(Sink):
+    """A sink that shows names: it keeps what names its batches' processes in `namer`."""
+
+    def __init__(self) -> None:
+        self.namer = BatchNamer()
+
+    def processes(self, changed: list[Process]) -> None:
+        """Kept to name the events."""
+        self.namer.processes(changed)
+
+    def forget(self, pids: list[int]) -> None:
+        """Exited processes' names are no longer needed."""
+        self.namer.forget(pids)
 
 def with_job_context(ids: pl.DataFrame, tables: BatchTables) -> pl.DataFrame:
     """An id batch with its JOB and STEP (the cgroup's, else its process's environment's) and

@@ -19,13 +19,15 @@ DATA_KINDS = (READ, WRITE)
 
 # By the name each layer gives its ops in a trace (POSIX wrappers are labelled like the
 # syscall: "read", "pread"; DFTracer's POSIX layer uses libc's names: "read", "pread64").
-READ_NAMES = frozenset(ev.READ_OPS | ev.ASYNC_READ_LABELS | {"pread", "fread", "fgets", "fscanf", "vfscanf", "vfs_read",
+READ_NAMES = frozenset(ev.READ_OPS | ev.ASYNC_READ_LABELS | ev.NET_READ_LABELS | ev.TLS_READ_OPS | {"pread", "fread", "fgets", "fscanf", "vfscanf", "vfs_read",
                                                                "vfs_kernel_read",
                                                                "block_read", "H5Dread", "H5Aread"}
                        | {name for name in ev.OP_NAMES if name.startswith("MPI_File_read")})
-WRITE_NAMES = frozenset(ev.WRITE_OPS | ev.ASYNC_WRITE_LABELS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf",
+WRITE_NAMES = frozenset(ev.WRITE_OPS | ev.ASYNC_WRITE_LABELS | ev.NET_WRITE_LABELS | ev.TLS_WRITE_OPS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf",
                                                                   "vfs_write", "block_write", "H5Dwrite", "H5Awrite"}
                         | {name for name in ev.OP_NAMES if name.startswith("MPI_File_write")})
+# An HTTP request (the HTTP layer's events): a GET reads an object, a PUT or POST writes one.
+HTTP_READS, HTTP_WRITES = frozenset({"GET"}), frozenset({"PUT", "POST"})
 SYNC_NAMES = frozenset({"fsync", "fdatasync", "fdsync", "sync_file_range", "syncfs", "vfs_fsync", "block_flush",
                         "fflush", "H5Fflush", "MPI_File_sync", "msync"})
 # Not I/O of a file's data or its metadata: the page cache's and the interpreter's view of the
@@ -48,7 +50,7 @@ KERNEL_VIEW = (s.LAYER_SYSCALL, s.LAYER_IO_URING, s.LAYER_AIO)
 
 KIND_OF: dict[str, str] = {
     **dict.fromkeys(OTHER_NAMES, OTHER), **dict.fromkeys(SYNC_NAMES, SYNC), **dict.fromkeys(READ_NAMES | ev.COPY_OPS | ev.VFS_COPY_OPS, READ),
-    **dict.fromkeys(WRITE_NAMES, WRITE),
+    **dict.fromkeys(WRITE_NAMES, WRITE), **dict.fromkeys(HTTP_READS, READ), **dict.fromkeys(HTTP_WRITES, WRITE),
 }
 """Kind by operation name, in any layer but PYTHON's (whose calls are all OTHER); a name not
 in it is METADATA. A copy (sendfile, copy_file_range, splice) is READ on its input side and
@@ -73,6 +75,7 @@ def op_kind(op: pl.Expr | None = None, layer: pl.Expr | None = None, copy_out: p
 def layer_of(code: int) -> str:
     """The layer of an op code (each layer's codes are one run, see ioobserve.events)."""
     runs = ((len(ev.OP_NAMES), s.LAYER_SYSCALL),  # codes this version does not know: "unknown" ops
+            (ev.FIRST_TLS_OP, s.LAYER_TLS), (ev.FIRST_NET_OP, s.LAYER_NET),
             (ev.FIRST_MORE_VFS_OP, s.LAYER_VFS), (ev.FIRST_AIO_OP, s.LAYER_AIO), (ev.FIRST_URING_OP, s.LAYER_IO_URING),
             (ev.FIRST_ASYNC_SYSCALL_OP, s.LAYER_SYSCALL), (ev.FIRST_PYTHON_OP, s.LAYER_PYTHON), (ev.FIRST_MPIIO_OP, s.LAYER_MPIIO), (ev.FIRST_HDF5_OP, s.LAYER_HDF5),
             (ev.FIRST_VFS_OP, s.LAYER_VFS), (ev.FIRST_POSIX_OP, s.LAYER_POSIX), (ev.FIRST_STDIO_OP, s.LAYER_STDIO),

@@ -9,9 +9,10 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve import totals
-from ioobserve.model import BatchTables, Process
+from ioobserve.model import BatchTables
 from ioobserve.naming import with_job_context
 from ioobserve.operations import KERNEL_VIEW, KIND, op_kind
+from ioobserve.sink import Sink
 
 MAX_DISAGREEING = 20
 MAX_TAG_VALUES = 8  # per tag key, for the summary line
@@ -39,6 +40,16 @@ class Summary:
     accounted: int = 0  # exited processes set beside the kernel's accounting
     differing: int = 0  # of which do not agree with it
     disagreeing: pl.DataFrame | None = None  # the worst of those whose counts differ
+    requests: int = 0  # HTTP requests (the HTTP layer's events)
+    request_bytes: int = 0  # their answers' bytes
+    tls_pids: set[int] = field(default_factory=set)  # processes with TLS-layer events (a probed libssl)
+    handshake_pids: dict[int, str] = field(default_factory=dict)  # pid -> comm: TLS handshakes on their sockets
+
+    @property
+    def own_tls(self) -> dict[int, str]:
+        """Processes whose sockets carried TLS handshakes but that made no call to a probed
+        libssl: TLS of their own (Go, BoringSSL), seen by their sockets only."""
+        return {pid: comm for pid, comm in self.handshake_pids.items() if pid not in self.tls_pids}
 
     @property
     def lost_total(self) -> int:
@@ -52,14 +63,11 @@ class Summary:
         return rows[:n]
 
 
-class SummarySink:
+class SummarySink(Sink):
     """Folds each batch into a Summary with a few group-bys."""
 
     def __init__(self) -> None:
         self.summary = Summary()
-
-    def processes(self, changed: list[Process]) -> None:
-        """Processes matter only once they do I/O."""
 
     def events(self, frame: pl.DataFrame, tables: BatchTables | None = None) -> None:
         """Add a batch's counts and bytes: an id batch with its tables (files are named in its
@@ -94,6 +102,21 @@ class SummarySink:
         out.bytes_written += int(written or 0)
         if frame.get_column(s.RANK).null_count() < frame.height or frame.get_column(s.TAGS).null_count() < frame.height:
             self._add_context(frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)))
+        network = frame.filter(pl.col(s.LAYER).is_in([s.LAYER_NET, s.LAYER_TLS, s.LAYER_HTTP]))
+        if network.height:
+            self._add_network(network)
+
+    def _add_network(self, frame: pl.DataFrame) -> None:
+        """Count a batch's HTTP requests and note which processes do TLS, and how."""
+        out = self.summary
+        http = frame.filter(pl.col(s.LAYER) == s.LAYER_HTTP)
+        out.requests += http.height
+        out.request_bytes += int(http.get_column(s.BYTES).sum() or 0)
+        out.tls_pids.update(frame.filter(pl.col(s.LAYER) == s.LAYER_TLS).get_column(s.PID).unique().to_list())
+        hellos = frame.filter((pl.col(s.LAYER) == s.LAYER_NET) & ((pl.col(s.FLAGS) & ev.F_TLS_HELLO) != 0))
+        comm = pl.col(s.COMM).cast(pl.String) if s.COMM in frame.columns else pl.lit(None, pl.String)  # a trace's
+        for pid, name in hellos.select(s.PID, comm).unique(s.PID).iter_rows():
+            out.handshake_pids.setdefault(pid, name or "pid")
 
     def _add_context(self, frame: pl.DataFrame) -> None:
         """Note the ranks, workers and tags a batch shows (distinct values only)."""
@@ -115,9 +138,6 @@ class SummarySink:
         for name, count in counts.items():
             self.summary.lost[name] = self.summary.lost.get(name, 0) + count
 
-    def forget(self, pids: list[int]) -> None:
-        """Totals keep nothing per process beyond its pid."""
-
     def counters(self, counts: dict[str, int]) -> None:
         """Keep the recording-wide counters."""
         self.summary.counters.update(counts)
@@ -135,13 +155,6 @@ class SummarySink:
             gap = (pl.col("traced_reads").cast(pl.Int64) - pl.col("read_syscalls").cast(pl.Int64)).abs() + \
                 (pl.col("traced_writes").cast(pl.Int64) - pl.col("write_syscalls").cast(pl.Int64)).abs()
             out.disagreeing = kept.sort(gap, descending=True).head(MAX_DISAGREEING)
-
-    def abandon(self) -> None:
-        """Nothing is held."""
-
-    def close(self, deadline=None) -> None:
-        """Nothing to flush."""
-
 
 def _add_totals(into: dict[str, list[int]], rows: pl.DataFrame) -> None:
     """Add (key, calls, read, written) rows to running totals."""

@@ -11,17 +11,16 @@ import signal
 from rich.cells import cell_len
 from textual import events, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
 from ioobserve.live.aggregate import METADATA_OPS, OPS, READ_BYTES, WRITE_BYTES, Snapshot
-from ioobserve.live.source import REPLAY_STEP_S, Source
+from ioobserve.live.source import Source
 from ioobserve.units import format_count, format_rate
 from tui import views
+from tui.keys import KEYS, KeyActions
 from tui.messages import SnapshotReady
-from tui.screens import HelpScreen
 from tui.widgets import Stat
 
 MIN_WIDTH, MIN_HEIGHT = 60, 16
@@ -30,25 +29,20 @@ TABLES = {
     "jobs": ("job", "procs", "read/s", "write/s", "IOPS", "latency"),
     "processes": ("pid", "comm", "job", "rank/w", "read/s", "write/s", "IOPS", "latency", "read", "written"),
     "files": ("path", "procs", "read/s", "write/s", "IOPS", "latency"),
+    "network": ("peer", "procs", "recv/s", "sent/s", "calls/s", "requests/s", "latency"),
     "events": ("time", "pid", "comm", "op", "path", "bytes", "latency", "ret"),
 }
-ROWS = {"jobs": views.job_rows, "processes": views.process_rows, "files": views.file_rows, "events": views.event_rows}
-class TopApp(App):
-    """The app over any Source (live or replay)."""
+ROWS = {"jobs": views.job_rows, "processes": views.process_rows, "files": views.file_rows, "network": views.network_rows,
+        "events": views.event_rows}
+
+
+class TopApp(KeyActions, App):
+    """The app over any Source (live or replay): it takes snapshots and draws them; its keys
+    are KeyActions' (tui.keys)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "ioobserve top"
-    BINDINGS = [
-        Binding("q", "quit", "quit"), Binding("slash", "filter", "filter"), Binding("s", "sort", "sort"),
-        Binding("p", "pause", "pause"), Binding("question_mark", "help", "help"), Binding("escape", "back", "back"),
-        Binding("1", "tab('jobs')", "jobs", show=False), Binding("2", "tab('processes')", "procs", show=False),
-        Binding("3", "tab('files')", "files", show=False), Binding("4", "tab('latency')", "latency", show=False),
-        Binding("5", "tab('events')", "events", show=False),
-        Binding("left", "step(-1)", "back 1 s", show=False), Binding("right", "step(1)", "on 1 s", show=False),
-        Binding("space", "play", "play", show=False),
-        # Before the focused table's own home/end (its first and last row), which took them.
-        Binding("home", "jump(0)", show=False, priority=True), Binding("end", "jump(1)", show=False, priority=True),
-    ]
+    BINDINGS = KEYS
 
     def __init__(self, source: Source, theme: str = "textual-dark", refresh_s: float | None = REFRESH_S) -> None:
         super().__init__()
@@ -77,6 +71,8 @@ class TopApp(App):
                 yield Static("", id="latency-view")
             with TabPane("events", id="events"):
                 yield DataTable(id="events-table", cursor_type="row")
+            with TabPane("network", id="network"):  # the NET and HTTP layers (--layers net or tls)
+                yield DataTable(id="network-table", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -166,82 +162,8 @@ class TopApp(App):
         if rows:
             table.move_cursor(row=min(row, len(rows) - 1))
 
-    # Keys
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        self.view.text = event.value.strip()
-        self._draw()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter in the filter: back to the table, the filter kept."""
-        if self._tab() != "latency":
-            self.query_one(f"#{self._tab()}-table", DataTable).focus()
-
-    def action_sort(self) -> None:
-        self.view.sort = views.SORTS[(views.SORTS.index(self.view.sort) + 1) % len(views.SORTS)]
-        self._draw()
-
-    def action_pause(self) -> None:
-        self.paused = not self.paused
-        if self.snapshot:
-            self._draw_title(self.snapshot)
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
-
-    def action_tab(self, name: str) -> None:
-        self.query_one(TabbedContent).active = name
-
     def _tab(self) -> str:
         return self.query_one(TabbedContent).active
-
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        """Enter: a job shows its processes; a process its files; a file its events."""
-        values = event.data_table.get_row(event.row_key)
-        focus = self.view.focus
-        if event.data_table.id == "jobs-table":
-            focus.job, focus.pid, focus.path = values[0], None, None
-            self.action_tab("processes")
-        elif event.data_table.id == "processes-table":
-            focus.pid = int(values[0])
-            self.action_tab("files")
-        elif event.data_table.id == "files-table":
-            self.view.text = values[0]
-            self.action_tab("events")
-        self._draw()
-
-    def action_back(self) -> None:
-        """Esc: clear the filter, else go up one level of the drill-down."""
-        box, focus = self.query_one("#filter", Input), self.view.focus
-        if self.view.text or box.display:
-            box.value, box.display, self.view.text = "", False, ""
-        elif focus.pid is not None:
-            focus.pid = None
-            self.action_tab("processes")
-        elif focus.job is not None:
-            focus.job = None
-            self.action_tab("jobs")
-        self._draw()
-
-    def action_step(self, seconds: int) -> None:
-        if not self.source.live:
-            self.source.step(seconds * REPLAY_STEP_S)
-            self._take()
-
-    def action_jump(self, fraction: float) -> None:
-        if not self.source.live:
-            self.source.jump(fraction)
-            self._take()
-
-    def action_play(self) -> None:
-        if not self.source.live:
-            self.source.playing = not self.source.playing
-            self._take()
 
     def on_unmount(self) -> None:
         self.source.stop()

@@ -13,7 +13,7 @@ HELP = """[b]ioobserve top[/b]
   s          sort: bandwidth, IOPS, latency
   p          pause / resume            ?        this help
   enter      drill down: job → processes → files and events of one process
-  esc        back up one level         1-5      jobs, processes, files, latency, events
+  esc        back up one level         1-6      the tabs, left to right
 Replay only:  ← →  step one second,  space  play / stop,  home / end  first / last second
 
 Rates are per second over the last window (about one second); read and written on the

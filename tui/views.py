@@ -85,17 +85,37 @@ def process_rows(snap: Snapshot, view: View) -> list[tuple]:
     return rows
 
 
+def _focused(frame: pl.DataFrame, snap: Snapshot, view: View) -> pl.DataFrame:
+    """The rows (with PID) of the focused process, or of the focused job's processes, or all."""
+    if view.focus.pid is not None:
+        return frame.filter(pl.col(s.PID) == view.focus.pid)
+    if view.focus.job is not None:
+        pids = snap.processes.filter(pl.col(s.JOB).fill_null("-") == view.focus.job).get_column(s.PID)
+        return frame.filter(pl.col(s.PID).is_in(pids.implode()))
+    return frame
+
+
 def file_rows(snap: Snapshot, view: View) -> list[tuple]:
     """(path, processes, read/s, write/s, IOPS, latency) of the focused process or of all."""
-    frame = snap.files
-    if view.focus.pid is not None:
-        frame = frame.filter(pl.col(s.PID) == view.focus.pid)
-    elif view.focus.job is not None:
-        pids = snap.processes.filter(pl.col(s.JOB).fill_null("-") == view.focus.job).get_column(s.PID)
-        frame = frame.filter(pl.col(s.PID).is_in(pids.implode()))
+    frame = _focused(snap.files, snap, view)
     if view.text:
         frame = frame.filter(_contains([s.PATH], view.text))
     return _grouped_rows(frame, s.PATH, view, snap.seconds)
+
+
+def network_rows(snap: Snapshot, view: View) -> list[tuple]:
+    """(peer, processes, received/s, sent/s, calls/s, requests/s, request latency) of the
+    focused process or of all (the NET and HTTP layers: `--layers net` or `tls`), most bytes first."""
+    frame = _focused(snap.network, snap, view)
+    if view.text:
+        frame = frame.filter(_contains([ag.PEER], view.text))
+    groups = frame.group_by(ag.PEER).agg(pl.len().alias("n"), *(pl.col(name).sum() for name in ag.NETWORK_SUMS))
+    groups = groups.sort(pl.col(ag.RECEIVED) + pl.col(ag.SENT), ag.PEER, descending=[True, False]).head(MAX_ROWS)
+    sec = snap.seconds
+    return [(row[ag.PEER], str(row["n"]), format_rate(row[ag.RECEIVED] / sec), format_rate(row[ag.SENT] / sec),
+             format_count(row[ag.NET_CALLS] / sec), format_count(row[ag.REQUESTS] / sec),
+             format_seconds(row[ag.REQUEST_NS] / row[ag.REQUESTS] / 1e9) if row[ag.REQUESTS] else "-")
+            for row in groups.iter_rows(named=True)]
 
 
 def _grouped_rows(frame: pl.DataFrame, key: str, view: View, sec: float) -> list[tuple]:

@@ -25,7 +25,7 @@ from ioobserve.analysis.results import (
 )
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import MS, rebin
-from ioobserve.context.mounts import SHARED_FS
+from ioobserve.model import SHARED_FS
 from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
 from ioobserve.units import format_bytes
 
@@ -122,6 +122,8 @@ def _metadata(a: Analysis) -> Insight | None:
 def _peak_rate(a: Analysis, kind: str) -> float:
     """The most calls of a kind in one second (a bin of 1024 ms, or the timeline's if wider)."""
     exponent = max(PEAK_EXPONENT, (a.timeline_ns // MS).bit_length() - 1)
+    if a.layer is None:  # no I/O layer: nothing was called
+        return 0.0
     bins = rebin(a.timeline.lazy().filter((pl.col(s.LAYER) == a.layer) & (pl.col(KIND) == kind)), exponent).collect()
     return float(bins.get_column(COUNT).max() or 0) * 1e9 / (MS << exponent)
 

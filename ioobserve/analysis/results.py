@@ -9,31 +9,29 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.runs import IntervalRuns
 from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
-from ioobserve.analysis.partial import (
-    BYTES,
-    CALLS,
+from ioobserve.analysis.busy import (
     DATA_BUSY_NS,
-    ERRORS,
-    FIRST_NS,
+    EVERY,
     GROUP,
     GROUP_RANK,
     GROUP_WORKER,
     IO_BUSY_NS,
-    LAST_NS,
-    PLACED_BYTES,
+    IO_OR_COMPUTE,
+    LENGTH,
     SCOPE,
     SCOPE_COMPUTE,
     SCOPE_DATA,
     SCOPE_IO,
-    TIME_NS,
-    Partial,
+    owned_busy,
 )
+from ioobserve.analysis.partial import Partial, measured
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
+from ioobserve.analysis.requests import endpoints, objects
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
-from ioobserve.totals import READ_BYTES, WRITE_BYTES, by_kind, combined
+from ioobserve.totals import (BYTES, CALLS, ERRORS, FIRST_NS, LAST_NS, PLACED_BYTES, READ_BYTES, TIME_NS, WRITE_BYTES, by_kind,
+                              combined)
 from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
 
 BYTES_READ, BYTES_WRITTEN = "bytes_read", "bytes_written"
@@ -70,6 +68,8 @@ class Analysis:
     opens: pl.DataFrame  # HOST, PID: OPENS, OPENS_AFTER_STAT
     per_process_sizes: pl.DataFrame  # HOST, PID, FILE_ID, PATH, KIND, BUCKET: COUNT
     per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
+    objects: pl.DataFrame  # PATH (an object's address): requests, bytes, time (the HTTP layer)
+    endpoints: pl.DataFrame  # ENDPOINT: requests, bytes, time, a count per latency bucket
     insights: list = field(default_factory=list)
 
 
@@ -99,6 +99,7 @@ def _with_bandwidth(frame: pl.DataFrame) -> pl.DataFrame:
 
 def results(part: Partial) -> Analysis:
     """The analysis of a combined partial."""
+    part = measured(part)
     layer = io_layer(part.totals.get_column(s.LAYER).cast(pl.String).unique().to_list())
     files = part.files.select(s.FILE_ID, s.PATH)
     named = (
@@ -108,12 +109,13 @@ def results(part: Partial) -> Analysis:
     )
     io = named.filter(pl.col(s.LAYER).cast(pl.String).is_in(totals_layers(layer)))
     busy, groups = owned_busy(part.owned, layer or "")
-    unions = busy_unions(part.intervals, [layer or "", s.LAYER_PYTHON])
+    unions = part.intervals.filter(pl.col(s.LAYER).is_in([layer or "", s.LAYER_PYTHON]))
     whole = _overlap(unions, every_job=True)
-    jobs = {job for (key_layer, job, _) in part.intervals.keys if key_layer in (layer or "", s.LAYER_PYTHON)}
+    jobs = set(unions.filter(~pl.col(EVERY)).get_column(s.JOB).to_list())
     overlap = (whole.with_columns(pl.lit(next(iter(jobs), None), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
                if len(jobs) <= 1 else _overlap(unions, every_job=False))
     processes = _processes(io, busy)
+    per_object = objects(named)
     return Analysis(
         layer=layer,
         hosts=sorted(set(part.processes.get_column(s.HOST).to_list()) | set(part.totals.get_column(s.HOST).to_list())),
@@ -131,18 +133,20 @@ def results(part: Partial) -> Analysis:
         processes=processes,
         files=_files(io, part, layer),
         sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
-        patterns=part.patterns.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND).agg(
+        patterns=part.patterns.counts.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND).agg(
             pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum(), pl.col(UNALIGNED).sum()).sort(KIND),
         overlap=overlap,
         timeline=_timeline(part),
         timeline_ns=MS << _report_exponent(part),
         lanes=part.lanes,
         spawns=_spawns(processes),
-        opens=part.opens.filter(pl.col(s.LAYER) == (layer or "")).drop(s.LAYER).sort(s.HOST, s.PID),
+        opens=part.opens.counts.filter(pl.col(s.LAYER) == (layer or "")).drop(s.LAYER).sort(s.HOST, s.PID),
         per_process_sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).join(files, on=s.FILE_ID, how="left")
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND, BUCKET),
-        per_process_patterns=part.patterns.filter(pl.col(s.LAYER) == (layer or "")).join(files, on=s.FILE_ID, how="left")
+        per_process_patterns=part.patterns.counts.filter(pl.col(s.LAYER) == (layer or "")).join(files, on=s.FILE_ID, how="left")
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND),
+        objects=per_object,
+        endpoints=endpoints(part.request_latency, files, per_object),
     )
 
 
@@ -157,60 +161,6 @@ def _processes(io: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
     return _with_bandwidth(frame.with_columns(wall)).with_columns(
         pl.when(pl.col(WALL_NS) > 0).then(pl.col(IO_BUSY_NS) / pl.col(WALL_NS)).alias(IO_SHARE)
     ).sort(TIME_NS, *keys, descending=[True, False, False])
-
-
-EVERY, IO_OR_COMPUTE, LENGTH = "every", "io_or_compute", "length"
-GROUP_PROCESS = "process"
-EVERY_JOB = ("every job",)  # the target of every job's intervals together (a job is a string or None)
-
-
-def busy_unions(runs: IntervalRuns, layers: list[str]) -> pl.DataFrame:
-    """LAYER, JOB, EVERY, SCOPE: LENGTH of the union of the intervals of `layers`, per job and
-    over every job (EVERY), for each scope and for I/O and compute together (IO_OR_COMPUTE):
-    the I/O no compute hid is the latter less the compute."""
-    jobs: dict[str, set] = {}
-    for layer, job, _ in runs.keys:
-        jobs.setdefault(layer, set()).add(job)
-    alone = {layer for layer, held in jobs.items() if len(held) == 1}  # every job's union is the one job's
-
-    def targets(key: tuple) -> list[tuple]:
-        layer, job, scope = key
-        if layer not in layers:
-            return []
-        scopes = [scope, IO_OR_COMPUTE] if scope in (SCOPE_IO, SCOPE_COMPUTE) else [scope]
-        return [(layer, owner, each) for owner in ((job,) if layer in alone else (job, EVERY_JOB)) for each in scopes]
-
-    lengths = runs.union_lengths(targets)
-    lengths |= {(layer, EVERY_JOB, scope): length for (layer, _, scope), length in lengths.items() if layer in alone}
-    rows = [(layer, None if job is EVERY_JOB else job, job is EVERY_JOB, scope, length)
-            for (layer, job, scope), length in lengths.items()]
-    return pl.DataFrame(rows, schema={s.LAYER: pl.String, s.JOB: pl.String, EVERY: pl.Boolean, SCOPE: pl.String,
-                                      LENGTH: pl.UInt64}, orient="row")
-
-
-def owned_busy(runs: IntervalRuns, layer: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The layer's busy time (IO_BUSY_NS, DATA_BUSY_NS) per process (HOST, PID), and per rank
-    and worker slot (GROUP, HOST, JOB, RANK, WORKER): the unions of their processes' calls."""
-    def targets(key: tuple) -> list[tuple]:
-        key_layer, pid, job, rank, worker, host, scope = key
-        if key_layer != layer:
-            return []
-        found = [(GROUP_PROCESS, host, pid, None, None, None, scope)]
-        if rank is not None:
-            found.append((GROUP_RANK, host, None, job, rank, None, scope))
-            if worker is not None:
-                found.append((GROUP_WORKER, host, None, job, rank, worker, scope))
-        return found
-
-    rows = [(*target[:-1], target[-1] == SCOPE_IO, length) for target, length in runs.union_lengths(targets).items()]
-    frame = pl.DataFrame(rows, orient="row", schema={GROUP: pl.String, s.HOST: pl.String, s.PID: pl.UInt32, s.JOB: pl.String,
-                                                     s.RANK: pl.Int32, s.WORKER: pl.Int32, "_io": pl.Boolean, LENGTH: pl.UInt64})
-    keys = [GROUP, s.HOST, s.PID, s.JOB, s.RANK, s.WORKER]
-    io = frame.filter(pl.col("_io")).select(*keys, pl.col(LENGTH).alias(IO_BUSY_NS))
-    data = frame.filter(~pl.col("_io")).select(*keys, pl.col(LENGTH).alias(DATA_BUSY_NS))
-    both = io.join(data, on=keys, how="left", nulls_equal=True).with_columns(pl.col(DATA_BUSY_NS).fill_null(0))
-    processes = both.filter(pl.col(GROUP) == GROUP_PROCESS).select(s.HOST, s.PID, IO_BUSY_NS, DATA_BUSY_NS)
-    return processes, both.filter(pl.col(GROUP) != GROUP_PROCESS).drop(s.PID)
 
 
 def _scope_lengths(unions: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
@@ -273,17 +223,18 @@ def _overlap(unions: pl.DataFrame, every_job: bool) -> pl.DataFrame:
 
 def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
     """Per file: totals, how many processes used it, the distinct bytes read and re-reads."""
-    lengths = part.ranges.union_lengths(lambda key: [key[1]] if key[0] == (layer or "") else [])
-    unique = pl.DataFrame({s.FILE_ID: list(lengths), UNIQUE_BYTES_READ: list(lengths.values())},
-                          schema={s.FILE_ID: pl.UInt64, UNIQUE_BYTES_READ: pl.UInt64})
+    unique = part.ranges.filter(pl.col(s.LAYER) == (layer or "")).select(s.FILE_ID, pl.col(LENGTH).alias(UNIQUE_BYTES_READ))
     named = part.files.select(s.FILE_ID, s.PATH).join(unique, on=s.FILE_ID, how="inner").drop(s.FILE_ID)
     users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
         pl.struct(s.HOST, s.PID).filter(pl.col(KIND) == READ).n_unique().alias("readers"),
         pl.col(PLACED_BYTES).filter(pl.col(KIND) == READ).sum().alias("_placed"), *_sums(pl.col(KIND)))
-    # Each file's file system, from its device (a dev names one mount per node; the first found is kept)
-    mounts = part.mounts.select(s.DEV, MOUNTPOINT, FSTYPE).unique(s.DEV, keep="first", maintain_order=True)
-    where = part.files.select(s.PATH, s.DEV).unique(s.PATH, keep="last").join(mounts, on=s.DEV, how="left").drop(s.DEV)
+    # Each file's file system, from its device (a dev names one mount per node; the first host's
+    # is kept). A path seen under several devices (one the event naming it did not know) takes
+    # one with a known mount: sorted first, so that the choice is the same on every run.
+    mounts = part.mounts.sort(s.HOST, s.DEV).select(s.DEV, MOUNTPOINT, FSTYPE).unique(s.DEV, keep="first", maintain_order=True)
+    where = (part.files.select(s.PATH, s.DEV).join(mounts, on=s.DEV, how="left")
+             .sort(s.PATH, MOUNTPOINT, FSTYPE, nulls_last=True).unique(s.PATH, keep="first", maintain_order=True).drop(s.DEV))
     return users.join(named.group_by(s.PATH).agg(pl.col(UNIQUE_BYTES_READ).sum()), on=s.PATH, how="left").with_columns(
         pl.col(UNIQUE_BYTES_READ).fill_null(0),
         # re-read: of the bytes read at a known offset, those beyond the distinct ranges
@@ -303,14 +254,15 @@ def _spawns(processes: pl.DataFrame) -> pl.DataFrame:
 
 def _report_exponent(part: Partial) -> int:
     """Bins for the report: at most REPORT_BINS over the trace's span."""
-    if not part.bins.height:
-        return part.bin_exponent
-    span = int(part.bins.get_column(BIN).max() - part.bins.get_column(BIN).min()) + (MS << part.bin_exponent)
-    return max(part.bin_exponent, bin_exponent(span, REPORT_BINS))
+    bins = part.timeline
+    if not bins.frame.height:
+        return bins.exponent
+    span = int(bins.frame.get_column(BIN).max() - bins.frame.get_column(BIN).min()) + (MS << bins.exponent)
+    return max(bins.exponent, bin_exponent(span, REPORT_BINS))
 
 
 def _timeline(part: Partial) -> pl.DataFrame:
-    return rebin(part.bins.lazy(), _report_exponent(part), [s.LAYER, KIND]).with_columns(
+    return rebin(part.timeline.frame.lazy(), _report_exponent(part), [s.LAYER, KIND]).with_columns(
         pl.col(s.LAYER).cast(pl.String)).collect()
 
 

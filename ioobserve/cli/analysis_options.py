@@ -56,7 +56,8 @@ def parse_time(text: str, start_ns: int | None, option: str) -> int:
 
 def build_filters(traces: list[Path], jobs, pids, prefixes, since: str | None, until: str | None):
     """The analysis Filters of the options (checking the traces exist first)."""
-    from ioobserve.analysis.run import Filters, trace_start_ns
+    from ioobserve.analysis.engine import trace_start_ns
+    from ioobserve.analysis.trace_partial import Filters
 
     for trace in traces:
         if not trace.is_file():
@@ -81,7 +82,8 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
     from ioobserve.analysis.distributed import SchedulerError
     from ioobserve.analysis.insights import insights
     from ioobserve.analysis.results import results
-    from ioobserve.analysis.run import DEFAULT_MEMORY_MB, analyze_partial
+    from ioobserve.analysis.engine import analyze_partial
+    from ioobserve.analysis.trace_partial import DEFAULT_MEMORY_MB
     from ioobserve.trace.reader import TraceError
 
     # SIGTERM ends the run as Ctrl-C does, through the exit handlers that remove its runs on disk

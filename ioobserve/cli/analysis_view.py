@@ -9,6 +9,7 @@ from rich.table import Table
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.operations import KIND
+from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.cli.summary_view import short_path
 from ioobserve.units import format_bytes, format_rate
@@ -47,6 +48,7 @@ def print_analysis(analysis: r.Analysis, console: Console | None = None, top: in
         _totals(console, "Worker slots (all epochs)", analysis.workers, [s.RANK, s.WORKER], top)
     _processes(analysis, console, top)
     _files(analysis, console, top)
+    _requests(analysis, console, top)
     _sizes_and_patterns(analysis, console)
 
 
@@ -138,6 +140,22 @@ def _files(analysis: r.Analysis, console: Console, top: int) -> None:
     console.print(table)
     shared = frame.filter(pl.col(r.PROCESSES) > 1).height
     console.print(f"{shared:,} file(s) used by more than one process, {frame.height - shared:,} by one only\n")
+
+
+def _requests(analysis: r.Analysis, console: Console, top: int) -> None:
+    """Object-storage requests (the HTTP layer, with --layers net or tls): per object, and
+    per endpoint with the spread of their latency."""
+    if not analysis.objects.height:
+        return
+    table = _table(f"Objects ({analysis.objects.height:,}, by time)", "object", "requests", "bytes", "time")
+    for row in analysis.objects.head(top).iter_rows(named=True):
+        table.add_row(row[s.PATH], f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
+    console.print(table)
+    table = _table("Endpoints: requests by latency", "endpoint", "requests", "bytes", "latency (requests per bucket)")
+    for row in analysis.endpoints.iter_rows(named=True):
+        spread = ", ".join(f"{bucket} {row[bucket]:,}" for bucket in LATENCY_BUCKETS if row[bucket])
+        table.add_row(row[ENDPOINT] or "?", f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), spread)
+    console.print(table)
 
 
 def _sizes_and_patterns(analysis: r.Analysis, console: Console) -> None:

@@ -56,7 +56,7 @@ def running_table():
     """The interpreter and library files running processes map, as the uprobe layers see them."""
     from rich.table import Table
 
-    from ioobserve.probes.inventory import running_files
+    from ioobserve.probes.attach.inventory import running_files
 
     table = Table(title="interpreters and libraries running now (paths inside their roots)", title_justify="left")
     for column in ("layer", "file", "processes", "status"):
@@ -71,11 +71,11 @@ def probes_check():
     (or ioobserve version) this compiles them, and keeps the result for every recording.
     The check, and the default layers unavailable here with why."""
     from ioobserve.collect.recording import load_probes
-    from ioobserve.probes.btf import BtfError
+    from ioobserve.probes.kernel.btf import BtfError
     from ioobserve.probes.capabilities import Check
-    from ioobserve.probes.compile import ProbeError
-    from ioobserve.probes.headers import HeadersMissing
-    from ioobserve.probes.object_cache import cache_dir
+    from ioobserve.probes.build.compile import ProbeError
+    from ioobserve.probes.build.headers import HeadersMissing
+    from ioobserve.probes.build.object_cache import cache_dir
 
     try:
         probes = load_probes()

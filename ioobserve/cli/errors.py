@@ -25,7 +25,7 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 def fail_probes(exc: Exception) -> NoReturn:
     """The probes' failure as one line: a host that is not ready is the user's to fix (exit 2,
     the message says how); anything else points to the doctor (exit 1)."""
-    from ioobserve.probes.compile import HostNotReady
+    from ioobserve.probes.build.compile import HostNotReady
 
     if isinstance(exc, HostNotReady):
         fail(str(exc))

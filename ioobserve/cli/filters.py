@@ -11,8 +11,8 @@ import typer
 from ioobserve import events as ev
 from ioobserve.cli.errors import UserError
 from ioobserve.context.tags import TAG_DIR
-from ioobserve.probes.kernel import cgroup2_mount
-from ioobserve.probes.filters import KernelFilters
+from ioobserve.context.mounts import cgroup2_mount
+from ioobserve.probes.maps.filters import KernelFilters
 
 PidOption = Annotated[Optional[list[int]], typer.Option("--pid", help="Trace this process and all its descendants (repeatable).")]
 CgroupOption = Annotated[
@@ -52,7 +52,8 @@ PyStacksOption = Annotated[
 ]
 PyDepthOption = Annotated[
     Optional[int],
-    typer.Option("--py-depth", help=f"Python frames walked per call, 1 to {ev.PY_MAX_FRAMES} (default 16)."),
+    typer.Option("--py-depth", help=f"Python frames walked per call, 1 to {ev.PY_MAX_FRAMES} (default 16; "
+                 f"{ev.PY_MAX_FRAMES} with --layers net or tls)."),
 ]
 
 
@@ -67,7 +68,7 @@ def split_layers(text: str | None) -> tuple[frozenset[str], dict[str, str]]:
     missing: dict[str, str] = {}
     libraries = [layer for layer in ly.LIBRARY_LAYERS if layer in layers]
     if libraries:
-        from ioobserve.probes.kernel import uprobes_available
+        from ioobserve.probes.kernel.features import uprobes_available
 
         if not uprobes_available():
             missing.update(dict.fromkeys(libraries, "this kernel has no uprobes (CONFIG_UPROBE_EVENTS)"))
@@ -93,9 +94,12 @@ def build_layers(text: str | None) -> frozenset[str]:
 def build_python(stacks: str | None, depth: int | None, layers: frozenset[str]):
     """The layers and Python stack options of --py-stacks and --py-depth."""
     from ioobserve.probes import layers as ly
-    from ioobserve.probes.python_probes import PythonOptions
+    from ioobserve.probes.attach.python import PythonOptions
 
     options = PythonOptions()
+    if depth is None and layers & {ly.NET, ly.TLS}:
+        # Object-storage clients call deep: botocore's caller is 21 frames above the socket's send.
+        options = PythonOptions(depth=ev.PY_MAX_FRAMES)
     if depth is not None:
         if not 1 <= depth <= ev.PY_MAX_FRAMES:
             raise UserError(f"--py-depth {depth}: must be between 1 and {ev.PY_MAX_FRAMES}")

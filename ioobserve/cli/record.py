@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -101,13 +99,12 @@ def record(
     from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.probes import layers as ly
     from ioobserve.probes.capabilities import capability_warnings, not_ready
-    from ioobserve.probes.loader import ProbeError, ProbeSizes
+    from ioobserve.probes.load.loader import ProbeError, ProbeSizes
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
     from ioobserve.trace.finish import finish_later
-    from ioobserve.context.mounts import read_mounts
-    from ioobserve.trace.output import OutputError, check_output_dir, trace_name
-    from ioobserve.trace.writer import TraceWriter
+    from ioobserve.collect.traces import StartRecord, open_trace
+    from ioobserve.trace.output import OutputError, check_output_dir
 
     try:
         problem = not_ready("recording")
@@ -143,13 +140,8 @@ def record(
     for missing in capability_warnings():
         print(f"ioobserve: warning: {missing}", file=sys.stderr, flush=True)
     summary = SummarySink()
-    details = {
-        "host": socket.gethostname(), "kernel": os.uname().release, "ioobserve": _version(),
-        "command": command or [], "filters": _describe(filters), "recorder_pid": os.getpid(),
-        "layers": sorted(chosen_layers),
-    }
-    if ly.PYTHON in chosen_layers:
-        details["python_stacks"] = {"depth": python_options.depth, "sample": python_options.sample}
+    start = StartRecord(command or [], chosen_layers, filters, python_stacks={
+        "depth": python_options.depth, "sample": python_options.sample} if ly.PYTHON in chosen_layers else None)
 
     def finish_in_background(path: Path) -> None:
         finisher = finish_later(path, recompress=writer.hurried(path))
@@ -157,15 +149,14 @@ def record(
             recording.probes.tables.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
 
     try:
-        writer = TraceWriter(directory, trace_name(), details,
-                             rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
-                             mounts=read_mounts(), precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
-                             on_closed=finish_in_background if compact else None,
-                             **({"writer_threads": writer_threads} if writer_threads else {}))
+        writer = open_trace(recording.probes, directory, start,
+                            rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
+                            precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
+                            on_closed=finish_in_background if compact else None,
+                            **({"writer_threads": writer_threads} if writer_threads else {}))
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
-    recording.probes.tables.exclude_helper(writer.disk_pid)
     recording.sinks.extend([writer, summary])
     install_stop_signals(recording)
     try:
@@ -184,18 +175,3 @@ def record(
     if not command and incomplete:
         raise typer.Exit(EXIT_INCOMPLETE)
 
-
-def _describe(filters) -> dict:
-    return {
-        "pid": sorted(filters.pids), "cgroup_ids": sorted(filters.cgroup_ids), "comm": sorted(filters.comms),
-        "path_prefix": filters.prefixes,
-    }
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ioobserve")
-    except PackageNotFoundError:
-        return "dev"

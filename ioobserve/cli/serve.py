@@ -36,7 +36,7 @@ def serve(
     comm: CommOption = None,
     node: Annotated[str | None, typer.Option("--node", help="The metrics' node label (default: the host name).")] = None,
     stop_timeout: Annotated[float | None, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued (default 30; a second SIGTERM: at once).")] = None,
-    layers: Annotated[str | None, typer.Option("--layers", help="Layers aggregated (syscall, io_uring, aio, block, cache: all by default), as record's --layers: no-NAME leaves one out, e.g. no-cache.")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="Layers aggregated (syscall, io_uring, aio, block, cache: all by default; net: Internet sockets' calls, opt-in), as record's --layers: no-NAME leaves one out, e.g. no-cache.")] = None,
     retain_days: Annotated[float | None, typer.Option("--retain-days", help="Remove job traces older than this many days.")] = None,
     retain_gb: Annotated[float | None, typer.Option("--retain-gb", help="Remove the oldest job traces while the record dir holds more than this many GB.")] = None,
 ) -> None:
@@ -44,7 +44,7 @@ def serve(
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
     a live event stream on a Unix socket (`ioobserve top --attach`)."""
     from ioobserve.probes.capabilities import not_ready
-    from ioobserve.probes.loader import ProbeError
+    from ioobserve.probes.load.loader import ProbeError
     from ioobserve.serve.config import ConfigError, load_config
     from ioobserve.serve.daemon import Daemon, ServeError
     from ioobserve.serve.jobs import JobError, check_job_id

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ioobserve import schema as s
 from ioobserve.deadline import UNWRITTEN
+from ioobserve.probes import layers as ly
 from ioobserve.summary import Summary
 from ioobserve.units import format_bytes
 
@@ -18,8 +19,8 @@ def short_path(path: str, width: int = 44) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
-LAYER_ORDER = (s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAYER_POSIX, s.LAYER_SYSCALL,
-               s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
+LAYER_ORDER = (s.LAYER_HTTP, s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYER_STDIO, s.LAYER_POSIX, s.LAYER_SYSCALL,
+               s.LAYER_IO_URING, s.LAYER_AIO, s.LAYER_TLS, s.LAYER_NET, s.LAYER_VFS, s.LAYER_BLOCK, s.LAYER_CACHE)
 
 
 NOT_WALKED_SHOWN = 8  # processes named one a line whose Python frames were not read
@@ -71,6 +72,7 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
         seen = "; ".join(f"{key}={','.join(sorted(values))}" for key, values in sorted(summary.tag_values.items()))
         totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else "")
                        + (f": {seen}" if seen else ""))
+    _network_rows(totals, summary, tls_probed=ly.TLS in (result.layers or {}))
     _accounting_rows(totals, summary, result)
     console.print(totals)
     if summary.disagreeing is not None:
@@ -102,6 +104,20 @@ def incomplete_line(writer, result) -> str | None:
     where = f" ({kept[0]}{' and later parts' if len(kept) > 1 else ''})" if kept else ""
     return (f"the trace misses {unwritten:,} events ({'; '.join(why) or 'not written'}); it kept "
             f"{writer.events_written:,} events in {len(kept)} file{'s' if len(kept) != 1 else ''}{where}")
+
+
+def _network_rows(totals: Table, summary: Summary, tls_probed: bool) -> None:
+    """HTTP requests, and (with the TLS layer on) the processes whose TLS no probe of ours reads."""
+    garbled = summary.counters.get("requests_garbled", 0)
+    if summary.requests or garbled:
+        totals.add_row("requests", f"{summary.requests:,} HTTP requests, {format_bytes(summary.request_bytes)} answered"
+                       + (f"; {garbled:,} request heads were no HTTP request" if garbled else ""))
+    own = sorted(summary.own_tls.items()) if tls_probed else []
+    if own:
+        named = ", ".join(f"{comm} {pid}" for pid, comm in own[:NOT_WALKED_SHOWN])
+        more = f" and {len(own) - NOT_WALKED_SHOWN} more" if len(own) > NOT_WALKED_SHOWN else ""
+        totals.add_row("own TLS", f"{named}{more}: TLS handshakes on their sockets and no call to a probed libssl "
+                       "(TLS linked in: Go, BoringSSL); their traffic is shown by socket only")
 
 
 def _cost(summary: Summary) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from enum import Enum
 from pathlib import Path
@@ -121,10 +119,9 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
     from ioobserve.collect.recording import Recording
     from ioobserve.live.source import LiveSource
     from ioobserve.probes.capabilities import not_ready
-    from ioobserve.probes.loader import ProbeError
-    from ioobserve.context.mounts import read_mounts
-    from ioobserve.trace.output import OutputError, check_output_dir, trace_name
-    from ioobserve.trace.writer import TraceWriter
+    from ioobserve.probes.load.loader import ProbeError
+    from ioobserve.collect.traces import StartRecord, open_trace
+    from ioobserve.trace.output import OutputError, check_output_dir
 
     try:
         problem = not_ready("recording")
@@ -142,14 +139,11 @@ def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None
         fail_probes(exc)
     writer = None
     if directory is not None:
-        details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "top"],
-                   "recorder_pid": os.getpid(), "layers": sorted(chosen)}
         try:
-            writer = TraceWriter(directory, trace_name(), details, mounts=read_mounts())
+            writer = open_trace(recording.probes, directory, StartRecord(["ioobserve", "top"], chosen, filters))
         except OutputError as exc:
             recording.probes.close()
             fail(str(exc))
-        recording.probes.tables.exclude_helper(writer.disk_pid)
     source = LiveSource(recording, writer)
     source.missing = missing
     return source

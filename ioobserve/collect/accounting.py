@@ -23,7 +23,7 @@ import polars as pl
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.model import ACCOUNTING_SCHEMA, COUNTERS, TRACED
-from ioobserve.probes.btf import Btf, BtfError
+from ioobserve.probes.kernel.btf import Btf, BtfError
 
 DELAYACCT = "/proc/sys/kernel/task_delayacct"
 _POLL_S = 0.2

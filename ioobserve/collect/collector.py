@@ -5,7 +5,7 @@ frames to the sinks, so the drain never waits on formatting, disks or the GIL.
 Stopping has a deadline: what the reader and worker still hold then is dropped and counted
 (`dropped_at_stop`), the sinks are told to abandon, and a thread still stuck is left behind.
 
-The reader learns file paths and probes the libraries processes map (HDF5, MPI) at once:
+The reader learns new files' paths and probes the libraries processes map (HDF5, MPI) at once:
 a library's calls are seen only once its probes are in, and the worker may be seconds
 behind after a burst of events."""
 
@@ -16,7 +16,6 @@ import gc
 import queue
 import threading
 import time
-from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -31,16 +30,15 @@ from ioobserve.collect.accounting import (
     ExitAccounting,
 )
 from ioobserve.collect.capture import CaptureProcess
+from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.context.files import FileTable
-from ioobserve.context.processes import ProcessTable
-from ioobserve.context.timeline import ContextTimeline, apply_lifecycle, seed_from_proc
+from ioobserve.context.lifecycle import apply_lifecycle, seed_from_proc
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
 from ioobserve.decode import AuxBatch, decode_aux
 from ioobserve.handoff import Handoff
-from ioobserve.model import BatchTables, Process
-from ioobserve.python.stacks import PythonStacks
+from ioobserve.model import BatchTables
+from ioobserve.sink import Sink, Sinks
 from ioobserve.thread_names import name_this_thread
 
 RENAME_OPS = ("rename", "renameat", "renameat2")
@@ -73,37 +71,6 @@ _NOTHING = object()  # no queue item held back (None is one: the stream's end)
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
-class Sink(Protocol):
-    """Where id batches go (trace writer, summary, live views): a sink that shows names names
-    what it shows with ioobserve.naming.BatchNamer."""
-
-    def processes(self, changed: list[Process]) -> None:
-        """Processes born, exec'd or first seen."""
-
-    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
-        """One batch of events as ids (schema.ID_BATCH_SCHEMA) and the tables naming them."""
-
-    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
-        """Records lost since the last call, by op or record kind (epoch ns)."""
-
-    def forget(self, pids: list[int]) -> None:
-        """Processes that exited a while ago: drop what is kept about them."""
-
-    def counters(self, counts: dict[str, int]) -> None:
-        """Recording-wide counters (application tags applied and malformed), just before close."""
-
-    def accounting(self, rows: pl.DataFrame) -> None:
-        """Exited processes' traced calls and bytes beside the kernel's accounting
-        (ioobserve.model.ACCOUNTING_SCHEMA)."""
-
-    def abandon(self) -> None:
-        """The stop deadline passed (any thread): stop writing, drop and count what is queued,
-        and never make the caller wait again."""
-
-    def close(self, deadline: StopDeadline | None = None) -> None:
-        """No more data: flush and release, by the deadline (None: however long it takes)."""
-
-
 def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     """Per-op / per-record-kind loss counts with names, zeros left out."""
     names = list(ev.OP_NAMES) + [f"op{i}" for i in range(len(ev.OP_NAMES), ev.MAX_OPS)]
@@ -131,15 +98,11 @@ class Collector:
                  capture_nice: int | None = None, accounting: ExitAccounting | None = None,
                  cgroups: CgroupTable | None = None):
         self.probes = probes
-        self.sinks = sinks
+        self.sinks = Sinks(sinks)
         self.poll_interval = poll_interval
         self.loss_interval = loss_interval
-        self.files = FileTable()
-        self.processes = ProcessTable()
-        self.timeline = ContextTimeline()
-        self.stacks = PythonStacks()
-        self.enricher = Enricher(self.files, self.processes, monotonic_to_epoch_offset(), timeline=self.timeline,
-                                 stacks=self.stacks, cgroups=cgroups)
+        self.context = ContextTables(cgroups=cgroups) if cgroups is not None else ContextTables()
+        self.enricher = Enricher(self.context, monotonic_to_epoch_offset())
         self._rings = {name: probes.tables.ring(name) for name in ("events", "aux")}
         self._backlog_bytes = backlog_bytes
         self._capture_nice = capture_nice
@@ -169,8 +132,8 @@ class Collector:
         """Seed processes alive now, then start draining (call after the probes attach)."""
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
-        self.processes.seed_from_proc()
-        seed_from_proc(self.timeline, list(self.processes.by_pid))
+        self.context.processes.seed_from_proc()
+        seed_from_proc(self.context.timeline, list(self.context.processes.by_pid))
         self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
         self.probes.tables.exclude_helper(self._capture.pid)
         self._capture.go()
@@ -189,12 +152,13 @@ class Collector:
                     self._dropped_by_reader += batch.size
                     continue
                 records = decode_aux(aux)
-                self.files.add(records.paths)
+                self.context.files.add_new(records.paths)  # replacements wait for the worker: see _process
+                self.context.cgroups.read_names_ahead(records.cgroups)  # before the runtime removes a pod's bundle
                 for proc in records.procs:
                     if proc.kind == ev.PROC_EXEC:
                         self.probes.program_started(proc.pid, proc.exe_ident, proc.ts_ns)
                 for lib in records.libs:  # its path record came first, in the same ring
-                    path = self.files.by_id.get((lib.dev, lib.ino))
+                    path = self.context.files.by_id.get((lib.dev, lib.ino))
                     if path is not None:
                         self.probes.library_mapped(lib.pid, path, (lib.dev, lib.ino), lib.ts_ns)
                 self._queue.put((batch, records), batch.nbytes)
@@ -230,7 +194,7 @@ class Collector:
         if len(batches) == 1:
             return batches[0], records
         # As bytes: numpy promotes the fields of each structured array it concatenates, in Python.
-        # One capture stream's batches share their dtype (ringbuf.ring_dtype of events.EVENT).
+        # One capture stream's batches share their dtype (capture.ring_dtype of events.EVENT).
         return np.concatenate([batch.view(np.uint8) for batch in batches]).view(batches[0].dtype), records
 
     def _work_loop(self) -> None:
@@ -249,16 +213,13 @@ class Collector:
                 self._process(*item)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
-                    gone = self.processes.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
+                    gone = self.context.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
                     self._hand_over(*self.enricher.end_spans(gone))  # their calls have ended
                     self._announced.difference_update(gone)
-                    self.timeline.forget(gone)
-                    self.stacks.forget(gone)
                     self._accounting_check.forget(gone)
                     self._check_accounting()
-                    self.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
-                    for sink in self.sinks:
-                        sink.forget(gone)
+                    self.context.timeline.compact(time.monotonic_ns() - COMPACT_CONTEXT_NS)
+                    self.sinks.forget(gone)
                     next_loss = time.monotonic() + self.loss_interval
             except BaseException as exc:  # surfaced by stop()
                 self.error = exc
@@ -271,30 +232,31 @@ class Collector:
     def _hand_over(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """Events made here rather than drained (ended Python spans), to every sink."""
         if frame.height or tables.stacks:
-            for sink in self.sinks:
-                sink.events(frame, tables)
+            self.sinks.events(frame, tables)
 
     def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
-        self.enricher.cgroups.learn(records.cgroups)  # before this batch's events are named
-        changed = self.processes.apply(records.procs)
-        apply_lifecycle(self.timeline, records.procs, records.envs)
+        self.context.cgroups.learn(records.cgroups)  # before this batch's events are named
+        # A renamed file, or a new one with a deleted one's inode, is named anew from here on:
+        # the batches before this one, named already, keep the name they had.
+        self.context.files.add(records.paths)
+        changed = self.context.processes.apply(records.procs)
+        apply_lifecycle(self.context.timeline, self.context.workers, records.procs, records.envs)
         self.enricher.add_names(records.names)
-        self.stacks.add(records.python)
+        self.enricher.add_heads(records.heads)
+        self.context.stacks.add(records.python)
         if batch.size:
             # Processes are announced when they first do I/O (or fork/exec under a filter).
             fresh = set(np.unique(batch["pid"]).tolist()) - self._announced
-            changed += [self.processes.get(pid) for pid in sorted(fresh)]
+            changed += [self.context.processes.get(pid) for pid in sorted(fresh)]
         if changed:
             self._announced.update(p.pid for p in changed)
-            for sink in self.sinks:
-                sink.processes(changed)
+            self.sinks.processes(changed)
         if batch.size:
             self.records += len(batch)
             frame, tables = self.enricher.frame(batch)
             if self._path_prefixes:
                 frame = frame.filter(~_outside_prefixes(self._path_prefixes, tables.files))
-            for sink in self.sinks:
-                sink.events(frame, tables)
+            self.sinks.events(frame, tables)
             # How far behind the calls this batch was handed on: from its oldest call's end.
             self._lags_ns.append(time.monotonic_ns() - int((batch["ts_ns"] + batch["dur_ns"]).min()))
             if self._accounting is not None:
@@ -308,7 +270,7 @@ class Collector:
         renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.FILE2).is_not_null())
         for old, new in renames.select(s.FILE, s.FILE2).iter_rows():
             if paths.get(old):
-                self.files.rename(paths[old], paths[new])
+                self.context.files.rename(paths[old], paths[new])
 
     def _check_accounting(self, final: bool = False) -> None:
         """Hand the sinks the accounting of exited processes traced from their start (seen
@@ -320,7 +282,7 @@ class Collector:
         self._accounting_check.add_exits(self._accounting.take(), now)
 
         def verdict(pid: int, received: float) -> str:
-            process = self.processes.by_pid.get(pid)
+            process = self.context.processes.by_pid.get(pid)
             from_start = pid in self._accounted_roots or (process is not None and process.start_ns is not None)
             if from_start:  # ours: wait for its exit record (the worker may lag behind the kernel)
                 return TAKE if final or process is None or process.exit_ns is not None else WAIT
@@ -329,8 +291,7 @@ class Collector:
 
         rows = self._accounting_check.ready(verdict)
         if rows.height:
-            for sink in self.sinks:
-                sink.accounting(rows)
+            self.sinks.accounting(rows)
 
     def _report_lost(self) -> None:
         counts = self.probes.tables.lost_counts()
@@ -338,8 +299,7 @@ class Collector:
         self._lost_seen = counts
         if delta.any():
             now = time.time_ns()
-            for sink in self.sinks:
-                sink.lost(now, lost_by_name(delta))
+            self.sinks.lost(now, lost_by_name(delta))
 
     def lost_total(self) -> dict[str, int]:
         """Every loss since the start, by name."""
@@ -349,8 +309,8 @@ class Collector:
         """Counts of what user space made of the records (beyond events and losses), and what
         the recording cost: how far behind the calls the sinks got them, and the probes' own
         run time and runs per program while the kernel's BPF stats were on."""
-        counts = {"tags_applied": self.timeline.tags_applied, "tags_malformed": self.timeline.tags_malformed,
-                  "py_chains_unknown": self.stacks.unknown_chains}
+        counts = {"tags_applied": self.context.timeline.tags_applied, "tags_malformed": self.context.timeline.tags_malformed,
+                  "py_chains_unknown": self.context.stacks.unknown_chains, "requests_garbled": self.enricher.requests.garbled}
         if self._accounting is not None:
             counts["accounting_overruns"] = self._accounting.overruns
         if self._lags_ns:
@@ -389,14 +349,11 @@ class Collector:
         if self.error is None:
             self._report_lost()
             if self.dropped_at_stop:  # so the traces' end records count them too
-                for sink in self.sinks:
-                    sink.lost(time.time_ns(), {UNWRITTEN: self.dropped_at_stop})
+                self.sinks.lost(time.time_ns(), {UNWRITTEN: self.dropped_at_stop})
             if not self._abandoned:
                 self._check_accounting(final=True)
-            for sink in self.sinks:
-                sink.counters(self.counters())
-        for sink in self.sinks:
-            sink.close(deadline)
+            self.sinks.counters(self.counters())
+        self.sinks.close(deadline)
         if self.error is not None:
             raise self.error
 
@@ -405,8 +362,7 @@ class Collector:
         drops what is queued, the sinks drop what they hold; both threads get a moment to end."""
         self._abandoned = True
         self._queue.abandon()
-        for sink in self.sinks:
-            sink.abandon()
+        self.sinks.abandon()
         join_by([self._worker, self._reader], grace())
         if self._worker.is_alive():  # stuck: count what it will never take
             with contextlib.suppress(queue.Empty):

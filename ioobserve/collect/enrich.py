@@ -17,19 +17,15 @@ import polars as pl
 from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
-from ioobserve.context.cgroups import CgroupTable
-from ioobserve.context.files import FileTable
-from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
-from ioobserve.context.timeline import ContextTimeline
-from ioobserve.context.users import UserNames
-from ioobserve.decode import columns_of, kernel_dev_to_user
+from ioobserve.decode import HeadRecord, columns_of, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables
+from ioobserve.net.requests import RequestBuilder
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
-from ioobserve.python.stacks import PythonStacks
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))
 
@@ -64,24 +60,22 @@ def _contiguous(frame: pl.DataFrame, column: str, dtype: pl.DataType) -> np.ndar
 class Enricher:
     """Joins each event batch with what the context tables know."""
 
-    def __init__(self, files: FileTable, processes: ProcessTable, clock_offset_ns: int,
-                 cgroups: CgroupTable | None = None, users: UserNames | None = None,
-                 timeline: ContextTimeline | None = None, stacks: PythonStacks | None = None):
-        self.files = files
-        self.processes = processes
+    def __init__(self, context: ContextTables, clock_offset_ns: int):
+        self.context = context
         self.clock_offset_ns = clock_offset_ns
-        self.cgroups = cgroups if cgroups is not None else CgroupTable()
-        self.users = users if users is not None else UserNames()
-        self.timeline = timeline if timeline is not None else ContextTimeline()
-        self.stacks = stacks if stacks is not None else PythonStacks()
         self.spans = SpanBuilder()
+        self.requests = RequestBuilder(clock_offset_ns, lambda kdev, ino: context.files.by_id.get((kdev, ino)))
         self.file_ids = FileIds()
         self._names = pl.DataFrame(schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
 
     def add_names(self, names: list[tuple]) -> None:
         """Queue path arguments (_core.aux_split's name columns) until their events arrive."""
         if names:
-            self._names = pl.concat([self._names, self.files.names_frame(names)])
+            self._names = pl.concat([self._names, self.context.files.names_frame(names)])
+
+    def add_heads(self, heads: list[HeadRecord]) -> None:
+        """Queue the HTTP request heads the kernel copied until their writes' events arrive."""
+        self.requests.add_heads(heads)
 
     def frame(self, batch: np.ndarray) -> tuple[pl.DataFrame, BatchTables]:
         """The id batch of one event batch (schema.ID_BATCH_SCHEMA) and the tables naming its ids."""
@@ -126,17 +120,20 @@ class Enricher:
                 pl.col(s.PY_MODULE), pl.col(PY_SAME),
             )
         )
-        events, spans = self.spans.add(events, self.stacks.levels(events.get_column(s.PY_STACK)))
-        return self._with_spans(events, spans, int(batch["ts_ns"].min()))
+        requests = self.requests.add(events)
+        events, spans = self.spans.add(events, self.context.stacks.levels(events.get_column(s.PY_STACK)))
+        return self._with_spans(events, pl.concat([spans, requests], how="diagonal_relaxed"), int(batch["ts_ns"].min()))
 
     def end_spans(self, pids: list[int] | None = None) -> tuple[pl.DataFrame, BatchTables]:
-        """The open Python spans of these processes (all if None), ended: they are gone, or
-        the recording is; enriched like the events, with their tables."""
+        """The open Python spans and HTTP requests of these processes (all if None), ended:
+        they are gone, or the recording is; enriched like the events, with their tables."""
         spans = self.spans.close(pids)
-        return self._with_spans(spans.clear(), spans, None)
+        made = pl.concat([spans, self.requests.close(pids)], how="diagonal_relaxed")
+        return self._with_spans(spans.clear(), made, None)
 
     def _with_spans(self, events: pl.DataFrame, spans: pl.DataFrame, first_ns: int | None) -> tuple[pl.DataFrame, BatchTables]:
-        """Events and spans, with their context (a span's from its start, maybe in an earlier batch)."""
+        """Events and the spans and requests made here, with their context (a span's from its
+        start, maybe in an earlier batch)."""
         if spans.height:
             start = int(spans.get_column(s.TS).min()) - self.clock_offset_ns
             first_ns = start if first_ns is None else min(first_ns, start)
@@ -147,7 +144,7 @@ class Enricher:
         """The frame with its Python stacks' ids (null where an event has none)."""
         chains = frame.get_column("py_chain")
         if chains.max():
-            return frame.with_columns(self.stacks.ids(chains))
+            return frame.with_columns(self.context.stacks.ids(chains))
         return frame.with_columns(pl.lit(None, pl.UInt32).alias(s.PY_STACK))
 
     def _take_tags(self, frame: pl.DataFrame) -> None:
@@ -160,20 +157,20 @@ class Enricher:
         repeated = (pl.col("name_path") == pl.col("name_path").shift(1).over("pid")).fill_null(False)
         for path, count in tagged.filter(repeated).group_by("name_path").len().iter_rows():
             if parse_tags(tag_text(path)) is None:
-                self.timeline.tags_malformed += count
+                self.context.timeline.tags_malformed += count
             else:
-                self.timeline.tags_applied += count
+                self.context.timeline.tags_applied += count
         for pid, ts_ns, path in tagged.filter(~repeated).iter_rows():
             updates = parse_tags(tag_text(path))
             if updates is None:
-                self.timeline.tags_malformed += 1
+                self.context.timeline.tags_malformed += 1
             else:
-                self.timeline.tag(pid, ts_ns, updates)
+                self.context.timeline.tag(pid, ts_ns, updates)
 
     def _confirm_workers(self, frame: pl.DataFrame) -> None:
-        """Rank children still pending (ioobserve.context.timeline) whose first own I/O is in
+        """Rank children still pending (ioobserve.context.workers) whose first own I/O is in
         this batch become workers from its time."""
-        pending = self.timeline.pending_workers()
+        pending = self.context.workers.pending()
         if not pending:
             return
         # Syscalls and library calls (an open() starts before its openat): not the kernel's
@@ -182,19 +179,19 @@ class Enricher:
                        | pl.col("op").is_between(ev.FIRST_VFS_OP, ev.FIRST_HDF5_OP - 1) | (pl.col("op") >= ev.FIRST_MORE_VFS_OP))
         own_io = frame.filter(pl.col("pid").is_in(sorted(pending)) & ~kernel_side & ~pl.col("op").is_in(_HOUSEKEEPING))
         first = own_io.group_by("pid").agg(pl.col("ts_ns").min())
-        self.timeline.confirm_workers(dict(first.iter_rows()))
+        self.context.workers.confirm(dict(first.iter_rows()))
 
     def _with_context(self, events: pl.DataFrame, first_ns: int) -> tuple[pl.DataFrame, BatchTables]:
         """The events' file ids, and the tables that name the batch's ids: its files, the job
         context of its cgroups, its uids' names, its processes' context rows in force during
         it and the Python stacks new to the sinks."""
-        contexts = self.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list())
-        users = self.users.frame(events.get_column(s.UID).unique().to_list())
-        pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.timeline]
-        rows = self.timeline.rows(pids, first_ns, self.clock_offset_ns)
-        events, files = self.file_ids.assign(events, self.files.frame())
+        contexts = self.context.cgroups.lookup(events.get_column(s.CGROUP).unique().to_list())
+        users = self.context.users.frame(events.get_column(s.UID).unique().to_list())
+        pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.context.timeline]
+        rows = self.context.timeline.rows(pids, first_ns, self.clock_offset_ns)
+        events, files = self.file_ids.assign(events, self.context.files.frame())
         tables = BatchTables(files=files, cgroups=contexts, users=dict(users.iter_rows()), contexts=rows,
-                             stacks=self.stacks.take_new())
+                             stacks=self.context.stacks.take_new())
         return events.select(list(s.ID_BATCH_SCHEMA)), tables
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:

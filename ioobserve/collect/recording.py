@@ -10,20 +10,21 @@ import time
 from dataclasses import dataclass, field
 
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
-from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector, Sink
+from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector
+from ioobserve.sink import Sink
 from ioobserve.collect.priority import restore_priority
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
-from ioobserve.probes.bpf_syscall import enable_run_stats
-from ioobserve.probes.btf import Btf, BtfError
-from ioobserve.probes.kernel import tracefs_dir
-from ioobserve.probes.compile import HostNotReady, ProbeError
-from ioobserve.probes.filters import KernelFilters
-from ioobserve.probes.headers import HeadersMissing, find_headers
-from ioobserve.probes.kernel_layout import layout_from_btf
+from ioobserve.probes.kernel.bpf_syscall import enable_run_stats
+from ioobserve.probes.kernel.btf import Btf, BtfError
+from ioobserve.probes.kernel.features import tracefs_dir
+from ioobserve.probes.build.compile import HostNotReady, ProbeError
+from ioobserve.probes.maps.filters import KernelFilters
+from ioobserve.probes.build.headers import HeadersMissing, find_headers
+from ioobserve.probes.kernel.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
-from ioobserve.probes.loader import ProbeSizes, SyscallProbes
-from ioobserve.probes.python_probes import PythonOptions
+from ioobserve.probes.load.loader import Probes, ProbeSizes
+from ioobserve.probes.attach.python import PythonOptions
 from ioobserve.probes.attach.syscall import MechanismUnavailable
 from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
 
@@ -93,7 +94,7 @@ def kernel_btf() -> Btf:
 
 
 def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
-                layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> SyscallProbes:
+                layers: frozenset[str] = DEFAULT_LAYERS, python: PythonOptions = PythonOptions()) -> Probes:
     """Compile the probes of these layers for the running kernel (struct layouts from BTF)."""
     tracefs_dir()  # mounts tracefs if needed
     btf = btf or kernel_btf()
@@ -105,7 +106,7 @@ def load_probes(sizes: ProbeSizes = ProbeSizes(), btf: Btf | None = None,
         entry = choose_syscall_entry(btf)
     except MechanismUnavailable as exc:
         raise ProbeError(str(exc)) from exc
-    return SyscallProbes(layout_from_btf(btf), headers, entry, sizes, layers, python, btf)
+    return Probes(layout_from_btf(btf), headers, entry, sizes, layers, python, btf)
 
 
 def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:

@@ -17,20 +17,26 @@ import os
 import time
 from pathlib import Path
 
-import polars as pl
-
-from ioobserve import schema as s
 from ioobserve.context.kubernetes import pod_names
+from ioobserve.context.mounts import cgroup2_mount
 from ioobserve.model import CgroupContext, parse_cgroup_path
-from ioobserve.probes.kernel import cgroup2_mount
 
 RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
 
-def cgroup_context(path: str) -> CgroupContext:
-    """What a cgroup's path says, with a Kubernetes container's names from its runtime."""
+MAX_KEPT_NAMES = 4096  # containers whose runtime's names are kept, the latest (a bound for months of pods)
+_UNREAD = object()
+
+
+def cgroup_context(path: str, names: dict | None = None) -> CgroupContext:
+    """What a cgroup's path says, with a Kubernetes container's names from its runtime (those
+    kept in `names` by container id, read ahead; else read now)."""
     context = parse_cgroup_path(path)
-    names = pod_names(context.container) if context.container else None
-    return dataclasses.replace(context, **dataclasses.asdict(names)) if names else context
+    if not context.container:
+        return context
+    found = names.get(context.container, _UNREAD) if names is not None else _UNREAD  # one lookup: the reader may evict
+    if found is _UNREAD:
+        found = pod_names(context.container)
+    return dataclasses.replace(context, **dataclasses.asdict(found)) if found else context
 
 
 class CgroupTable:
@@ -41,6 +47,7 @@ class CgroupTable:
         self.by_id: dict[int, CgroupContext] = {}  # also cgroups removed since: late events still name them
         self._present: set[int] = set()  # the ids the last walk found
         self._unknown_since: dict[int, float] = {}
+        self._names: dict[str, object] = {}  # container id -> kubernetes.PodNames (or None), read ahead
         self.walks = 0
         if self.mount is not None:
             self.walk()
@@ -62,18 +69,42 @@ class CgroupTable:
             path = directory[len(root):] or "/"
             known = self.by_id.get(ino)
             if known is None or known.path != path:  # new, or an id given again to another cgroup
-                self.by_id[ino] = cgroup_context(path)
+                self.by_id[ino] = cgroup_context(path, self._names)
             present.add(ino)
             todo += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
         self._present = present
+        self._name_pods()
+
+    def read_names_ahead(self, made) -> None:
+        """Read the runtime's names of the containers whose cgroups the probes saw made, now
+        (the collector's reader, ahead of the events): a short-lived pod's bundle is gone once
+        the runtime removes the container, seconds before a busy recorder's worker learns the
+        cgroup. Only this dict is written here, so the worker's table needs no lock."""
+        for record in made:
+            container = parse_cgroup_path(record.path or "/").container
+            if container and container not in self._names:
+                if len(self._names) >= MAX_KEPT_NAMES:
+                    self._names.pop(next(iter(self._names)))
+                self._names[container] = pod_names(container)
 
     def learn(self, made) -> None:
         """Take in the cgroups the probes saw made (decode.CgroupRecord: id and path); a path
         cut short by the probes is left to the walk."""
         for record in made:
             if not record.truncated:
-                self.by_id[record.id] = cgroup_context(record.path or "/")
+                self.by_id[record.id] = cgroup_context(record.path or "/", self._names)
                 self._unknown_since.pop(record.id, None)
+        self._name_pods()
+
+    def _name_pods(self) -> None:
+        """Give a pod's own cgroup (kubepods/…/pod<uid>, above its containers') the namespace and
+        name its containers' bundles gave: it has no bundle, and its CG record and any I/O
+        charged to it should name the pod as its containers' do."""
+        names = {c.pod: (c.namespace, c.pod_name) for c in self.by_id.values() if c.pod and c.pod_name}
+        for i, c in self.by_id.items():
+            if c.pod in names and c.container is None and c.pod_name is None:
+                namespace, pod_name = names[c.pod]
+                self.by_id[i] = dataclasses.replace(c, namespace=namespace, pod_name=pod_name)
 
     def lookup(self, ids) -> dict[int, CgroupContext]:
         """Context of each id known or found by a fresh walk; ids still unknown are left out."""
@@ -110,10 +141,3 @@ class CgroupTable:
             if parent == path or parent not in matching:
                 tops.add(i)
         return tops
-
-
-def context_frame(contexts: dict[int, CgroupContext]) -> pl.DataFrame:
-    """A row per cgroup: its id and the columns of schema.CGROUP_CONTEXT_SCHEMA."""
-    rows = [(i, c.path, c.job, c.step, c.task, c.unit, c.container, c.pod, c.namespace, c.pod_name, c.container_name)
-            for i, c in contexts.items()]
-    return pl.DataFrame(rows, schema={s.CGROUP: pl.UInt64, **s.CGROUP_CONTEXT_SCHEMA}, orient="row")

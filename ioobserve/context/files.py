@@ -30,10 +30,20 @@ class FileTable:
         self._pending.append((key[0], key[1], path))
 
     def add(self, records: list[PathRecord]) -> None:
-        """Learn paths; a later record for the same file replaces the earlier one."""
+        """Learn paths; a later record for the same file replaces the earlier one (the collector's
+        worker, in the order of the events: the file renamed, or a new file with the inode of
+        one deleted, whose earlier events keep the earlier name)."""
         with self._lock:
             for rec in records:
                 if self.by_id.get((rec.dev, rec.ino)) != rec.path:
+                    self._learn((rec.dev, rec.ino), rec.path)
+
+    def add_new(self, records: list[PathRecord]) -> None:
+        """Learn the paths of files not known yet, ahead of the events (the collector's reader:
+        a library is probed as soon as it is mapped); replacements wait for `add`."""
+        with self._lock:
+            for rec in records:
+                if (rec.dev, rec.ino) not in self.by_id:
                     self._learn((rec.dev, rec.ino), rec.path)
 
     def rename(self, old: str, new: str) -> None:

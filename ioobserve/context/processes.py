@@ -1,4 +1,5 @@
-"""The process table: lineage, names and command lines, from fork/exec/exit records and /proc."""
+"""The process table: lineage, names and command lines, from fork/exec/exit records and /proc.
+It is the one process tree: the context timeline and the worker ordinals read theirs from it."""
 
 from __future__ import annotations
 
@@ -86,8 +87,21 @@ class ProcessTable:
         busy node does not grow without bound; returns their pids."""
         gone = [pid for pid, p in self.by_pid.items() if p.exit_ns is not None and p.exit_ns < before_ns]
         for pid in gone:
-            del self.by_pid[pid]
+            parent = self.by_pid.get(self.by_pid.pop(pid).ppid)
+            if parent is not None and pid in parent.children:  # a long-lived parent keeps only children still of use
+                parent.children.remove(pid)
         return gone
+
+    def forked_after(self, pid: int, after_ns: int) -> list[tuple[int, int]]:
+        """(child, fork time) of the children of `pid` seen forking after `after_ns`, oldest first."""
+        parent = self.by_pid.get(pid)
+        found = []
+        for child in parent.children if parent is not None else ():
+            process = self.by_pid.get(child)
+            # A reused pid may still be listed under its old parent: it counts under its new one.
+            if process is not None and process.ppid == pid and process.start_ns is not None and process.start_ns > after_ns:
+                found.append((child, process.start_ns))
+        return sorted(found, key=lambda forked: forked[1])
 
     def ppids(self, pids) -> dict[int, int]:
         """pid -> ppid for the given pids."""

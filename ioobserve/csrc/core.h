@@ -6,7 +6,7 @@
 
 #define CORE_F_PARENT 0x200 /* events.F_PARENT: exported as _core.F_PARENT, compared by a test */
 
-/* The ring buffer's record headers (ioobserve.collect.ringbuf). */
+/* The ring buffer's record headers (ioobserve.collect.capture). */
 #define RING_HEADER_BYTES 8
 #define RING_BUSY (1u << 31)
 #define RING_DISCARD (1u << 30)

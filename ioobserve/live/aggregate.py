@@ -13,7 +13,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve import totals
-from ioobserve.operations import KERNEL_VIEW, KIND, op_kind
+from ioobserve.operations import KERNEL_VIEW, KIND, READ, WRITE, op_kind
 
 STREAM_ROWS = 500  # the most recent events kept for the event stream
 HISTORY = 120  # samples kept for sparklines
@@ -28,6 +28,11 @@ MAX_PROCESSES = 20_000  # processes' totals kept (the most recently seen): bound
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.COMM, s.OP, s.PATH, s.BYTES, s.RET]
 PROCESS_KEYS = [s.PID]
 PROCESS_NAMES = [s.COMM, s.JOB, s.RANK, s.WORKER]
+# The network tab's sums per process and peer (a connection's other end, or its own for a
+# socket not connected): bytes the NET layer received and sent, its calls, and the HTTP
+# requests made on connections to that peer with their total time.
+PEER, RECEIVED, SENT, NET_CALLS, REQUESTS, REQUEST_NS = "peer", "received", "sent", "net_calls", "requests", "request_ns"
+NETWORK_SUMS = (RECEIVED, SENT, NET_CALLS, REQUESTS, REQUEST_NS)
 
 
 def _resum(frames: list[pl.DataFrame], keys: list[str], names: list[str] = ()) -> pl.DataFrame:
@@ -40,6 +45,22 @@ def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
     """The kernel's view: the syscall layer's calls and the io_uring and AIO requests (the
     ground truth; other layers repeat them), with their KIND."""
     return frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW)).with_columns(op_kind().alias(KIND))
+
+
+def network_sums(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per process and peer: NETWORK_SUMS of a batch's NET and HTTP events (none: an empty frame)."""
+    net = frame.filter(pl.col(s.LAYER).is_in([s.LAYER_NET, s.LAYER_HTTP]))
+    if not net.height:
+        return EMPTY_NETWORK
+    is_net, is_http = pl.col(s.LAYER) == s.LAYER_NET, pl.col(s.LAYER) == s.LAYER_HTTP
+    connection = pl.when(is_http).then(pl.col(s.PATH2)).otherwise(pl.col(s.PATH)).cast(pl.String)
+    moved = pl.col(s.BYTES).cast(pl.UInt64)
+    return net.with_columns(op_kind().alias(KIND)).group_by(
+        s.PID, connection.str.extract(r"->(.+)$").fill_null(connection).fill_null("?").alias(PEER)).agg(
+        moved.filter(is_net & (pl.col(KIND) == READ)).sum().alias(RECEIVED),
+        moved.filter(is_net & (pl.col(KIND) == WRITE)).sum().alias(SENT),
+        is_net.sum().cast(pl.UInt64).alias(NET_CALLS), is_http.sum().cast(pl.UInt64).alias(REQUESTS),
+        pl.col(s.DUR).filter(is_http).sum().cast(pl.UInt64).alias(REQUEST_NS))
 
 
 def process_sums(calls: pl.DataFrame, by: Sequence[str | pl.Expr] = ()) -> pl.DataFrame:
@@ -58,6 +79,7 @@ class Snapshot:
     processes: pl.DataFrame  # pid, comm, job, rank, worker; this window's sums; "total_*" since the start
     files: pl.DataFrame  # pid, path: this window's sums (a file used by several processes has a row each)
     latency: pl.DataFrame  # op, LATENCY_BUCKET: count (this window)
+    network: pl.DataFrame  # pid, PEER: NETWORK_SUMS (this window)
     events: pl.DataFrame  # the most recent STREAM_ROWS events (STREAM_COLUMNS)
     history: dict[str, list[float]] = field(default_factory=dict)  # per-second rates of the last HISTORY windows
 
@@ -73,6 +95,7 @@ EMPTY_PROCESSES = pl.DataFrame(schema={s.PID: pl.UInt32, s.COMM: pl.String, s.JO
                                        s.WORKER: pl.Int32, **_EMPTY_SUMS})
 EMPTY_FILES = pl.DataFrame(schema={s.PID: pl.UInt32, s.PATH: pl.String, **_EMPTY_SUMS})
 EMPTY_LATENCY = pl.DataFrame(schema={s.OP: pl.String, LATENCY_BUCKET: pl.Int32, "count": pl.UInt32})
+EMPTY_NETWORK = pl.DataFrame(schema={s.PID: pl.UInt32, PEER: pl.String, **dict.fromkeys(NETWORK_SUMS, pl.UInt64)})
 EMPTY_STREAM = pl.DataFrame(schema={name: s.BATCH_SCHEMA[name] for name in STREAM_COLUMNS})
 
 
@@ -84,7 +107,7 @@ class WindowAggregator:
         """totals: processes' sums before start_ns (process_sums rows, several per process allowed)."""
         self._lock = threading.Lock()
         self._window_start = start_ns
-        self._parts: dict[str, list[pl.DataFrame]] = {"processes": [], "files": [], "latency": []}
+        self._parts: dict[str, list[pl.DataFrame]] = {"processes": [], "files": [], "latency": [], "network": []}
         self._stream: deque[pl.DataFrame] = deque()
         self._stream_rows = 0
         self._lost = 0
@@ -93,7 +116,11 @@ class WindowAggregator:
                                                   ("read_bps", "write_bps", "iops", "metadata_ops_s", "lost")}
 
     def add(self, frame: pl.DataFrame) -> None:
-        """Fold a batch in (its syscall layer)."""
+        """Fold a batch in (its syscall layer, and its NET and HTTP layers for the network tab)."""
+        network = network_sums(frame)
+        if network.height:
+            with self._lock:
+                self._parts["network"].append(network)
         calls = syscall_calls(frame)
         if not calls.height:
             return
@@ -119,7 +146,7 @@ class WindowAggregator:
     def take(self, end_ns: int) -> Snapshot:
         """Close the window at end_ns and start the next one."""
         with self._lock:
-            parts, self._parts = self._parts, {"processes": [], "files": [], "latency": []}
+            parts, self._parts = self._parts, {"processes": [], "files": [], "latency": [], "network": []}
             stream = list(self._stream)
             lost, self._lost = self._lost, 0
             start, self._window_start = self._window_start, end_ns
@@ -127,6 +154,8 @@ class WindowAggregator:
         files = _resum(parts["files"], [s.PID, s.PATH]) if parts["files"] else EMPTY_FILES
         latency = (pl.concat(parts["latency"]).group_by(s.OP, LATENCY_BUCKET).agg(pl.col("count").sum())
                    if parts["latency"] else EMPTY_LATENCY)
+        network = (pl.concat(parts["network"]).group_by(s.PID, PEER).agg(pl.col(list(NETWORK_SUMS)).sum())
+                   if parts["network"] else EMPTY_NETWORK)
         totals = {name: int(processes.get_column(name).sum() or 0) for name in (OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS)}
         totals["lost"] = lost
         totals_since_start = _resum([self._totals_since_start, processes], PROCESS_KEYS, PROCESS_NAMES)
@@ -144,7 +173,7 @@ class WindowAggregator:
             start_ns=start, end_ns=end_ns, totals=totals,
             processes=named.join(window, on=PROCESS_KEYS, how="left").with_columns(
                 pl.col(list(_EMPTY_SUMS)).fill_null(0)),
-            files=files, latency=latency,
+            files=files, latency=latency, network=network,
             events=pl.concat(stream).tail(STREAM_ROWS) if stream else EMPTY_STREAM,
             history={name: list(values) for name, values in self._history.items()},
         )

@@ -25,12 +25,14 @@ from ioobserve.live.aggregate import (
     syscall_calls,
 )
 from ioobserve.model import BatchTables
-from ioobserve.naming import BatchNamer
+from ioobserve.naming import NamingSink
 from ioobserve.operations import KERNEL_VIEW
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 # What a replay shows; the rest is dropped.
-REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS, s.COUNTED]))
+REPLAY_COLUMNS = list(dict.fromkeys([*STREAM_COLUMNS, *PROCESS_NAMES, s.LAYER, s.FLAGS, s.COUNTED, s.PATH2]))
+# The layers `top` shows: the kernel's view, and the network tab's (NET and HTTP).
+TOP_LAYERS = [*KERNEL_VIEW, s.LAYER_NET, s.LAYER_HTTP]
 NS = 1_000_000_000
 SECOND = "_second"  # a call's whole second since the trace's first call
 SUM_ROWS = 1 << 18  # calls summed at a time in the background (whole seconds of them, about)
@@ -53,21 +55,17 @@ class Source(Protocol):
         """End and release everything (a live source detaches its probes and closes its sinks)."""
 
 
-class AggregatingSink:
+class AggregatingSink(NamingSink):
     """A collector sink feeding a WindowAggregator: it names only the kernel's view, which is
     what `top` shows."""
 
     def __init__(self, aggregator: WindowAggregator) -> None:
+        super().__init__()
         self.aggregator = aggregator
-        self.namer = BatchNamer()
-
-    def processes(self, changed) -> None:
-        """Kept to name the events."""
-        self.namer.processes(changed)
 
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """A batch's calls, named and folded in."""
-        calls = frame.filter(pl.col(s.LAYER).is_in(KERNEL_VIEW))
+        calls = frame.filter(pl.col(s.LAYER).is_in(TOP_LAYERS))
         if calls.height:
             self.aggregator.add(self.namer.name(calls, tables))
         else:
@@ -76,22 +74,6 @@ class AggregatingSink:
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Losses, counted in the window."""
         self.aggregator.lost(sum(counts.values()))
-
-    def forget(self, pids: list[int]) -> None:
-        """Exited processes stay in the totals; their names are no longer needed."""
-        self.namer.forget(pids)
-
-    def counters(self, counts: dict[str, int]) -> None:
-        """Not shown."""
-
-    def accounting(self, rows: pl.DataFrame) -> None:
-        """Not shown."""
-
-    def abandon(self) -> None:
-        """Nothing is held."""
-
-    def close(self, deadline=None) -> None:
-        """Nothing to flush."""
 
 
 class LiveSource:
@@ -153,7 +135,7 @@ class ReplaySource:
 
     def __init__(self, events: pl.LazyFrame | pl.DataFrame, window_s: float = REPLAY_STEP_S) -> None:
         """`events`: the traces' events, lazily (in memory for traces without copies)."""
-        self.calls = syscall_calls(events.lazy().select(REPLAY_COLUMNS))
+        self.calls = events.lazy().select(REPLAY_COLUMNS).filter(pl.col(s.LAYER).is_in(TOP_LAYERS))
         self.unavailable: dict[str, str] = {}
         self.window_ns = int(window_s * 1e9)
         first, last = self.calls.select(pl.col(s.TS).min().alias("first"), pl.col(s.TS).max().alias("last")).collect().row(0)
@@ -176,8 +158,8 @@ class ReplaySource:
             seconds = -(-(self.last_ns - self.first_ns) // NS)
             span = max(1, seconds * SUM_ROWS // max(calls, 1))
             self._per_second = pl.concat(
-                [process_sums(self._between(self.first_ns + at * NS, self.first_ns + (at + span) * NS), by=by)
-                 for at in range(0, seconds, span)] or [process_sums(self.calls.head(0).collect(), by=by)])
+                [process_sums(syscall_calls(self._between(self.first_ns + at * NS, self.first_ns + (at + span) * NS)), by=by)
+                 for at in range(0, seconds, span)] or [process_sums(syscall_calls(self.calls.head(0).collect()), by=by)])
         finally:
             self._summed.set()
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ioobserve.context.mounts import cgroup2_mount
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.block import BlockLayer
 from ioobserve.probes.attach.cache import CacheLayer
 from ioobserve.probes.attach.io_uring import UringLayer
-from ioobserve.probes.attach.syscall import AIO_DESCRIPTION, MechanismUnavailable
+from ioobserve.probes.attach.syscall import AIO_DESCRIPTION, NET_DESCRIPTION, MechanismUnavailable
 from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
 from ioobserve.probes.attach.vfs import VfsLayer
-from ioobserve.probes.bpf_syscall import BPF_SYSCALL, map_create
-from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
-from ioobserve.probes.headers import HeadersMissing, find_headers
-from ioobserve.probes.kernel import (cgroup2_mount, first_tracepoint, kprobes_available, lockdown_mode, tracefs_dir,
-                                     uprobes_available)
-from ioobserve.probes.kernel_layout import layout_from_btf
-from ioobserve.probes.program_kind import fentry_kind, refusal
-from ioobserve.probes.syscall_table import NUMBERS, machine_arch
+from ioobserve.probes.build.headers import HeadersMissing, find_headers
+from ioobserve.probes.kernel.bpf_syscall import BPF_SYSCALL, map_create
+from ioobserve.probes.kernel.btf import VMLINUX_BTF, Btf, BtfError
+from ioobserve.probes.kernel.features import first_tracepoint, kprobes_available, lockdown_mode, tracefs_dir, uprobes_available
+from ioobserve.probes.kernel.kernel_layout import layout_from_btf
+from ioobserve.probes.kernel.program_kind import fentry_kind, refusal
+from ioobserve.probes.kernel.syscall_table import NUMBERS, machine_arch
 
 BPF_MAP_TYPE_RINGBUF = 27
 CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
@@ -170,10 +170,11 @@ def layer_plan(checks: list[Check]) -> dict[str, str]:
     for layer in (UringLayer(btf, layout), BlockLayer(), CacheLayer(tracefs_dir())):
         plan[layer.name] = f"unavailable: {layer.unavailable}" if layer.unavailable else layer.describe()
     plan[ly.AIO] = AIO_DESCRIPTION
+    plan[ly.NET] = NET_DESCRIPTION
     plan[ly.PYTHON] = "the stack walk tail-called by the syscall layer; uprobes on each interpreter for imports and open()"
     uprobes = uprobes_available()
     for layer, what in ((ly.LIBC, "each libc the selected processes map"), (ly.HDF5, "libhdf5 (also copies inside wheels)"),
-                        (ly.MPIIO, "the MPI library")):
+                        (ly.MPIIO, "the MPI library"), (ly.TLS, "each libssl the selected processes map")):
         plan[layer] = (f"uprobes on {what} (opt-in: --layers {layer})" if uprobes
                        else "unavailable: no uprobes (CONFIG_UPROBE_EVENTS not set)")
     vfs = VfsLayer(btf)

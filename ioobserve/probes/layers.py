@@ -5,8 +5,10 @@ from __future__ import annotations
 SYSCALL, BLOCK, CACHE, LIBC, VFS, HDF5, MPIIO = "syscall", "block", "cache", "libc", "vfs", "hdf5", "mpiio"
 PYTHON = "python"  # the Python stack of each syscall a CPython process makes
 IO_URING, AIO = "io_uring", "aio"  # asynchronous requests: I/O no read or write syscall carries
-KNOWN = (SYSCALL, IO_URING, AIO, BLOCK, CACHE, PYTHON, LIBC, VFS, HDF5, MPIIO)
-LIBRARY_LAYERS = (LIBC, HDF5, MPIIO)  # uprobes on shared libraries
+NET = "net"  # the syscalls on Internet sockets (opt-in)
+TLS = "tls"  # libssl's reads and writes, plaintext (opt-in)
+KNOWN = (SYSCALL, IO_URING, AIO, BLOCK, CACHE, PYTHON, NET, TLS, LIBC, VFS, HDF5, MPIIO)
+LIBRARY_LAYERS = (LIBC, HDF5, MPIIO, TLS)  # uprobes on shared libraries
 DEFAULT = frozenset({SYSCALL, IO_URING, AIO, BLOCK, CACHE, PYTHON})
 
 
@@ -16,7 +18,8 @@ class LayerError(ValueError):
 
 def parse_layers(text: str | None) -> frozenset[str]:
     """The layers of `--layers`: names add to the defaults, `no-NAME` removes one, `all` adds
-    every layer; e.g. "libc", "libc,no-cache", "all,no-vfs"."""
+    every layer; e.g. "libc", "libc,no-cache", "all,no-vfs". The TLS layer brings the net
+    layer: its calls' Python frames and sockets come from the socket calls beneath them."""
     layers = set(DEFAULT)
     for item in (text or "").split(","):
         name = item.strip().lower()
@@ -35,4 +38,6 @@ def parse_layers(text: str | None) -> frozenset[str]:
             layers.discard(name)
         else:
             layers.add(name)
+    if TLS in layers:
+        layers.add(NET)
     return frozenset(layers)

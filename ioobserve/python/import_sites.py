@@ -11,7 +11,7 @@ scanning the text for calls of that function (directly or through its PLT entry)
 reference to the name object shortly precedes. A probe on the call and one on the next
 instruction give a load's start, its absolute name (the third argument) and its end with
 the module or NULL; a cached import reaches neither. A build whose sites cannot be found
-keeps the probe on PyImport_ImportModuleLevelObject (ioobserve.probes.call_table).
+keeps the probe on PyImport_ImportModuleLevelObject (ioobserve.probes.maps.call_table).
 """
 
 from __future__ import annotations

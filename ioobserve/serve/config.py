@@ -5,19 +5,19 @@ and unreadable files are errors naming the key or the file."""
 from __future__ import annotations
 
 import grp
-import socket
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import tomllib
 
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.host import node_name
 from ioobserve.probes import layers as ly
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_SOCKET = Path("/run/ioobserve/events.sock")
 DEFAULT_RECORD_DIR = Path("/var/lib/ioobserve/traces")
-SERVE_LAYERS = frozenset({ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.CACHE})  # aggregated in the kernel
+SERVE_LAYERS = frozenset({ly.SYSCALL, ly.IO_URING, ly.AIO, ly.BLOCK, ly.CACHE, ly.NET})  # aggregated in the kernel
 
 
 class ConfigError(Exception):
@@ -29,7 +29,7 @@ class ServeConfig:
     """Every setting of `serve` (the TOML key is the field name with - for _)."""
 
     listen: str = DEFAULT_LISTEN  # HOST:PORT of /metrics
-    node: str = field(default_factory=socket.gethostname)  # the metrics' node label
+    node: str = field(default_factory=node_name)  # the metrics' node label
     socket: Path = DEFAULT_SOCKET  # the live event stream and the job commands
     socket_group: str | None = None  # this group may read the stream too (root always may)
     record_dir: Path = DEFAULT_RECORD_DIR  # per-job traces go to <record-dir>/job-<id>/

@@ -9,8 +9,8 @@ import threading
 import time
 
 from ioobserve.collect.recording import Recording
-from ioobserve.probes.filters import KernelFilters
-from ioobserve.probes.loader import ProbeSizes
+from ioobserve.probes.maps.filters import KernelFilters
+from ioobserve.probes.load.loader import ProbeSizes
 from ioobserve.serve.config import ServeConfig
 from ioobserve.serve.jobs import JobRecorder
 from ioobserve.serve.metrics import KernelCollector

@@ -11,9 +11,7 @@ metrics and its socket go on meanwhile."""
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import threading
 import time
 from pathlib import Path
@@ -21,13 +19,14 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
+from ioobserve.collect.traces import StartRecord, open_trace
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.context.mounts import read_mounts
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
 from ioobserve.model import BatchTables
 from ioobserve.naming import with_job_context
+from ioobserve.sink import Sink
 from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
-from ioobserve.trace.output import OutputError, check_output_dir, trace_name
+from ioobserve.trace.output import OutputError, check_output_dir
 from ioobserve.trace.writer import TraceWriter
 
 EVERY_JOB = "*"
@@ -45,7 +44,7 @@ def check_job_id(job: str) -> str:
     return job
 
 
-class JobRecorder:
+class JobRecorder(Sink):
     """A collector sink: each recorded job's events into its own trace."""
 
     def __init__(self, probes, directory: Path, rules: list[str], rotate_bytes: int | None = None,
@@ -128,13 +127,10 @@ class JobRecorder:
         writer = self.writers.get(job)
         if writer is None:
             directory = check_output_dir(self.directory / f"job-{job}")
-            details = {"host": socket.gethostname(), "kernel": os.uname().release, "command": ["ioobserve", "serve"],
-                       "recorder_pid": os.getpid(), "job": job}
-            writer = self.writers[job] = TraceWriter(
-                directory, trace_name(), details, rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
-                mounts=read_mounts(),
+            writer = self.writers[job] = open_trace(
+                self.probes, directory, StartRecord(["ioobserve", "serve"], self.probes.layers, job=job),
+                rotate_bytes=self.rotate_bytes, rotate_seconds=self.rotate_seconds,
                 on_trouble=lambda message: self.log(f"ioobserve serve: job {job}: {message}", flush=True))
-            self.probes.tables.exclude_helper(writer.disk_pid)  # its own writes are not the node's I/O
             if self._processes:
                 writer.processes(list(self._processes.values()))
         return writer
@@ -195,9 +191,6 @@ class JobRecorder:
         with self._lock:
             for writer in self.writers.values():
                 writer.counters(counts)
-
-    def accounting(self, rows: pl.DataFrame) -> None:
-        """Not kept per job."""
 
     def abandon(self) -> None:
         """The stop deadline passed: every job's trace drops what it holds."""

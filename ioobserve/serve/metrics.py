@@ -12,11 +12,10 @@ from prometheus_client.registry import Collector
 
 from ioobserve import events as ev
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.context.mounts import read_mounts
+from ioobserve.context.mounts import node_mounts
 from ioobserve.context.users import UserNames
 from ioobserve.serve import aggregates as agg
 
-HOST_MOUNTINFO = "/proc/1/mountinfo"
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 FORGET_AFTER_S = 60.0  # a gone cgroup stays named this long, for the recording's last events of it
 
@@ -61,7 +60,7 @@ class KernelCollector(Collector):
             self._mounts_read = time.monotonic()
             # the host's view (PID 1's), not the service's own private mounts; a device's first mount
             # wins (bind mounts come later)
-            for mount in reversed(read_mounts(HOST_MOUNTINFO)):
+            for mount in reversed(node_mounts()):
                 self.maps.mountpoints[(mount.major << 20) | mount.minor] = mount.mountpoint
 
     def _tables(self) -> tuple[pl.DataFrame, pl.DataFrame, int]:

@@ -28,7 +28,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.model import BatchTables
-from ioobserve.naming import BatchNamer
+from ioobserve.naming import NamingSink
 
 QUEUE_BATCHES = 256
 FIRST_LINE_TIMEOUT_S = 5.0
@@ -87,18 +87,18 @@ def batch_line(seq: int, lost: int, frame: pl.DataFrame) -> bytes:
     return f'{{"seq": {seq}, "lost": {lost}, "events": '.encode() + events.encode() + b"}\n"
 
 
-class EventStream:
+class EventStream(NamingSink):
     """The socket server and, as a collector sink, the source of the stream's batches."""
 
     def __init__(self, server: socket.socket, commands: Callable[[str, str], str], on_streaming: Callable[[bool], None]):
         self.server = server
         self.commands = commands  # (verb, job) -> answer text; raises to answer an error
+        super().__init__()  # its namer: the collector's thread only
         self.on_streaming = on_streaming  # called with True when the first client streams, False after the last
         self._clients: dict[int, queue.Queue] = {}
         self._lock = threading.Lock()
         self._seq = 0
         self._lost = 0
-        self.namer = BatchNamer()  # the collector's thread only
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._accept, name="ioobserve-socket", daemon=True)
 
@@ -207,22 +207,3 @@ class EventStream:
         if self._clients:
             self._lost += sum(counts.values())
 
-    def processes(self, changed) -> None:
-        """Kept to name the events."""
-        self.namer.processes(changed)
-
-    def forget(self, pids: list[int]) -> None:
-        """Exited processes' names are no longer needed."""
-        self.namer.forget(pids)
-
-    def counters(self, counts: dict[str, int]) -> None:
-        """Not streamed."""
-
-    def accounting(self, rows: pl.DataFrame) -> None:
-        """Not streamed."""
-
-    def abandon(self) -> None:
-        """Nothing is held: a client behind is dropped, never waited for."""
-
-    def close(self, deadline=None) -> None:
-        """The capture ended: the daemon stops the socket."""

@@ -32,6 +32,7 @@ import deflate
 import polars as pl
 from polars.io.plugins import register_io_source
 
+from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.trace.index import index_path, parse_index
 from ioobserve.memory import release_freed_buffers
@@ -46,8 +47,10 @@ KEY_SUFFIX = ".parquet.key"
 def copy_version(schema: dict[str, pl.DataType]) -> str:
     """The version a copy of these columns is written with: a copy of another version is
     rebuilt. The number counts changes of meaning (2: FILE_ID; 3: labels Categorical, uniform
-    columns); the columns' digest, any change of them (a copy an older ioobserve made)."""
-    return f"3-{zlib.crc32(repr(list(schema.items())).encode()):08x}"
+    columns); the digests, any change of the columns and of the ops whose return is the BYTES
+    a copy derives (a copy an older ioobserve made)."""
+    return (f"3-{zlib.crc32(repr(list(schema.items())).encode()):08x}"
+            f"-{zlib.crc32(repr(sorted(ev.BYTES_OPS)).encode()):08x}")
 
 
 VERSION = copy_version(s.COPY_SCHEMA)

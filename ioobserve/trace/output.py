@@ -8,10 +8,11 @@ so nothing can redirect the write.
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import time
 from pathlib import Path
+
+from ioobserve.host import node_name
 
 
 class OutputError(Exception):
@@ -52,7 +53,7 @@ def trace_name(part: int | None = None, when: float | None = None, pid: int | No
     """<host>-<YYYYmmddTHHMMSS>-<pid>[-<part>].pfw.gz"""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(when))
     suffix = f"-{part}" if part else ""
-    return f"{socket.gethostname()}-{stamp}-{pid or os.getpid()}{suffix}.pfw.gz"
+    return f"{node_name()}-{stamp}-{pid or os.getpid()}{suffix}.pfw.gz"
 
 
 def create_private_file(directory: Path, name: str) -> int:

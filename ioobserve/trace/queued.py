@@ -1,5 +1,5 @@
 """What the trace writer's queues carry: a closed set of small items, each handled by one
-`match` in the thread that takes it (ioobserve.trace.writer)."""
+`match` in the thread that takes it (ioobserve.trace.format_thread, ioobserve.trace.disk_thread)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The kernel matrix (ci/kernel_matrix.py) fails when a guest's test fails: one guest of the
 list runs the canary test made to fail (IOOBSERVE_MATRIX_FAIL=1), and the run exits non-zero
-with the guest's own last lines; the same guest with the canary passing exits 0."""
+with the guest's own last lines and, last, the failed test's name; the same guest with the canary passing exits 0."""
 
 from __future__ import annotations
 
@@ -40,6 +40,9 @@ def test_a_failing_guest_fails_the_matrix_with_its_last_lines(root_required):
     assert "failed (exit status 1)" in failed.stderr, failed.stderr[-2000:]
     tail = failed.stderr.split("its last lines:", 1)[1]
     assert "failing on purpose on" in tail and "1 failed" in tail, tail
+    # The failed test's name comes last, where a CI log's tail shows it.
+    said = failed.stderr.rsplit("what pytest said of it:", 1)[1]
+    assert "FAILED tests/kernel/test_matrix_canary.py::" in said and "1 failed" in said, said
     passed = _run(fail=False)
     assert passed.returncode == 0, passed.stdout[-2000:] + passed.stderr[-2000:]
     assert f"{_kernel()}: passed" in passed.stderr

@@ -82,7 +82,8 @@ def test_we_load_a_trace_dftracer_wrote(dftracer_wrote):
 
 def test_we_analyze_a_trace_dftracer_wrote(dftracer_wrote):
     from ioobserve.analysis.results import BYTES_READ, BYTES_WRITTEN, REREAD_BYTES, results
-    from ioobserve.analysis.run import Filters, analyze_partial
+    from ioobserve.analysis.engine import analyze_partial
+    from ioobserve.analysis.trace_partial import Filters
 
     traces, data, expected = dftracer_wrote
     analysis = results(analyze_partial(traces, Filters(path_prefixes=(str(data),))))

@@ -5,6 +5,7 @@ says in one line what a host that is not ready lacks."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import subprocess
@@ -57,7 +58,19 @@ def _stopped(agent: Detached, traces: Path) -> pl.DataFrame:
     assert status == 0, out
     found = sorted(traces.glob("*.pfw.gz"))
     assert len(found) == 1, (found, out)
+    # Named by the node (the host's /etc/hostname under /host), not by the container's own name,
+    # and its file systems are the host's, not the container's overlay root.
+    assert found[0].name.startswith(f"{Path('/etc/hostname').read_text().strip()}-"), found[0].name
+    host_root_fstype = [m.fstype for m in read_mounts() if m.mountpoint == "/"][-1]
+    assert _mount_types(found[0])["/"] == host_root_fstype != "overlay"
     return load(found[0], progress=False)
+
+
+def _mount_types(trace: Path) -> dict[str, str]:
+    """Mount point -> file system type, from a trace's MT records."""
+    with gzip.open(trace, "rt") as lines:
+        records = [json.loads(line.rstrip(",\n")) for line in lines if '"name":"MT"' in line]
+    return {record["args"]["name"]: record["args"]["value"] for record in records}
 
 
 def _calls(events: pl.DataFrame, **where) -> dict[str, int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.trace.reader import load, records
+from ioobserve.trace.reader import load, own_records, records
 
 
 def stacks_of(traces: list[Path]) -> dict[int, list[dict]]:
@@ -20,6 +20,17 @@ def stacks_of(traces: list[Path]) -> dict[int, list[dict]]:
 def reads_of(frame: pl.DataFrame) -> pl.DataFrame:
     """The read and pread64 syscalls of a trace."""
     return frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"]))
+
+
+def why_unwalked(traces: list[Path], reads: pl.DataFrame, output: str) -> str:
+    """What a failed stack check shows: the reads without a stack, the recording's counters and
+    losses (lost chain or code records, unknown chains) and what its summary says of the Python layer."""
+    end = [record["args"] for trace in traces for record in own_records(trace, "end")]
+    summary = " ".join(line.strip() for line in output.splitlines())
+    start = summary.find("python: ")
+    python = summary[start:summary.find(" lost ", start)] if start >= 0 else "no Python layer in the summary"
+    unwalked = reads.filter(pl.col(s.PY_STACK).is_null()).select(s.PID, s.TS, s.PATH)
+    return f"without a stack: {unwalked}\nend records: {end}\nsummary: {python}"
 
 
 def check_item_spans(traces: list[Path], workers: list[int], files: list[str], function: str) -> None:

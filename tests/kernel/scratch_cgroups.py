@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.probes.kernel import cgroup2_mount
+from ioobserve.context.mounts import cgroup2_mount
 
 
 @contextlib.contextmanager

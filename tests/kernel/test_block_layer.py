@@ -14,7 +14,7 @@ import pytest
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.probes.kernel import first_tracepoint
+from ioobserve.probes.kernel.features import first_tracepoint
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import record_command

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ioobserve.model import Process
-from ioobserve.trace import writer as writer_module
+from ioobserve.trace import format_thread as writer_module
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter

@@ -8,7 +8,8 @@ import pytest
 
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
-from ioobserve.analysis.run import Filters, analyze_partial
+from ioobserve.analysis.engine import analyze_partial
+from ioobserve.analysis.trace_partial import Filters
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line
 

@@ -89,13 +89,13 @@ def test_per_probe_programs_pass_the_verifier(root_required):
 
     from ioobserve.collect.recording import load_probes
     from ioobserve.probes import layers as ly
-    from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, entry_program
-    from ioobserve.probes.call_table import PYTHON
-    from ioobserve.probes.libraries import RETURN_PROGRAM, SITE_ENTRY_PROGRAM
+    from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS, entry_program
+    from ioobserve.probes.maps.call_table import PYTHON
+    from ioobserve.probes.attach.uprobes import RETURN_PROGRAM, SITE_ENTRY_PROGRAM
 
     probes = load_probes(layers=ly.DEFAULT | set(ly.LIBRARY_LAYERS))
     try:
-        for program in [entry_program(spec.op) for spec in LIBC + HDF5 + MPIIO + PYTHON] + [RETURN_PROGRAM, SITE_ENTRY_PROGRAM]:
+        for program in [entry_program(spec.op) for spec in LIBC + HDF5 + MPIIO + TLS + PYTHON] + [RETURN_PROGRAM, SITE_ENTRY_PROGRAM]:
             assert programs.program_type(probes.bpf.load_func(program.encode(), BPF.KPROBE).fd) == BPF.KPROBE, program
     finally:
         probes.close()

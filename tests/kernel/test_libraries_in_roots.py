@@ -1,6 +1,7 @@
-"""The libc, HDF5 and MPI-IO layers for jobs in a root file system of their own (ci/roots.sh:
-Debian's unstable suite, with its own libc, h5py's libhdf5 and MPICH), entered by chroot or
-by a new mount namespace and pivot_root; exact against the workloads' own counts.
+"""The libc, HDF5, MPI-IO and TLS layers for jobs in a root file system of their own
+(ci/roots.sh: Debian's unstable suite, with its own libc, h5py's libhdf5, MPICH and libssl),
+entered by chroot or by a new mount namespace and pivot_root; exact against the workloads'
+own counts.
 
 A library copy new to the node is probed a moment after its first process maps it, so calls
 made before are missed (the summary says how late). These jobs enter a root whose copies a
@@ -18,14 +19,16 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
+from tests.kernel.certificates import self_signed
 from tests.kernel.recorder import Workload, record_command
 from tests.kernel.test_libc_layer import check_stdio_workload
 from tests.kernel.test_library_layers import check_hdf5_workload, check_mpiio_workload
+from tests.kernel.test_tls_layer import check_ssl_calls
 from tests.roots import WAYS
 
 WORKLOADS = ROOT / "tests" / "workloads"
 PYTHON = "/usr/bin/python3"  # the root's own (3.14), with h5py
-HOLD_LIBRARIES = "import h5py; print('READY', flush=True); input()"  # its libc and libhdf5
+HOLD_LIBRARIES = "import h5py, ssl; print('READY', flush=True); input()"  # its libc, libhdf5 and libssl
 
 
 def _reports(stdout: str) -> list[dict]:
@@ -34,7 +37,7 @@ def _reports(stdout: str) -> list[dict]:
 
 @pytest.fixture
 def holder(job_root):
-    """A process of the test root holding its libc and libhdf5 from before the recording."""
+    """A process of the test root holding its libc, libhdf5 and libssl from before the recording."""
     process = Workload(job_root.command("chroot", [PYTHON, "-c", HOLD_LIBRARIES]))
     yield process
     process.go()
@@ -101,3 +104,20 @@ def test_mpiio_collective_calls_with_the_roots_own_mpich(job_root, mpiio_workloa
     reports = {report["rank"]: report for report in _reports(done.stdout)}
     assert sorted(reports) == [0, 1], done.stdout
     check_mpiio_workload(load(sorted((tmp_path / "trace").glob("*.pfw.gz"))), reports, job_root.traced_path(data, way))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("way", WAYS)
+def test_ssl_calls_with_the_roots_own_libssl(job_root, holder, tmp_path, way):
+    """HTTPS through the root's Python and libssl: every SSL read and write, through that copy."""
+    inside, host = job_root.scratch()
+    script = job_root.copy_in(WORKLOADS / "tls_workload.py", host)
+    cert, key = self_signed(host)
+    done = record_command(tmp_path / "trace", job_root.command(way, [PYTHON, script, f"{inside}/{cert.name}",
+                                                                     f"{inside}/{key.name}"]), "--layers", "tls")
+    assert done.returncode == 0, done.stderr
+    summary = " ".join(done.stdout.split())
+    assert f"/usr/lib/x86_64-linux-gnu/libssl.so.3 in {job_root.path}" in summary, summary
+    report = _reports(done.stdout)[0]
+    events = load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+    check_ssl_calls(events.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.LAYER) == s.LAYER_TLS)), report)

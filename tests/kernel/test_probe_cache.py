@@ -46,7 +46,7 @@ def test_the_second_recording_loads_the_first_ones_compile(root_required, tmp_pa
 
 def test_probes_from_the_cache_are_the_ones_loaded(root_required, tmp_path, monkeypatch):
     from ioobserve.collect.recording import load_probes
-    from ioobserve.probes import object_cache
+    from ioobserve.probes.build import object_cache
 
     monkeypatch.setattr(object_cache, "CACHE_DIR", tmp_path)
     first = load_probes()

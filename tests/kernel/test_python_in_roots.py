@@ -19,7 +19,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
-from tests.kernel.python_checks import check_imports, check_item_spans, reads_of, stacks_of
+from tests.kernel.python_checks import check_imports, check_item_spans, reads_of, stacks_of, why_unwalked
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 from tests.roots import INTERPRETERS, WAYS
 
@@ -68,7 +68,7 @@ def test_dataset_workers_in_a_root_of_their_own(job_root, tmp_path, python, way,
     for pid, counted in report["workers"].items():
         mine = reads.filter(pl.col(s.PID) == int(pid))
         assert (mine.height, mine.get_column(s.BYTES).sum()) == (counted["reads"], counted["bytes"]), pid
-    assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
     assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
         ("ShardDataset.__getitem__", report["file"], report["read_line"])]
     stacks = stacks_of(traces)
@@ -210,7 +210,7 @@ def test_doctor_names_each_running_interpreter_and_library_inside_its_root(job_r
     """The files a job in the root maps, as `ioobserve doctor` lists them: its interpreter
     with its version and whether its frames are walked, and its libc, each by its path inside
     the root and the root; a damaged copy of the interpreter with why it is not walked."""
-    from ioobserve.probes.inventory import running_files
+    from ioobserve.probes.attach.inventory import running_files
 
     inside, host = job_root.scratch()
     shutil.copy(job_root.path / "usr/bin/python3.14", host / "python3.14")

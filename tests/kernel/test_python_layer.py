@@ -19,6 +19,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records, records
 from tests.conftest import PYTHON, ROOT
+from tests.kernel.python_checks import why_unwalked
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 
 WORKLOADS = ROOT / "tests" / "workloads"
@@ -51,7 +52,7 @@ def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, meth
     reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(report["workers"]) & pl.col(s.PATH).is_in(report["files"]))
     assert set(reads.get_column(s.PID).to_list()) == set(report["workers"])
     assert set(reads.get_column(s.PATH).to_list()) == set(report["files"])
-    assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
     stacks = _stacks(traces)
     for stack_id in reads.get_column(s.PY_STACK).unique().to_list():
         frames = stacks[stack_id]
@@ -143,6 +144,7 @@ def test_a_python_process_running_before_the_recording(root_required, tmp_path):
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix  # the guests' root is an overlay: exec and mmap see its inode, maps (before 6.8) the layer's
 @pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
 def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp_path, python):
     """A known interpreter exec'd anew (Debian's: the runtime in the executable) or mapping
@@ -152,12 +154,12 @@ def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp
     workload = Workload([python, str(WORKLOADS / "python_starts.py")])
     recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
     out = workload.go()
-    code, _, stderr = recorder.stop()
+    code, summary, stderr = recorder.stop()
     assert code == 0, stderr
     children = json_line(out, "children")["children"]
     reads = _reads(load(recorder.traces())).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).cat.ends_with(".pyc"))
     assert set(reads.get_column(s.PID).to_list()) == set(children)
-    assert reads.get_column(s.PY_STACK).null_count() == 0, reads.filter(pl.col(s.PY_STACK).is_null())
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(recorder.traces(), reads, summary + stderr)
     assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads
 
 
@@ -212,7 +214,7 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
         assert event[s.PATH].startswith(report["dir"]), event
 
 
-CACHED_IMPORTS = 20000
+CACHED_IMPORTS = 100_000
 CACHED_IMPORTS_WORKLOAD = f"""import json, os
 for _ in range({CACHED_IMPORTS}):
     import os as again
@@ -223,10 +225,10 @@ print(json.dumps({{"pid": os.getpid(), "cached": {CACHED_IMPORTS}}}), flush=True
 @pytest.mark.kernel
 @pytest.mark.parametrize("python", [DEBIAN_PYTHON, *PYENV_PYTHONS])
 def test_a_cached_import_is_no_event_and_no_trap(root_required, tmp_path, python):
-    """Imports are probed where CPython loads a module, not at every import statement: 20,000
+    """Imports are probed where CPython loads a module, not at every import statement: 100,000
     imports of a loaded module run none of the interpreter's probes (the kernel's count of
-    their programs' runs, which every other Python process on the node adds to, stays far
-    below) and leave no event."""
+    their programs' runs stays below half that: every other Python process on the node adds to
+    it, a busy one a few thousand a second) and leave no event."""
     assert Path(python).exists(), f"{python} is missing"
     done = record_command(tmp_path / "trace", [python, "-c", CACHED_IMPORTS_WORKLOAD], "--probe-stats")
     assert done.returncode == 0, done.stderr
@@ -241,7 +243,7 @@ def test_a_cached_import_is_no_event_and_no_trap(root_required, tmp_path, python
     (end,) = own_records(traces[0], "end")
     runs = sum(n for name, n in end["args"]["counters"].items()
                if name.startswith("probe_runs.") and ("call" in name or "py_import" in name))
-    assert runs < CACHED_IMPORTS // 20, end["args"]["counters"]
+    assert runs < CACHED_IMPORTS // 2, end["args"]["counters"]
     imports = load(traces).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.OP) == "import"))
     assert imports.filter(pl.col(s.PY_MODULE) == "os").is_empty(), imports
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -25,7 +26,7 @@ from ioobserve.context.mounts import read_mounts
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
-from tests.kernel.recorder import IOOBSERVE
+from tests.kernel.recorder import IOOBSERVE, json_line
 from tests.kernel.scratch_cgroups import scratch_cgroups
 from tests.waiting import wait_until, wait_until_async
 
@@ -233,6 +234,26 @@ def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
             assert _value(metrics, "ioobserve_call_duration_seconds_count", **mine) == 32
     finally:
         data.unlink()
+        service.stop()
+
+
+@pytest.mark.kernel
+def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(job_cgroup, tmp_path):
+    """--layers net: the job's calls on its Internet sockets, per op, as the workload made them."""
+    service = Service(tmp_path, "--layers", "net")
+    try:
+        done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(job_cgroup), sys.executable,
+                               str(ROOT / "tests" / "workloads" / "socket_workload.py")],
+                              capture_output=True, text=True, timeout=120, check=True)
+        calls = json_line(done.stdout, "calls")["calls"]
+        metrics = service.metrics()
+        for op, count in Counter(op for _, op, _ in calls).items():
+            assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op) == count, op
+        received = sum(result for _, op, result in calls if op in ("recvfrom", "recvmsg", "read", "readv"))
+        sent = sum(result for _, op, result in calls if op in ("sendto", "sendmsg", "write", "writev"))
+        assert _value(metrics, "ioobserve_read_bytes_total", job=JOB, layer="net") == received
+        assert _value(metrics, "ioobserve_write_bytes_total", job=JOB, layer="net") == sent
+    finally:
         service.stop()
 
 

@@ -30,10 +30,10 @@ def _run_traced(probes, reader) -> int:
 
 
 def test_nothing_is_selected_once_the_recording_stops(root_required):
+    from ioobserve.collect.capture import RingReader
     from ioobserve.collect.recording import load_probes
-    from ioobserve.collect.ringbuf import RingReader
     from ioobserve.mappings import file_ident
-    from ioobserve.probes.filters import KernelFilters
+    from ioobserve.probes.maps.filters import KernelFilters
 
     probes = load_probes()
     try:

@@ -30,7 +30,7 @@ COPY_OPS = {"sendfile": "vfs_splice_direct", "copy_file_range": "vfs_copy_file_r
 
 def _ways_in() -> list[str]:
     from ioobserve.probes.attach.vfs import VfsLayer
-    from ioobserve.probes.btf import Btf
+    from ioobserve.probes.kernel.btf import Btf
 
     return [way for way in ("fentry", "kprobe") if VfsLayer(Btf.load(), wanted=way).mechanism]
 
@@ -40,8 +40,8 @@ def _ways_in() -> list[str]:
 def test_vfs_programs_pass_the_verifier(root_required):
     from ioobserve.collect.recording import load_probes
     from ioobserve.probes.attach.vfs import VfsLayer
-    from ioobserve.probes.btf import Btf
-    from ioobserve.probes.program_kind import BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING
+    from ioobserve.probes.kernel.btf import Btf
+    from ioobserve.probes.kernel.program_kind import BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING
 
     btf = Btf.load()
     probes = load_probes(layers=ly.DEFAULT | {ly.VFS})
@@ -94,7 +94,7 @@ def _children(frame: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
 def test_the_vfs_sees_copies_and_exec_reads_exactly(root_required, tmp_path, way):
     if way not in _ways_in():
         from ioobserve.probes.attach.vfs import VfsLayer
-        from ioobserve.probes.btf import Btf
+        from ioobserve.probes.kernel.btf import Btf
 
         done = record_command(tmp_path / "trace", ["true"], "--layers", "vfs", env={**os.environ, "IOOBSERVE_VFS_PROBES": way})
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr

@@ -6,7 +6,7 @@ import mmap
 import os
 import struct
 
-from ioobserve.collect.ringbuf import PAGE
+from ioobserve.collect.capture import PAGE
 
 SIZE = 4 * PAGE
 

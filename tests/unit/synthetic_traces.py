@@ -13,7 +13,7 @@ from ioobserve import schema as s
 from ioobserve.model import Mount
 from ioobserve.model import Process
 from ioobserve.model import Stack
-from ioobserve.trace import writer as writer_module
+from ioobserve.trace import format_thread as writer_module
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches
 

@@ -8,7 +8,8 @@ import pytest
 
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
-from ioobserve.analysis.run import Filters, analyze_partial
+from ioobserve.analysis.engine import analyze_partial
+from ioobserve.analysis.trace_partial import Filters
 from tests.unit.synthetic_traces import T0, US, Proc, io, write_trace
 
 A = Proc(100, rank=0)

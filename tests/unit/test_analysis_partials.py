@@ -8,7 +8,8 @@ import random
 import pytest
 
 from ioobserve.analysis import results as r
-from ioobserve.analysis.run import ChunkPlan, analyze_partial, trace_partial
+from ioobserve.analysis.engine import analyze_partial
+from ioobserve.analysis.trace_partial import ChunkPlan, trace_partial
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MAIN, WORKER_0, WORKER_1 = Proc(10, rank=0), Proc(11, ppid=10, rank=0, worker=0), Proc(12, ppid=10, rank=0, worker=1)
@@ -73,7 +74,7 @@ def test_one_member_at_a_time_gives_the_numbers_of_one_pass(trace):
 def test_many_jobs_and_files_in_chunks_with_runs_on_disk_give_the_numbers_of_one_pass(tmp_path, monkeypatch):
     """Jobs 7 and 8 and processes outside any job, 40 files, intervals crossing the 11 seams;
     the chunked analysis's intervals written to files and merged in small blocks."""
-    from ioobserve.analysis import runs
+    from ioobserve.analysis import spilled_runs as runs
 
     procs = [Proc(20, rank=0), Proc(21, ppid=20, rank=0, worker=0), Proc(30, rank=0, job="8"), Proc(40, job=None)]
     threads = [(procs[0], 20), (procs[0], 25), (procs[1], 21), (procs[2], 30), (procs[3], 40)]
@@ -95,6 +96,33 @@ def test_dask_tasks_give_the_numbers_of_the_local_loop(trace, tmp_path):
     distributed = _tables(r.results(analyze_partial([trace, other], scheduler="local")))
     assert local == distributed
     assert local["overview"]["calls"] == (BATCHES + 3) * PER_BATCH
+
+
+def test_the_workers_tree_of_combines_gives_the_numbers_of_the_local_loop(tmp_path, monkeypatch):
+    """Nine traces: three hosts, each host's recording in three parts, jobs 7 and 8 on every
+    host, read in chunks of PER_BATCH events: the Dask workers' combines (nine partials, then
+    three, then one) give what the local loop gives."""
+    import socket
+
+    from ioobserve.analysis import distributed, engine
+
+    def small_chunks(memory_mb=None):
+        return ChunkPlan(rows=PER_BATCH)
+
+    monkeypatch.setattr(engine, "chunk_plan", small_chunks)
+    monkeypatch.setattr(distributed, "chunk_plan", small_chunks)  # the local cluster's workers are this process's threads
+    traces = []
+    for seed, host in enumerate(("n1", "n2", "n3")):
+        monkeypatch.setattr(socket, "gethostname", lambda host=host: host)
+        procs = [Proc(20, rank=seed), Proc(21, ppid=20, rank=seed, worker=0), Proc(30, rank=seed, job="8")]
+        batches = _workload(seed=20 + seed, threads=[(procs[0], 20), (procs[1], 21), (procs[2], 30)], files=3)
+        for part in range(3):
+            traces.append(write_trace(tmp_path, procs, batches[part * 4:(part + 1) * 4], name=f"{host}-{part}.pfw.gz"))
+    local = _tables(r.results(analyze_partial(traces)))
+    tree = _tables(r.results(analyze_partial(traces, scheduler="local")))
+    assert local["hosts"] == ["n1", "n2", "n3"] and local["overview"]["calls"] == 3 * BATCHES * PER_BATCH
+    assert sorted(row["job"] for row in local["jobs"]) == ["7", "8"]
+    assert local == tree
 
 
 def test_nodes_keep_their_processes_and_a_job_spans_them(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import errno
 
 import pytest
 
-from ioobserve.probes import bpf_syscall
+from ioobserve.probes.kernel import bpf_syscall
 
 
 def _failing(times: int, code: int):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 import pytest
 
-from ioobserve.probes.btf import VMLINUX_BTF, Btf, BtfError
-from ioobserve.probes.kernel_layout import FIELDS, layout_from_btf
+from ioobserve.probes.kernel.btf import VMLINUX_BTF, Btf, BtfError
+from ioobserve.probes.kernel.kernel_layout import FIELDS, layout_from_btf
 from tests.conftest import in_ci
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from ioobserve import events as ev
-from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, PYTHON, call_entries
-from ioobserve.probes.loader import probes_source_dir
+from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, PYTHON, TLS, call_entries
+from ioobserve.probes.load.loader import probes_source_dir
 
 ENTRY = re.compile(r"CALL_ENTRY\((\w+), (\w+)\)")
 
@@ -22,7 +22,7 @@ def _enum_constants() -> list[str]:
 
 def test_the_generated_entries_are_the_call_table():
     entries = ENTRY.findall(call_entries())
-    assert [op for op, _ in entries] == [spec.op for spec in LIBC + HDF5 + MPIIO + PYTHON]
+    assert [op for op, _ in entries] == [spec.op for spec in LIBC + HDF5 + MPIIO + TLS + PYTHON]
     constants = _enum_constants()
     for op, constant in entries:
         assert constants.index(constant) == ev.OP_CODES[op], (op, constant)

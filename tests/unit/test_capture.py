@@ -10,9 +10,8 @@ import numpy as np
 from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve.collect import capture as capture_module
-from ioobserve.collect.capture import CaptureProcess, decode, encode
+from ioobserve.collect.capture import CaptureProcess, decode, encode, ring_dtype
 from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
-from ioobserve.collect.ringbuf import ring_dtype
 from tests.unit.fake_ring import SIZE, FakeRing, ring_blob
 
 

@@ -9,7 +9,7 @@ from tests.conftest import PYTHON
 
 DIES_INSIDE = """
 import os
-from ioobserve.probes.compile import _captured_stderr
+from ioobserve.probes.build.compile import _captured_stderr
 with _captured_stderr():
     os.write(2, b"warning: headers differ\\nerror: stack limit exceeded\\n")
     os._exit(1)
@@ -17,7 +17,7 @@ with _captured_stderr():
 
 RETURNS = """
 import os
-from ioobserve.probes.compile import _captured_stderr
+from ioobserve.probes.build.compile import _captured_stderr
 with _captured_stderr() as diagnostics:
     os.write(2, b"warning: headers differ\\n")
     written = diagnostics()

@@ -20,6 +20,18 @@ def test_paths_by_identity_replace_and_rename():
     assert frame.height == 2
 
 
+def test_the_reader_learns_only_new_files_and_the_worker_replaces_in_order():
+    """A new file with a deleted one's inode: the reader, ahead of the events, keeps the old
+    name for the events still queued; the worker's `add`, in their order, replaces it."""
+    table = FileTable()
+    table.add_new([PathRecord(1, 10, 0o100644, "/tmp/old")])
+    table.add_new([PathRecord(1, 10, 0o100644, "/work/new"), PathRecord(1, 12, 0o100644, "/work/lib.so")])
+    assert table.by_id == {(1, 10): "/tmp/old", (1, 12): "/work/lib.so"}
+    table.add([PathRecord(1, 10, 0o100644, "/work/new")])
+    frame = table.frame()
+    assert dict(zip(frame["ino"].to_list(), frame["path"].to_list())) == {10: "/work/new", 12: "/work/lib.so"}
+
+
 def test_relative_names_join_their_base_directory():
     table = FileTable()
     table.add([PathRecord(1, 5, 0o40755, "/work/dir")])

@@ -12,7 +12,7 @@ import pytest
 
 from ioobserve.trace.index import build_index, write_index
 from ioobserve.trace.reader import TraceError, load
-from ioobserve.trace.writer import gzip_member
+from ioobserve.trace.members import gzip_member
 
 
 def _member(first: int, n: int = 10) -> bytes:

@@ -46,6 +46,14 @@ def test_decode_aux_sorts_records_by_kind():
     assert batch.procs[0].comm == "python3"
 
 
+def test_a_head_record_keeps_its_bytes_and_no_more_than_the_kernel_copies():
+    request = b"GET /bucket/key HTTP/1.1\r\nHost: s3.amazonaws.com\r\nRange: bytes=0-99\r\n\r\n"
+    head = _record(ev.HEAD_RECORD, request, kind=ev.AUX_HEAD, tid=12, ts_ns=34, len=len(request))
+    garbled = _record(ev.HEAD_RECORD, b"x" * 8, kind=ev.AUX_HEAD, tid=1, ts_ns=2, len=1 << 30)  # len beyond its bytes
+    batch = decode_aux(ring_blob([head, garbled]))
+    assert [(h.tid, h.ts_ns, h.data) for h in batch.heads] == [(12, 34, request), (1, 2, b"x" * 8)]
+
+
 def _cgroup(path: bytes, ident: int, truncated: bool = False) -> bytes:
     data = path.ljust(ev.CGROUP_PATH_BYTES, b"\0")
     return _record(ev.CGROUP_RECORD, data, kind=ev.AUX_CGROUP, id=ident, ts_ns=3, len=len(path),

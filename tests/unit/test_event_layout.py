@@ -24,9 +24,10 @@ STRUCTS = {
     "ioo_py_frame": ev.PY_FRAME,
     "ioo_py_chain_record": ev.PY_CHAIN_RECORD,
     "ioo_py_code_record": ev.PY_CODE_RECORD,
+    "ioo_sock_desc": ev.SOCK_DESC,
 }
 FIXED_WITH_HEADER = {"ioo_lib_record", "ioo_py_chain_record", "ioo_py_code_record"}
-HEADERS = {"ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
+HEADERS = {"ioo_head_record": ev.HEAD_RECORD, "ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,
            "ioo_env_record": ev.ENV_RECORD, "ioo_cgroup_record": ev.CGROUP_RECORD}
 
 
@@ -49,6 +50,9 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.CGROUP %d %d\\n", IOO_AUX_CGROUP, IOO_CGROUP_PATH_BYTES);')
     lines.append('printf("const.AGG %d %d %d\\n", IOO_AGG_LATENCY, IOO_AGG_SIZE, IOO_AGG_SLOTS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
+    lines.append('printf("const.NET %d %d %d\\n", IOO_LAYER_NET, IOO_S_MSGHDR, IOO_S_PEER_AT_EXIT);')
+    lines.append('printf("const.TLS %d %d %d %d %d %d %d\\n", IOO_LIB_SSL, IOO_C_BIND_HANDLE, IOO_C_OUT_BYTES, IOO_AUX_HEAD, '
+                 'IOO_HEAD_BYTES, IOO_F_HEAD, IOO_F_TLS_HELLO);')
     lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
                  'IOO_PY_NO_FIELD, IOO_PY_LAYOUTS, IOO_PY_MAX_FRAMES, IOO_PY_LASTI, IOO_PY_TRUNCATED, IOO_PY_NAME_BYTES, '
                  'IOO_PY_TABLE_BYTES);')
@@ -110,6 +114,9 @@ def test_constants_match(layout):
     assert layout["const.CGROUP"] == (ev.AUX_CGROUP, ev.CGROUP_PATH_BYTES)
     assert layout["ioo_cgroup_record.sizeof"] == ev.CGROUP_RECORD.itemsize + ev.CGROUP_PATH_BYTES
     assert layout["const.LAYER_LIBS"] == ev.LAYER_LIBS
+    assert layout["const.NET"] == (ev.LAYER_NET, ev.S_MSGHDR, ev.S_PEER_AT_EXIT)
+    assert layout["const.TLS"] == (ev.LIB_SSL, ev.C_BIND_HANDLE, ev.C_OUT_BYTES, ev.AUX_HEAD, ev.HEAD_BYTES, ev.F_HEAD,
+                                   ev.F_TLS_HELLO)
     assert layout["const.AGG"] == (ev.AGG_LATENCY, ev.AGG_SIZE, ev.AGG_SLOTS)
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)

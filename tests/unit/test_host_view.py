@@ -1,17 +1,18 @@
 """The host as seen from a container through a mount of its root (IOOBSERVE_HOST_ROOT), on
 fixture trees: paths followed inside it, bcc's kernel headers (the kernel's own, a Debian pair
-merged) and the cgroup v2 hierarchy."""
+merged), the cgroup v2 hierarchy, the node's name and its mounts."""
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
-from ioobserve.probes import headers as h
-from ioobserve.probes.host import in_root
-from ioobserve.probes.kernel import cgroup2_mount
+from ioobserve.context import mounts
+from ioobserve.host import in_root, node_name
+from ioobserve.probes.build import headers as h
 
 RELEASE = "6.1.0-9-amd64"
 
@@ -102,6 +103,33 @@ MOUNTINFO = """\
 def test_the_hosts_cgroup2_is_the_one_under_its_root(tmp_path):
     mountinfo = tmp_path / "mountinfo"
     mountinfo.write_text(MOUNTINFO)
-    assert cgroup2_mount(str(mountinfo), host=Path("/host")) == Path("/host/sys/fs/cgroup/unified")
-    assert cgroup2_mount(str(mountinfo), host=Path("/")) == Path("/host/sys/fs/cgroup/unified")  # the first
-    assert cgroup2_mount(str(mountinfo), host=Path("/elsewhere")) is None
+    assert mounts.cgroup2_mount(str(mountinfo), host=Path("/host")) == Path("/host/sys/fs/cgroup/unified")
+    assert mounts.cgroup2_mount(str(mountinfo), host=Path("/")) == Path("/host/sys/fs/cgroup/unified")  # the first
+    assert mounts.cgroup2_mount(str(mountinfo), host=Path("/elsewhere")) is None
+
+
+def test_the_node_is_named_by_the_variable_then_the_hosts_hostname_then_our_own(tmp_path, monkeypatch):
+    """A DaemonSet names the node (IOOBSERVE_NODE); a container given the host's root takes the
+    host's /etc/hostname, not its own name (its pod's, or its id)."""
+    monkeypatch.delenv("IOOBSERVE_NODE", raising=False)
+    monkeypatch.delenv("IOOBSERVE_HOST_ROOT", raising=False)
+    assert node_name() == socket.gethostname()
+    monkeypatch.setenv("IOOBSERVE_HOST_ROOT", str(tmp_path))
+    assert node_name() == socket.gethostname()  # no /etc/hostname under that root
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/hostname").write_text("gpu-node-17\n")
+    assert node_name() == "gpu-node-17"
+    monkeypatch.setenv("IOOBSERVE_NODE", "k8s-node-a")
+    assert node_name() == "k8s-node-a"
+
+
+def test_the_nodes_mounts_are_inits_and_our_own_when_inits_cannot_be_read(tmp_path, monkeypatch):
+    """A container's own root is an overlay; the trace's MT records must name the host's."""
+    inits = tmp_path / "mountinfo"
+    inits.write_text("22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+                     "30 22 0:52 / /scratch\\040space rw - lustre 10.0.0.1@tcp:/fs rw\n")
+    monkeypatch.setattr(mounts, "NODE_MOUNTINFO", str(inits))
+    assert [(m.mountpoint, m.fstype, m.major, m.minor) for m in mounts.node_mounts()] == [
+        ("/", "ext4", 254, 0), ("/scratch space", "lustre", 0, 52)]
+    monkeypatch.setattr(mounts, "NODE_MOUNTINFO", str(tmp_path / "absent"))
+    assert mounts.node_mounts() == mounts.read_mounts()

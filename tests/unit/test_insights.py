@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
-from ioobserve.analysis.run import analyze_partial
+from ioobserve.analysis.engine import analyze_partial
 from ioobserve.model import Mount
 from tests.unit.synthetic_traces import Proc, io, write_trace
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pickle
 import random
 
+import numpy as np
 import polars as pl
 import pytest
 
-from ioobserve.analysis import runs as runs_module
+from ioobserve.analysis import spilled_runs as runs_module
 from ioobserve.analysis.intervals import END, START
-from ioobserve.analysis.runs import IntervalRuns
+from ioobserve.analysis.spilled_runs import IntervalRuns
 
 KEYS = [("SYSCALL", "7", "io"), ("SYSCALL", "8", "io"), ("SYSCALL", None, "compute"), ("PYTHON", "7", "data")]
 
@@ -130,3 +131,31 @@ def test_intervals_spread_over_decades_are_measured_exactly():
     frame = pl.DataFrame(rows, schema={"layer": pl.String, "job": pl.String, "scope": pl.String,
                                        START: pl.Int64, END: pl.Int64}, orient="row")
     assert _store([frame]).union_lengths(_together) == _expected([frame], _together)
+
+
+@pytest.mark.parametrize("spill", [False, True])
+def test_a_store_dealt_by_time_range_measures_the_same_in_sum(monkeypatch, spill):
+    """Each range's union, intervals cut at the bounds, adds up to the whole's (the Dask path
+    measures a job's time across nodes this way), from memory or from files."""
+    if spill:
+        monkeypatch.setattr(runs_module, "SPILL_ROWS", 300)
+    frames = _random_chunks(seed=5)
+    store = _store(frames)
+    whole = store.union_lengths(_together)
+    bounds = np.array([np.iinfo(np.int64).min, 200_000, 250_000, 900_000, np.iinfo(np.int64).max])
+    summed: dict = {}
+    for piece in store.split(None, 4, bounds):
+        for target, length in piece.union_lengths(_together).items():
+            summed[target] = summed.get(target, 0) + length
+    assert summed == whole
+
+
+def test_a_store_dealt_by_key_keeps_each_keys_intervals_whole():
+    """Dealt by key (the Dask path deals files this way): each piece holds only its keys, measured as before."""
+    frames = _random_chunks(seed=6)
+    store = _store(frames)
+    whole = store.union_lengths(_per_key)
+    layer_of = {code: 0 if key[0] == "SYSCALL" else 1 for code, key in enumerate(store.keys)}
+    pieces = store.split(lambda codes, _starts: np.vectorize(layer_of.get)(codes), 2)
+    assert [sorted(piece.keys, key=str) for piece in pieces] == [sorted(KEYS[:3], key=str), [KEYS[3]]]
+    assert pieces[0].union_lengths(_per_key) | pieces[1].union_lengths(_per_key) == whole

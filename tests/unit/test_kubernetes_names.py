@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ioobserve.context import kubernetes as k
-from ioobserve.context.cgroups import cgroup_context
+from ioobserve.context.cgroups import CgroupTable, cgroup_context
 
 CID = "3f4b8c2a9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
 POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"
@@ -59,3 +59,38 @@ def test_a_cgroups_context_carries_the_names(tmp_path, monkeypatch):
     assert (context.pod, context.container) == (POD, CID)
     assert (context.namespace, context.pod_name, context.container_name) == ("ml", "train-0", "loader")
     assert cgroup_context("/system.slice/sshd.service").namespace is None
+
+
+def test_a_pods_own_cgroup_takes_the_names_of_its_containers(tmp_path, monkeypatch):
+    """The pod's cgroup has no bundle; once a container of it is known, it is named too."""
+    _bundle(tmp_path, k.BUNDLES[0], {"io.kubernetes.cri.sandbox-namespace": "ml", "io.kubernetes.cri.sandbox-name": "train-0",
+                                     "io.kubernetes.cri.container-name": "loader"})
+    monkeypatch.setattr(k, "host_root", lambda: tmp_path)
+    pod = tmp_path / "cgroup" / "kubepods" / "besteffort" / f"pod{POD}"
+    (pod / CID).mkdir(parents=True)
+    (tmp_path / "cgroup" / "kubepods" / "besteffort" / "pod11111111-2222-3333-4444-555555555555").mkdir()
+    table = CgroupTable(tmp_path / "cgroup")
+    by_path = {c.path: c for c in table.by_id.values()}
+    pods_own = by_path[f"/kubepods/besteffort/pod{POD}"]
+    assert (pods_own.pod, pods_own.container, pods_own.namespace, pods_own.pod_name) == (POD, None, "ml", "train-0")
+    assert pods_own.container_name is None
+    other = by_path["/kubepods/besteffort/pod11111111-2222-3333-4444-555555555555"]
+    assert (other.namespace, other.pod_name) == (None, None)  # no container of it is known: no names
+
+
+def test_names_read_ahead_outlive_the_bundle(tmp_path, monkeypatch):
+    """The collector's reader reads a new container's names as its cgroup is made; the runtime
+    may remove the bundle before the worker learns the cgroup, whose names stay."""
+    from ioobserve.decode import CgroupRecord
+
+    _bundle(tmp_path, k.BUNDLES[0], {"io.kubernetes.cri.sandbox-namespace": "ml", "io.kubernetes.cri.sandbox-name": "train-0",
+                                     "io.kubernetes.cri.container-name": "loader"})
+    monkeypatch.setattr(k, "host_root", lambda: tmp_path)
+    (tmp_path / "cgroup").mkdir()
+    table = CgroupTable(tmp_path / "cgroup")
+    made = [CgroupRecord(id=4242, ts_ns=1, path=f"/kubepods/besteffort/pod{POD}/{CID}", truncated=False)]
+    table.read_names_ahead(made)
+    (tmp_path / k.BUNDLES[0].format(id=CID)).unlink()  # the short-lived container removed
+    table.learn(made)
+    context = table.by_id[4242]
+    assert (context.container, context.namespace, context.pod_name, context.container_name) == (CID, "ml", "train-0", "loader")

@@ -9,9 +9,9 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.enrich import _LAYERS
 from ioobserve.probes import layers as ly
-from ioobserve.probes.call_table import HDF5, LIBC, MPIIO, call_spec_array
-from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, resolve_calls
-from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
+from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS, call_spec_array
+from ioobserve.probes.attach.uprobes import HDF5_FILE, LIBC_FILE, MPI_FILE, TLS_FILE, resolve_calls
+from ioobserve.probes.kernel.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
 
 FILEMAP_FORMAT = """name: mm_filemap_add_to_page_cache
 ID: 600
@@ -35,6 +35,9 @@ def test_layers_add_to_the_defaults_and_remove_with_no():
     assert ly.parse_layers("no-io_uring,no-aio") == {ly.SYSCALL, ly.BLOCK, ly.CACHE, ly.PYTHON}
     assert ly.parse_layers("all,no-vfs") == set(ly.KNOWN) - {ly.VFS}
     assert ly.parse_layers("hdf5,mpiio") == ly.DEFAULT | {ly.HDF5, ly.MPIIO}
+    assert ly.parse_layers("net") == ly.DEFAULT | {ly.NET}
+    assert ly.parse_layers("tls") == ly.DEFAULT | {ly.TLS, ly.NET}  # its sockets and frames come from the net layer
+    assert ly.NET not in ly.DEFAULT and ly.TLS not in ly.DEFAULT
 
 
 @pytest.mark.parametrize("text", ["libcc", "no-syscall", "hdf"])
@@ -47,7 +50,7 @@ def test_library_layers_refused_without_uprobes(monkeypatch):
     """A kernel without uprobes: one clear line naming the layers, before anything starts."""
     from ioobserve.cli.errors import UserError
     from ioobserve.cli.filters import build_layers
-    from ioobserve.probes import kernel
+    from ioobserve.probes.kernel import features as kernel
 
     monkeypatch.setattr(kernel, "uprobes_available", lambda: False)
     with pytest.raises(UserError, match=r"--layers libc,hdf5: this kernel has no uprobes"):
@@ -66,6 +69,9 @@ def test_each_op_has_one_layer():
     assert layer[ev.OP_CODES["vfs_fsync"]] == s.LAYER_VFS
     assert {layer[ev.OP_CODES[spec.op]] for spec in HDF5} == {s.LAYER_HDF5}
     assert {layer[ev.OP_CODES[spec.op]] for spec in MPIIO} == {s.LAYER_MPIIO}
+    assert {layer[ev.OP_CODES[spec.op]] for spec in TLS} == {s.LAYER_TLS}
+    assert {layer[code] for code in range(ev.FIRST_NET_OP, ev.FIRST_TLS_OP)} == {s.LAYER_NET}
+    assert ev.OP_LABELS[ev.OP_CODES["net_read"]] == "read" and ev.OP_LABELS[ev.OP_CODES["SSL_read"]] == "SSL_read"
     assert layer[len(ev.OP_NAMES)] == s.LAYER_SYSCALL  # an op code from a newer probe: not MPI-IO
     assert len(ev.OP_NAMES) < ev.MAX_OPS
 
@@ -78,7 +84,7 @@ def test_call_table_rows():
     assert table[ev.OP_CODES["posix_open"]]["flags"] == ev.C_RET_FD | ev.C_RET_INT
     assert table[ev.OP_CODES["read"]]["library"] == 0  # syscalls are not library calls
     assert table[ev.OP_CODES["posix_close"]]["flags"] == ev.C_RET_INT  # int: the upper register half is noise
-    specs = LIBC + HDF5 + MPIIO
+    specs = LIBC + HDF5 + MPIIO + TLS
     assert len({spec.op for spec in specs}) == len(specs)
     # Every library op of the enum has a row, and only those.
     assert {ev.OP_NAMES[op] for op in range(ev.MAX_OPS) if table[op]["library"]} == {spec.op for spec in specs}
@@ -122,6 +128,18 @@ def test_not_hdf5_file_names(name):
     assert not HDF5_FILE.match(name)
 
 
+def test_tls_file_names():
+    assert TLS_FILE.match("libssl.so.3") and TLS_FILE.match("libssl.so.1.1") and TLS_FILE.match("libssl-1b2c3d4e.so.3")
+    assert not TLS_FILE.match("libssl3.so") and not TLS_FILE.match("libcrypto.so.3")
+
+
+def test_ssl_calls_name_their_socket_through_set_fd():
+    table = call_spec_array()
+    set_fd, read_ex = table[ev.OP_CODES["SSL_set_fd"]], table[ev.OP_CODES["SSL_read_ex"]]
+    assert set_fd["flags"] & ev.C_BIND_HANDLE and (set_fd["handle_arg"], set_fd["fd_arg"]) == (0, 1)
+    assert read_ex["flags"] & ev.C_OUT_BYTES and read_ex["aux_arg"] == 3 and read_ex["library"] == ev.LIB_SSL
+
+
 def test_mpi_file_names():
     assert MPI_FILE.match("libmpich.so.12.2.2") and MPI_FILE.match("libmpi.so.40") and MPI_FILE.match("libmpi.so.12")
     assert not MPI_FILE.match("libmpichcxx.so.12") and not MPI_FILE.match("libmpi_cxx.so.40")
@@ -142,3 +160,12 @@ def test_tracepoint_format_offsets(tmp_path):
     assert FILEMAP_ADD.offsets(tmp_path) is None
     assert READAHEAD.offsets(tmp_path) is None  # absent tracepoints
     assert TracepointFields("X", ("filemap/mm_filemap_add_to_page_cache",), {"s_dev": 8}).offsets(tmp_path) is None
+
+
+def test_network_layers_walk_the_deepest_python_stacks_unless_told():
+    """Object-storage clients call deep (botocore's caller is 21 frames up): 32 frames by default there."""
+    from ioobserve.cli.filters import build_python
+
+    assert build_python(None, None, ly.DEFAULT)[1].depth == 16
+    assert build_python(None, None, ly.parse_layers("tls"))[1].depth == ev.PY_MAX_FRAMES
+    assert build_python(None, 8, ly.parse_layers("net"))[1].depth == 8

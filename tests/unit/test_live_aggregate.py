@@ -93,3 +93,27 @@ def test_replay_history_is_whole_seconds_of_calls_up_to_the_cursor(monkeypatch):
         seconds = [events.filter(pl.col(s.TS).is_between(replay.first_ns + at * NS, replay.first_ns + (at + 1) * NS, closed="left")).height
                    for at in range(max(0, k - 3), k)]
         assert replay.snapshot().history["iops"] == seconds, k
+
+
+def test_the_network_tab_sums_bytes_per_peer_and_requests_on_connections_to_it():
+    from tui.views import View, network_rows
+
+    client = "tcp:10.0.0.2:40000->10.0.0.9:443"
+    events = frame([
+        io(A, 10, 0, 5, "read", client, 4, size=1000, layer=s.LAYER_NET),
+        io(A, 10, 6, 8, "write", client, 4, size=300, layer=s.LAYER_NET),
+        io(B, 20, 1, 2, "read", "udp:0.0.0.0:5353", 5, size=40, layer=s.LAYER_NET),
+        io(A, 10, 0, 9, "GET", "https://s3.local/b/k", 4, size=1000, layer=s.LAYER_HTTP),
+        io(A, 10, 0, 5, "read", "/f", 3, 0, 100),  # a file: not the network's
+    ]).with_columns(pl.when(pl.col(s.LAYER) == s.LAYER_HTTP).then(pl.lit(client)).alias(s.PATH2))
+    aggregator = WindowAggregator(T0)
+    aggregator.add(events)
+    snap = aggregator.take(T0 + NS)
+    rows = {row[ag.PEER]: row for row in snap.network.iter_rows(named=True)}
+    assert (rows["10.0.0.9:443"][ag.RECEIVED], rows["10.0.0.9:443"][ag.SENT]) == (1000, 300)
+    assert (rows["10.0.0.9:443"][ag.NET_CALLS], rows["10.0.0.9:443"][ag.REQUESTS], rows["10.0.0.9:443"][ag.REQUEST_NS]) == (2, 1, 9000)
+    assert rows["udp:0.0.0.0:5353"][ag.RECEIVED] == 40  # not connected: its own end
+    shown = network_rows(snap, View())
+    assert [row[0] for row in shown] == ["10.0.0.9:443", "udp:0.0.0.0:5353"]
+    assert shown[0][5] == "1" and shown[0][6] != "-"  # a request per second, and its mean latency
+    assert network_rows(snap, View(text="5353"))[0][0] == "udp:0.0.0.0:5353"

@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 from ioobserve import _core
 from ioobserve import schema as s
+from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import NAME_WAIT_NS, Enricher
-from ioobserve.context.files import FileTable
-from ioobserve.context.processes import ProcessTable
 from tests.oracles.names_polars import join_names
 
 CALLS = st.tuples(st.integers(1, 4), st.integers(0, 6))  # (tid, ts): few, so that they meet
@@ -28,7 +27,7 @@ def test_names_match_as_the_polars_joins_did(events, names):
     table = pl.DataFrame({"tid": [n[0][0] for n in names], "ts_ns": [n[0][1] + NAME_WAIT_NS for n in names],
                           "index": [n[1] for n in names], "path": [n[2] for n in names]},
                          schema={"tid": pl.UInt32, "ts_ns": pl.UInt64, "index": pl.UInt16, "path": pl.String})
-    enricher = Enricher(FileTable(), ProcessTable(), 0)
+    enricher = Enricher(ContextTables(), 0)
     enricher._names = table  # noqa: SLF001 - the names waiting for their events
     got = enricher._join_names(frame)  # noqa: SLF001
     expected, left = join_names(frame, table)

@@ -11,9 +11,9 @@ from polars.testing import assert_frame_equal
 
 from ioobserve import events as ev
 from ioobserve import schema as s
+from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher
 from ioobserve.context.files import FileTable
-from ioobserve.context.processes import ProcessTable
 from ioobserve.decode import PathRecord
 from ioobserve.model import BatchTables, Process
 from ioobserve.naming import BatchNamer, with_job_context
@@ -73,7 +73,7 @@ def test_the_job_context_of_an_id_batch_keeps_its_order():
 def test_the_enricher_hands_id_batches_whose_files_come_from_dev_and_ino():
     files = FileTable()
     files.add([PathRecord(dev=8 << 20 | 1, ino=1234, mode=0o100644, path="/d/open")])
-    enricher = Enricher(files, ProcessTable(), 0)
+    enricher = Enricher(ContextTables(files=files), 0)
     batch = np.zeros(3, dtype=ev.EVENT)
     batch["pid"] = batch["tid"] = 10
     batch["ts_ns"] = (100, 200, 300)

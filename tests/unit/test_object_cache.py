@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.probes import object_cache as oc
-from ioobserve.probes.headers import Headers
+from ioobserve.probes.build import object_cache as oc
+from ioobserve.probes.build.headers import Headers
 
 HEADERS = Headers(Path("/usr/src/linux-headers-x"), False, "x merged with -common")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ioobserve import _core
-from ioobserve.collect.ringbuf import BUSY, DISCARD, HEADER, RingReader
+from ioobserve.collect.capture import BUSY, DISCARD, RING_HEADER, RingReader
 
 from tests.unit.fake_ring import SIZE, FakeRing, ring_record
 
@@ -43,7 +43,7 @@ def test_stops_at_a_record_still_being_written(ring):
     fake.put(payload(2), BUSY)
     fake.put(payload(3))
     assert reader.read_fixed(RECORD)["a"].tolist() == [1]
-    assert reader.pending_bytes() == 2 * (RECORD.itemsize + HEADER)
+    assert reader.pending_bytes() == 2 * (RECORD.itemsize + RING_HEADER)
 
 
 def test_skips_discarded_records(ring):
@@ -56,7 +56,7 @@ def test_skips_discarded_records(ring):
 
 def test_a_batch_that_wraps_around_the_end(ring):
     fake, reader = ring
-    stride = RECORD.itemsize + HEADER
+    stride = RECORD.itemsize + RING_HEADER
     fake.set_consumer(SIZE - 2 * stride - 8)  # two records fit before the end, the third wraps
     for i in range(5):
         fake.put(payload(i))

@@ -11,7 +11,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.deadline import UNWRITTEN
 from ioobserve.model import Process
-from ioobserve.trace import writer as writer_module
+from ioobserve.trace import format_thread as writer_module
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches

@@ -1,15 +1,22 @@
-"""Each layer's way into the kernel, one module per layer as ebpf_probes/ has a file per layer.
+"""Each layer's way in, one module per layer as ebpf_probes/ has a file per layer.
 
 A layer module chooses its way in from what this kernel has (tracefs, BTF, a trial load;
 never its version number), says why where it has none, lists the programs it loads (for the
-loader's early verification) and attaches and detaches them. Its class has:
+loader's early verification) and attaches and detaches them. Every layer, kernel (lineage,
+syscall, aio, io_uring, block, cache, vfs) or uprobe (python, libraries), has the same
+interface, so the loader attaches them in one loop and detaches them in one:
 
+- `name`: the layer's name (one of probes.layers, or "lineage");
 - `unavailable`: why this kernel cannot give the layer (None if it can);
 - `programs()`: the (program, ProgramKind) pairs attach() loads;
-- `attach(probes)`: attach, returning how the layer is probed (ProbeError if it cannot);
+- `attach(probes)`: attach, returning how the layer is probed (ProbeError if it cannot and
+  the recording must not go on; `unavailable` set and "" if it goes on without the layer);
 - `detach()`: undo it, safe to call twice.
 
-`probes` is the loader's SyscallProbes: its bpf object and load_program().
+`probes` is the loader's Probes: its bpf object, tail_calls and load_program(). The uprobe
+layers also probe files as processes map them (the loader's scan_running(), library_mapped()
+and program_started()); uprobes.py and uprobe_multi.py attach their probes, and inventory.py
+lists the files they would probe now (the doctor).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from ioobserve.probes.program_kind import RAW, ProgramKind
+from ioobserve.probes.kernel.program_kind import RAW, ProgramKind
 
 
 class Attachments:

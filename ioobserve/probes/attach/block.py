@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import RawTracepointLayer
-from ioobserve.probes.kernel import first_tracepoint
+from ioobserve.probes.kernel.features import first_tracepoint
 
 # Each step's candidates, (tracepoint, program), the first the kernel has taken; completion
 # first, so that no request is issued unseen.

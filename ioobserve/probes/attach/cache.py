@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import Attachments
-from ioobserve.probes.program_kind import TRACEPOINT, ProgramKind
-from ioobserve.probes.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
+from ioobserve.probes.kernel.program_kind import TRACEPOINT, ProgramKind
+from ioobserve.probes.kernel.tracepoint_format import FILEMAP_ADD, READAHEAD, absent_flags
 
 # (the fields read, [(tracepoint, program)]); readahead is a bonus: filemap alone gives the misses
 ATTACHMENTS = (

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import RawTracepointLayer
-from ioobserve.probes.btf import Btf, BtfError
-from ioobserve.probes.kernel import first_tracepoint
-from ioobserve.probes.kernel_layout import KernelLayout, uring_layout_ok
+from ioobserve.probes.kernel.btf import Btf, BtfError
+from ioobserve.probes.kernel.features import first_tracepoint
+from ioobserve.probes.kernel.kernel_layout import KernelLayout, uring_layout_ok
 
 REQUEST = "struct io_kiocb *"
 # (candidate tracepoints, the argument index the probe reads the request or ring from, the

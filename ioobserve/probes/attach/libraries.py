@@ -1,20 +1,20 @@
-"""The library layers (calls.bpf.c): libc, HDF5 and MPI-IO calls by uprobes on each copy of
+"""The library layers (calls.bpf.c): libc, HDF5, MPI-IO and libssl calls by uprobes on each copy of
 their library that selected processes map: one uprobe_multi link per file and direction
 where the kernel has them (6.6+), one uprobe per function where it does not."""
 
 from __future__ import annotations
 
-from ioobserve.probes import layers as ly
-from ioobserve.probes.call_table import HDF5, LIBC, MPIIO
-from ioobserve.probes.compile import ProbeError
-from ioobserve.probes.kernel import uprobes_available
 from ioobserve.mappings import MappedFile
-from ioobserve.probes.libraries import HDF5_FILE, LIBC_FILE, MPI_FILE, LibraryProbes, running_copies
+from ioobserve.probes import layers as ly
+from ioobserve.probes.attach.uprobes import HDF5_FILE, LIBC_FILE, MPI_FILE, TLS_FILE, LibraryProbes, running_copies
+from ioobserve.probes.build.compile import ProbeError
+from ioobserve.probes.kernel.features import uprobes_available
+from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS
 
 # Each layer's calls and the files (by name) that implement them.
-LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPIIO: (MPIIO, MPI_FILE)}
+LIBRARY_CALLS = {ly.LIBC: (LIBC, LIBC_FILE), ly.HDF5: (HDF5, HDF5_FILE), ly.MPIIO: (MPIIO, MPI_FILE), ly.TLS: (TLS, TLS_FILE)}
 # The names the system's linker knows them by (probed from the start, before any process maps them).
-SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO: ("mpi", "mpich")}
+SYSTEM_LIBRARIES = {ly.LIBC: ("c",), ly.HDF5: ("hdf5", "hdf5_serial"), ly.MPIIO: ("mpi", "mpich"), ly.TLS: ("ssl",)}
 
 
 class LibraryLayer:
@@ -31,9 +31,12 @@ class LibraryLayer:
         return []
 
     def attach(self, probes) -> str:
-        """Probe the system's copy (libc: else a running process's); ProbeError if libc has none."""
+        """Probe the system's copy (libc: else a running process's); ProbeError if this kernel
+        has no uprobes (the layer is asked for by name) or if libc has none."""
         from bcc import BPF  # deferred: only probes import bcc
 
+        if self.unavailable:
+            raise ProbeError(f"the {self.name} layer is unavailable here: {self.unavailable}")
         library = self.probes
         library.load_programs()
         for name in SYSTEM_LIBRARIES[self.name]:
@@ -71,5 +74,5 @@ class LibraryLayer:
         return what
 
     def detach(self) -> None:
-        """Detach every uprobe (safe to call twice)."""
+        """Detach every uprobe, links and perf events (safe to call twice)."""
         self.probes.close()

@@ -5,8 +5,8 @@ layer, so that no process or container is born unseen."""
 from __future__ import annotations
 
 from ioobserve.probes.attach import Attachments
-from ioobserve.probes.compile import ProbeError
-from ioobserve.probes.program_kind import RAW, ProgramKind
+from ioobserve.probes.build.compile import ProbeError
+from ioobserve.probes.kernel.program_kind import RAW, ProgramKind
 
 # (raw tracepoint, program), attached in this order and detached in reverse
 ATTACHMENTS = (

@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import Attachments
-from ioobserve.probes.bpf_syscall import tracing_attach
-from ioobserve.probes.btf import Btf, BtfError
-from ioobserve.probes.compile import ProbeError
-from ioobserve.probes.program_kind import (BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT, BPF_TRACE_RAW_TP,
-                                           RAW, ProgramKind, refusal)
-from ioobserve.probes.syscall_table import traced_functions
+from ioobserve.probes.build.compile import ProbeError
+from ioobserve.probes.kernel.bpf_syscall import tracing_attach
+from ioobserve.probes.kernel.btf import Btf, BtfError
+from ioobserve.probes.kernel.program_kind import (BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT,
+                                                  BPF_TRACE_RAW_TP, RAW, ProgramKind, refusal)
+from ioobserve.probes.kernel.syscall_table import traced_functions
 
 ENV = "IOOBSERVE_SYSCALL_PROBES"
 MECHANISMS = ("fentry", "tp_btf", "raw")
@@ -155,6 +155,8 @@ class SyscallLayer:
     def __init__(self, entry: SyscallEntry, layers: frozenset[str]):
         self.entry = entry
         self.aio = ly.AIO in layers
+        # fentry: the socket-only syscalls' functions are left alone unless the net layer is on
+        self._left_out = frozenset() if ly.NET in layers else frozenset(traced_functions()) - set(traced_functions(net=False))
         self._attached: Attachments | None = None
 
     def programs(self) -> list[tuple[str, ProgramKind]]:
@@ -187,10 +189,11 @@ class SyscallLayer:
                 # the bodies the stubs on every function tail-call, a set per prototype group
                 probes.tail_calls.set("syscall_exit_body", 0, "on_sys_exit", entry.exit)
                 probes.tail_calls.set("syscall_enter_body", 0, entry.enter_program, entry.enter)
-                for _, _, exit_id, group in entry.attach_points:
+                points = [point for point in entry.attach_points if point[0] not in self._left_out]
+                for _, _, exit_id, group in points:
                     attached.link(tracing_attach(probes.load_program("syscall_fexit", replace(entry.exit, btf_id=exit_id),
                                                                      group)))
-                for _, enter_id, _, group in entry.attach_points:
+                for _, enter_id, _, group in points:
                     attached.link(tracing_attach(probes.load_program("syscall_fentry",
                                                                      replace(entry.enter, btf_id=enter_id), group)))
         except Exception as exc:  # bcc raises bare Exceptions
@@ -205,3 +208,41 @@ class SyscallLayer:
 
 
 AIO_DESCRIPTION = "the syscall layer's io_submit (each iocb) and io_getevents/io_pgetevents (each completion)"
+NET_DESCRIPTION = ("the syscall layer's calls on Internet sockets: read, write, readv, writev, recvfrom, sendto, "
+                   "recvmsg, sendmsg, connect, accept (opt-in: --layers net)")
+
+
+class RidingLayer:
+    """A layer the syscall layer's programs carry (AIO: the programs its exit program
+    tail-calls, which SyscallLayer loads and sets; NET: rows of its table, filled when the layer
+    is on): attaching it adds nothing, and says how it is probed."""
+
+    unavailable = None
+
+    def __init__(self, name: str, description: str):
+        self.name, self.description = name, description
+
+    def programs(self) -> list[tuple[str, ProgramKind]]:
+        """None of its own: the syscall layer's programs() lists what it needs."""
+        return []
+
+    def describe(self) -> str:
+        """How the layer is probed (wherever the syscall layer is)."""
+        return self.description
+
+    def attach(self, probes) -> str:
+        """Nothing beyond the syscall layer's attach: how the layer is probed."""
+        return self.describe()
+
+    def detach(self) -> None:
+        """Nothing: it stops with the syscall layer's programs."""
+
+
+def aio_layer() -> RidingLayer:
+    """The AIO layer: io_submit's iocbs and their completions, read at the syscalls' exit."""
+    return RidingLayer(ly.AIO, AIO_DESCRIPTION)
+
+
+def net_layer() -> RidingLayer:
+    """The NET layer: the syscalls on Internet sockets."""
+    return RidingLayer(ly.NET, NET_DESCRIPTION)

@@ -10,11 +10,11 @@ import os
 
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import Attachments
-from ioobserve.probes.bpf_syscall import tracing_attach
-from ioobserve.probes.btf import Btf, BtfError
-from ioobserve.probes.compile import ProbeError
-from ioobserve.probes.kernel import kprobes_available
-from ioobserve.probes.program_kind import KPROBE, ProgramKind, fentry_kind, refusal
+from ioobserve.probes.build.compile import ProbeError
+from ioobserve.probes.kernel.bpf_syscall import tracing_attach
+from ioobserve.probes.kernel.btf import Btf, BtfError
+from ioobserve.probes.kernel.features import kprobes_available
+from ioobserve.probes.kernel.program_kind import KPROBE, ProgramKind, fentry_kind, refusal
 
 ENV = "IOOBSERVE_VFS_PROBES"
 MECHANISMS = ("fentry", "kprobe")

@@ -1,0 +1,58 @@
+"""Object-storage requests (the HTTP layer's events): per object, requests, bytes and time;
+per endpoint (the scheme and host of its objects' addresses), a histogram of request latency
+in fixed buckets, so that partials of any chunks and nodes sum exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from ioobserve import schema as s
+from ioobserve.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
+
+# A request's duration (its head's write to its answer's last read), upper bounds inclusive, ms.
+LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+LATENCY_BUCKETS = ("<=1ms", "<=2ms", "<=5ms", "<=10ms", "<=20ms", "<=50ms", "<=100ms", "<=200ms", "<=500ms", "<=1s",
+                   "<=2s", "<=5s", ">5s")
+LATENCY, COUNT, ENDPOINT, REQUESTS = "latency", "count", "endpoint", "requests"
+_ENDPOINT = r"^([a-z]+://[^/]+)"
+
+
+def request_latencies(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFrame:
+    """COUNT of HTTP requests per group and LATENCY bucket."""
+    bounds = pl.lit(pl.Series([ms * 1_000_000 for ms in LATENCY_BOUNDS_MS], dtype=pl.UInt64))
+    bucket = pl.lit(pl.Series(LATENCY_BUCKETS, dtype=pl.Enum(LATENCY_BUCKETS))).gather(
+        bounds.search_sorted(pl.col(s.DUR), side="left"))
+    return (events.filter(pl.col(s.LAYER) == s.LAYER_HTTP)
+            .group_by(*by, bucket.alias(LATENCY)).agg(pl.len().cast(pl.UInt64).alias(COUNT)))
+
+
+def objects(named: pl.DataFrame) -> pl.DataFrame:
+    """Per object (PATH): requests, bytes answered, time, first and last; most time first.
+    `named`: the analysis's totals with PATH."""
+    http = named.filter(pl.col(s.LAYER).cast(pl.String) == s.LAYER_HTTP)
+    return (http.group_by(pl.col(s.PATH).cast(pl.String))
+            .agg(pl.col(CALLS).sum().alias(REQUESTS), pl.col(BYTES).sum(), pl.col(TIME_NS).sum(),
+                 pl.col(FIRST_NS).min(), pl.col(LAST_NS).max())
+            .with_columns(pl.col(s.PATH).str.extract(_ENDPOINT).alias(ENDPOINT))
+            .sort(TIME_NS, s.PATH, descending=[True, False]))
+
+
+def endpoints(latencies: pl.DataFrame, files: pl.DataFrame, per_object: pl.DataFrame) -> pl.DataFrame:
+    """Per endpoint: requests, bytes, time and its latency histogram (a count per LATENCY_BUCKETS
+    column). `latencies`: the partial's (FILE_ID, LATENCY: COUNT); `files`: FILE_ID, PATH."""
+    if latencies.is_empty():
+        return pl.DataFrame(schema={ENDPOINT: pl.String, REQUESTS: pl.UInt64, BYTES: pl.UInt64, TIME_NS: pl.UInt64,
+                                    **dict.fromkeys(LATENCY_BUCKETS, pl.UInt64)})
+    histogram = (latencies.join(files.select(s.FILE_ID, s.PATH), on=s.FILE_ID, how="left")
+                 .with_columns(pl.col(s.PATH).cast(pl.String).str.extract(_ENDPOINT).alias(ENDPOINT),
+                               pl.col(LATENCY).cast(pl.String))
+                 .group_by(ENDPOINT, LATENCY).agg(pl.col(COUNT).sum())
+                 .pivot(LATENCY, index=ENDPOINT, values=COUNT))
+    histogram = histogram.with_columns(pl.lit(0, pl.UInt64).alias(bucket) for bucket in LATENCY_BUCKETS
+                                       if bucket not in histogram.columns)
+    totals = per_object.group_by(ENDPOINT).agg(pl.col(REQUESTS).sum(), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
+    return (totals.join(histogram, on=ENDPOINT, how="full", coalesce=True)
+            .select(ENDPOINT, REQUESTS, BYTES, TIME_NS, *(pl.col(b).fill_null(0).cast(pl.UInt64) for b in LATENCY_BUCKETS))
+            .sort(REQUESTS, ENDPOINT, descending=[True, False]))

@@ -1,0 +1,96 @@
+"""Where a recording's batches go: the base every sink derives from, whose calls do nothing
+unless a sink overrides them, and the fan-out the collector calls every sink through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import polars as pl
+
+from ioobserve.deadline import StopDeadline
+from ioobserve.model import BatchTables, Process
+
+
+class Sink:
+    """A consumer of the collector's id batches (the trace writer, the summary, the live
+    views, serve's job traces and stream); it overrides only the calls it uses. A sink that
+    shows names names what it shows with ioobserve.naming.BatchNamer (NamingSink)."""
+
+    def processes(self, changed: list[Process]) -> None:
+        """Processes born, exec'd or first seen."""
+
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """One batch of events as ids (schema.ID_BATCH_SCHEMA) and the tables naming them."""
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """Records lost since the last call, by op or record kind (epoch ns)."""
+
+    def forget(self, pids: list[int]) -> None:
+        """Processes that exited a while ago: drop what is kept about them."""
+
+    def counters(self, counts: dict[str, int]) -> None:
+        """Recording-wide counters (application tags applied and malformed), just before close."""
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Exited processes' traced calls and bytes beside the kernel's accounting
+        (ioobserve.model.ACCOUNTING_SCHEMA)."""
+
+    def abandon(self) -> None:
+        """The stop deadline passed (any thread): stop writing, drop and count what is queued,
+        and never make the caller wait again."""
+
+    def close(self, deadline: StopDeadline | None = None) -> None:
+        """No more data: flush and release, by the deadline (None: however long it takes)."""
+
+
+class Sinks(Sink):
+    """Every sink of a recording, each call passed to all of them in order."""
+
+    def __init__(self, sinks: Iterable[Sink]):
+        self._sinks = list(sinks)
+        for sink in self._sinks:
+            if not isinstance(sink, Sink):  # a sink missing a call would fail mid-recording
+                raise TypeError(f"{type(sink).__name__} is not an ioobserve.sink.Sink")
+
+    def __iter__(self) -> Iterator[Sink]:
+        return iter(self._sinks)
+
+    def _each(self, call: str, *args) -> None:
+        for sink in self._sinks:
+            getattr(sink, call)(*args)
+
+    def processes(self, changed: list[Process]) -> None:
+        """Processes born, exec'd or first seen, to every sink."""
+        self._each("processes", changed)
+
+    def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
+        """A batch, to every sink."""
+        self._each("events", frame, tables)
+
+    def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
+        """A loss report, to every sink."""
+        self._each("lost", ts_ns, counts)
+
+    def forget(self, pids: list[int]) -> None:
+        """Processes long exited, to every sink."""
+        self._each("forget", pids)
+
+    def counters(self, counts: dict[str, int]) -> None:
+        """The recording-wide counters, to every sink."""
+        self._each("counters", counts)
+
+    def accounting(self, rows: pl.DataFrame) -> None:
+        """Exited processes' accounting, to every sink."""
+        self._each("accounting", rows)
+
+    def abandon(self) -> None:
+        """The deadline passed: every sink drops what it holds."""
+        self._each("abandon")
+
+    def close(self, deadline: StopDeadline | None = None) -> None:
+        """Close every sink by the deadline; once it has passed, the sinks not closed yet
+        abandon first, so none of them waits on what it holds."""
+        for sink in self._sinks:
+            if deadline is not None and deadline.passed():
+                sink.abandon()
+            sink.close(deadline)
