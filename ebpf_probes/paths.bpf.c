@@ -111,7 +111,10 @@ static __always_inline u8 file_admitted(void *file, struct file_ident *id, int f
 /* Whether an open file is traced (real file type, not on an excluded filesystem, inside
  * the path filter), with its identity and position. The verdict is cached by the file's
  * address and checked against its inode's address (read together with f_pos), so the
- * usual cost is one small read: a reused struct file pointing at another inode misses. */
+ * usual cost is one small read: a reused struct file pointing at another inode misses.
+ * A socket is checked against its inode number too: socket() makes a file no traced call
+ * returns (so nothing drops the closed one's verdict), and a closed socket's struct file and
+ * inode are both often reused at once by the next socket, which has a new number. */
 static __always_inline int file_traced(void *file, struct file_ident *id, s64 *pos)
 {
 	void *inode = file_inode_pos(file, pos);
@@ -119,7 +122,8 @@ static __always_inline int file_traced(void *file, struct file_ident *id, s64 *p
 		return 0;
 	u64 key = (u64)file;
 	struct file_verdict *cached = file_cache.lookup(&key);
-	if (cached && cached->inode == (u64)inode) {
+	if (cached && cached->inode == (u64)inode &&
+	    ((cached->mode & S_IFMT_) != S_IFSOCK_ || read_u64(inode, OFF_INODE_I_INO) == cached->ino)) {
 		id->ino = cached->ino;
 		id->dev = cached->dev;
 		id->mode = cached->mode;

@@ -11,6 +11,7 @@ import polars as pl
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.operations import DATA_KINDS, KIND, METADATA
+from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import BIN
 from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, timeline
@@ -150,6 +151,25 @@ def _files(a: r.Analysis) -> str:
     return chart + _table(["path", "processes", "calls", "read", "re-read", "written", "time"], rows)
 
 
+def _object_storage(a: r.Analysis) -> list[str]:
+    """Object-storage requests (the HTTP layer, recorded with --layers net or tls): the objects
+    that took most time, and each endpoint's requests by latency. Nothing when none was seen."""
+    if not a.objects.height:
+        return []
+    chart = grouped_bars(list(LATENCY_BUCKETS),
+                         {row[ENDPOINT] or "?": [row[bucket] for bucket in LATENCY_BUCKETS]
+                          for row in a.endpoints.iter_rows(named=True)},
+                         title="Requests by latency, per endpoint", value_format=format_count)
+    endpoints = [[row[ENDPOINT] or "?", format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
+                 for row in a.endpoints.iter_rows(named=True)]
+    objects = [[row[s.PATH], format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
+               for row in a.objects.head(TOP_ROWS).iter_rows(named=True)]
+    more = f" ({TOP_ROWS} of {a.objects.height:,})" if a.objects.height > TOP_ROWS else ""
+    return ["<h2>Object storage</h2>", chart, _table(["endpoint", "requests", "bytes", "time"], endpoints),
+            f"<p>Objects by time in requests{_esc(more)}:</p>",
+            _table(["object", "requests", "bytes", "time"], objects)]
+
+
 def _short_label(row: dict) -> str:
     """pid, and w<N> for a worker: fits under a bar."""
     return f"{row[s.PID]}" + (f" w{row[s.WORKER]}" if row.get(s.WORKER) is not None else "")
@@ -190,6 +210,7 @@ def render(analysis: r.Analysis, traces: list[str]) -> str:
         "<h2>Over time</h2>", _over_time(a, start_ns),
         "<h2>Processes</h2>", _lanes(a, start_ns), _metadata_vs_data(a), _processes_table(a),
         "<h2>Files</h2>", _files(a),
+        *_object_storage(a),
         "<h2>Access sizes</h2>", _sizes(a),
         "<h2>Traces</h2>", "<ul>" + "".join(f"<li>{_esc(trace)}</li>" for trace in traces) + "</ul>",
         ('<p class="muted">Busy time is the union of the calls\' intervals; bandwidth is bytes over the union of read and '

@@ -14,6 +14,7 @@ import pytest
 
 from tests.cli.test_bad_input import assert_one_line_error, run
 from tests.conftest import in_ci
+from ioobserve import schema as s
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 A, B = Proc(100, rank=0), Proc(200, ppid=100, rank=0, worker=0)
@@ -86,6 +87,23 @@ def test_report_is_private_self_contained_and_escaped(report):
     assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;&amp;.bin" in page
     assert page.count("<svg") == 6 and page.count("<polyline") == 2  # one layer: a line in each of the two time charts
     assert "Insights (" in page and "/d/a.bin" in page
+    assert "Object storage" not in page  # no HTTP request was recorded
+
+
+def test_report_shows_object_storage_requests_per_endpoint_and_object(tmp_path):
+    hostile = "https://s3.local/b/<img src=x>"
+    rows = [io(A, 100, i * 100, i * 100 + 3000 * (i + 1), "GET", hostile if i % 2 else "https://s3.local/b/k1",
+               offset=i * 4096, size=4096, layer=s.LAYER_HTTP) for i in range(6)]
+    rows += [io(A, 100, 10, 20, "PUT", "http://10.0.0.9:9000/b/k2", size=100, layer=s.LAYER_HTTP)]
+    trace = write_trace(tmp_path, [A], [rows + ROWS[:5]])
+    out = tmp_path / "report.html"
+    result = run("report", str(trace), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    section = page[page.index("<h2>Object storage</h2>"):page.index("<h2>Access sizes</h2>")]
+    assert section.count("<svg") == 1 and "Requests by latency, per endpoint" in section
+    assert "https://s3.local" in section and "http://10.0.0.9:9000" in section and "https://s3.local/b/k1" in section
+    assert "&lt;img src=x&gt;" in section and "<img" not in page
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.matrix]
 
 WORKLOAD = ROOT / "tests" / "workloads" / "socket_workload.py"
 # The workload's functions that make the calls (socket.accept is the standard library's).
-CALLERS = {"send", "receive", "datagrams", "exchange", "socket.accept"}
+CALLERS = {"send", "receive", "datagrams", "short_lived", "exchange", "socket.accept"}
 
 
 def _record(tmp_path: Path, *options: str) -> tuple[dict, pl.DataFrame, list[Path]]:

@@ -2,11 +2,12 @@
 
 A TCP exchange over IPv4 and one over IPv6 (connect, accept4; sendto, recvfrom; sendmsg,
 recvmsg; write, read; writev, readv, on the socket's descriptor), a UDP datagram each way,
-and, as what the layer must leave out, a Unix socket pair and a pipe. Prints one JSON object:
+UDP sockets made and closed one after another, and, as what the layer must leave out, a Unix
+socket pair and a pipe. Prints one JSON object:
 {"pid", "calls": [[connection name, op, return value], ...], "unix_bytes", "pipe_bytes"},
 where the name is the one the trace must give the socket (ioobserve.net.connections), from
 the client's side or the server's, and every call that moves bytes made in exchange(),
-receive() or datagrams() (the Python frames the trace must show).
+receive(), datagrams() or short_lived() (the Python frames the trace must show).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 SIZES = (1000, 4096, 65536, 3)  # a send of each size, by each way
 calls: list[list] = []
@@ -125,6 +127,18 @@ def datagrams() -> None:
     b.close()
 
 
+def short_lived(rounds: int = 30) -> None:
+    """UDP sockets made and closed one after another: each is a new connection with its own
+    name, though the kernel often gives it the closed one's struct file and inode addresses
+    (the pause lets their RCU-deferred frees happen before the next socket is made)."""
+    for _ in range(rounds):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("127.0.0.1", 9))  # the discard port: nothing need listen for a send
+            calls.append([_name(sock), "connect", 0])
+            calls.append([_name(sock), "sendto", sock.send(b"s" * 100)])
+        time.sleep(0.005)
+
+
 def not_network() -> tuple[int, int]:
     """A Unix socket pair and a pipe: bytes moved that the net layer must not show."""
     left, right = socket.socketpair()
@@ -142,6 +156,7 @@ def main() -> None:
     exchange(socket.AF_INET, "127.0.0.1")
     exchange(socket.AF_INET6, "::1")
     datagrams()
+    short_lived()
     unix, pipe = not_network()
     print(json.dumps({"pid": os.getpid(), "calls": calls, "unix_bytes": unix, "pipe_bytes": pipe}), flush=True)
 
