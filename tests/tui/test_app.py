@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ioobserve import schema as s
 from ioobserve.live.source import ReplaySource
 from tests.unit.synthetic_traces import T0, Proc, io, write_trace
 from tui.app import make_app
@@ -34,6 +35,32 @@ def source(tmp_path, monkeypatch) -> ReplaySource:
     time.tzset()
     replay = ReplaySource.from_traces([write_trace(tmp_path, [MAIN, WORKER, OTHER], [_rows()])])
     replay.cursor_ns = T0 + 1_000_000_000  # the window holding every event
+    return replay
+
+
+CLIENT = "tcp:10.0.0.2:40000->10.0.0.9:443"
+
+
+def _network_rows() -> list[dict]:
+    """The first second again, with --layers tls's events: job 7's main process fetches an object
+    over a connection to 10.0.0.9:443 (its reads, writes and an HTTP GET); job 8's process
+    answers DNS on a socket with no peer."""
+    rows = _rows()
+    rows += [io(MAIN, 100, 3000 + i * 100, 3000 + i * 100 + 60, "read", CLIENT, 6, size=64 * 1024, layer=s.LAYER_NET)
+             for i in range(16)]
+    rows += [io(MAIN, 100, 2990, 2995, "write", CLIENT, 6, size=300, layer=s.LAYER_NET)]
+    rows += [io(MAIN, 100, 2990, 4600, "GET", "https://s3.local/b/shard-0.tar", 6, 0, MiB, layer=s.LAYER_HTTP, path2=CLIENT)]
+    rows += [io(OTHER, 300, 5000 + i * 1000, 5000 + i * 1000 + 4, "recvfrom", "udp:0.0.0.0:5353", 7, size=40,
+                layer=s.LAYER_NET) for i in range(5)]
+    return rows
+
+
+@pytest.fixture
+def network_source(tmp_path, monkeypatch) -> ReplaySource:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    replay = ReplaySource.from_traces([write_trace(tmp_path, [MAIN, WORKER, OTHER], [_network_rows()])])
+    replay.cursor_ns = T0 + 1_000_000_000
     return replay
 
 
@@ -200,3 +227,33 @@ async def _the_mouse_switches_tabs_and_drills_down(source):
         assert app.query_one("#tabs").active == "jobs"
         assert await pilot.click("#jobs-table", offset=(2, 2), times=2)  # the second row: job 8
         assert app.query_one("#tabs").active == "processes" and _column(app, "processes") == ["300"]
+
+
+def test_the_network_tab_shows_peers_and_follows_the_focused_process(network_source):
+    asyncio.run(_the_network_tab_shows_peers_and_follows_the_focused_process(network_source))
+
+
+async def _the_network_tab_shows_peers_and_follows_the_focused_process(source):
+    app = _app(source)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await _settled(pilot)
+        await pilot.press("6")
+        assert app.query_one("#tabs").active == "network"
+        assert _column(app, "network") == ["10.0.0.9:443", "udp:0.0.0.0:5353"]  # most bytes first
+        fetched = app.query_one("#network-table").get_row_at(0)
+        assert [str(cell) for cell in fetched[1:]] == ["1", "1.0 MiB/s", "300 B/s", "17", "1.0", "1.6 ms"]
+        await pilot.press("2")
+        app.query_one("#processes-table").focus()
+        await pilot.press(*["down"] * _column(app, "processes").index("300"), "enter")  # job 8's: its files
+        await pilot.press("6")  # and its peers
+        assert _column(app, "network") == ["udp:0.0.0.0:5353"]
+        assert [str(cell) for cell in app.query_one("#network-table").get_row_at(0)[2:5]] == ["200 B/s", "0 B/s", "5.0"]
+
+
+async def _network_shown(pilot) -> None:
+    await _settled(pilot)
+    await pilot.press("6")
+
+
+def test_network_tab_snapshot(network_source, snap_compare):
+    assert snap_compare(_app(network_source), terminal_size=(100, 30), run_before=_network_shown)
