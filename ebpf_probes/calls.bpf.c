@@ -143,7 +143,8 @@ static __always_inline int call_file(struct ioo_config *cfg, struct ioo_call_spe
 		/* libssl's calls are on a socket (the net layer's kind of file, named by its ends) */
 		if (file_traced(file, id, &unused_pos))
 			return 1;
-		return frame->library == IOO_LIB_SSL && socket_traced(file, id, 1);
+		u32 unused_endpoint = 0;
+		return frame->library == IOO_LIB_SSL && socket_traced(file, id, 1, &unused_endpoint);
 	}
 	if (spec->stat_arg >= 0 && ret == 0) {
 		u64 buf = frame->args[spec->stat_arg & (CALL_ARGS - 1)];

@@ -329,6 +329,17 @@ struct ioo_sock_desc {
 	__u8 peer_addr[16];
 };
 
+/* serve's name for a socket's service end, the end with the lower port (the peer of a socket
+ * that connected, the own end of one a server accepted or of one not connected): the socket
+ * calls' aggregates are keyed by its hash in place of a device (endpoint_names). */
+struct ioo_endpoint {
+	__u16 family;      /* AF_INET or AF_INET6 */
+	__u16 type;        /* SOCK_STREAM, SOCK_DGRAM, ... */
+	__u16 port;
+	__u16 pad;
+	__u8 addr[16];     /* as on the wire; IPv4 in the first 4 bytes */
+};
+
 /* The first bytes of an HTTP request a program wrote to a socket or a TLS connection, joined
  * to the write's event by (tid, ts): the request line and headers, never more of a payload. */
 #define IOO_HEAD_BYTES 1024

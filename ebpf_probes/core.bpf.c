@@ -36,6 +36,7 @@
 struct known_file {
 	u32 gen;
 	u8 known;  /* KNOWN_* */
+	u32 endpoint;  /* a socket's: its service end's hash in endpoint_names (serve); 0 for a file */
 };
 
 struct prefix_key {
@@ -70,6 +71,7 @@ struct inflight {
 	u32 py_text;  /* an mmap of an interpreter's text: 1 + its py_images index (0: none) */
 	u32 aio_next;   /* io_submit, io_getevents: the next iocb or completion to read ... */
 	u32 aio_count;  /* ... of this many (the call's return) */
+	u32 agg_dev_xor;  /* serve: the socket's device ^ its service end's hash (aggregate_by_endpoint) */
 	/* Between calls: */
 	u32 calls_open;     /* library calls open on the thread (call_frames' depth) */
 	u32 selected;       /* process_selected(), decided ... */
@@ -225,6 +227,9 @@ BPF_PERCPU_ARRAY(prefix_key_scratch, struct prefix_key, 1);
 BPF_HASH(excluded_devs, u32, u8, 64);
 BPF_TABLE("lru_hash", struct ioo_file_key, struct known_file, known_files, KNOWN_FILES);
 BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
+#ifdef IOO_AGGREGATE
+BPF_TABLE("lru_hash", u32, struct ioo_endpoint, endpoint_names, 4096);  /* a hash -> the service end it names */
+#endif
 BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);

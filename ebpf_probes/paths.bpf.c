@@ -156,13 +156,40 @@ static __always_inline u32 peer_generation(struct ioo_sock_desc *desc)
 	return (words[0] ^ words[1] ^ words[2] ^ words[3]) ^ ((u32)desc->peer_port << 16 | desc->local_port);
 }
 
-/* Send a socket's ends as its path record, once per (dev, ino) and peer. */
-static __always_inline void describe_socket(void *sock, void *sk, u16 family, struct file_ident *id)
+/* The hash serve keys a socket's calls by: its service end's (struct ioo_endpoint), named in
+ * endpoint_names; never 0. The service end is the one with the lower port. */
+static __always_inline u32 socket_endpoint(struct ioo_sock_desc *desc)
+{
+#ifdef IOO_AGGREGATE
+	struct ioo_endpoint end = {.family = desc->family, .type = desc->type};
+	int peer_side = desc->peer_port && desc->peer_port <= desc->local_port;
+	end.port = peer_side ? desc->peer_port : desc->local_port;
+	__builtin_memcpy(end.addr, peer_side ? desc->peer_addr : desc->local_addr, sizeof(end.addr));
+	u32 words[4] = {};
+	__builtin_memcpy(words, end.addr, sizeof(words));
+	u32 hash = 2166136261u;  /* FNV-1a over 32-bit words */
+	hash = (hash ^ ((u32)end.family << 16 | end.type)) * 16777619u;
+	hash = (hash ^ words[0]) * 16777619u;
+	hash = (hash ^ words[1]) * 16777619u;
+	hash = (hash ^ words[2]) * 16777619u;
+	hash = (hash ^ words[3]) * 16777619u;
+	hash = (hash ^ end.port) * 16777619u;
+	hash = hash ? hash : 1;
+	endpoint_names.update(&hash, &end);
+	return hash;
+#else
+	return 0;
+#endif
+}
+
+/* Send a socket's ends as its path record, once per (dev, ino) and peer; returns serve's
+ * hash of its service end (0: not aggregating, or not known). */
+static __always_inline u32 describe_socket(void *sock, void *sk, u16 family, struct file_ident *id)
 {
 	u32 zero = 0;
 	struct ioo_path_record *rec = path_scratch.lookup(&zero);
 	if (!rec)
-		return;
+		return 0;
 	struct ioo_sock_desc *desc = (struct ioo_sock_desc *)rec->data;
 	__builtin_memset(desc, 0, sizeof(*desc));
 	desc->family = family;
@@ -179,8 +206,13 @@ static __always_inline void describe_socket(void *sock, void *sk, u16 family, st
 	struct ioo_file_key key = {.ino = id->ino, .dev = id->dev};
 	u32 gen = peer_generation(desc);
 	struct known_file *seen = known_files.lookup(&key);
-	if (seen && seen->gen == gen)
-		return;
+	if (seen && seen->gen == gen) {
+#ifdef IOO_AGGREGATE
+		return seen->endpoint;
+#else
+		return 0;
+#endif
+	}
 	rec->hdr.kind = IOO_AUX_PATH;
 	rec->hdr.size = __builtin_offsetof(struct ioo_path_record, data) + sizeof(*desc);
 	rec->ino = id->ino;
@@ -191,16 +223,18 @@ static __always_inline void describe_socket(void *sock, void *sk, u16 family, st
 	rec->depth = 0;
 	if (aux.ringbuf_output(rec, __builtin_offsetof(struct ioo_path_record, data) + sizeof(*desc), 0) != 0) {
 		count_lost(LOST_AUX_BASE + IOO_AUX_PATH);
-		return;  /* not remembered: sent again on the next call */
+		return 0;  /* not remembered: sent again on the next call */
 	}
-	struct known_file value = {.gen = gen, .known = KNOWN_ADMITTED | KNOWN_EMITTED};
+	struct known_file value = {.gen = gen, .known = KNOWN_ADMITTED | KNOWN_EMITTED, .endpoint = socket_endpoint(desc)};
 	known_files.update(&key, &value);
+	return value.endpoint;
 }
 
 /* Whether an open file that file_traced() turned down (id: what it read of it) is an Internet
- * socket, which the net layer traces; with `describe`, its ends are sent if not yet known. The
- * path filter does not apply: a socket has no path. */
-static __always_inline int socket_traced(void *file, struct file_ident *id, int describe)
+ * socket, which the net layer traces; with `describe`, its ends are sent if not yet known, and
+ * *endpoint is serve's hash of its service end. The path filter does not apply: a socket has
+ * no path. */
+static __always_inline int socket_traced(void *file, struct file_ident *id, int describe, u32 *endpoint)
 {
 	if ((id->mode & S_IFMT_) != S_IFSOCK_)
 		return 0;
@@ -212,7 +246,7 @@ static __always_inline int socket_traced(void *file, struct file_ident *id, int 
 	if (family != AF_INET_ && family != AF_INET6_)
 		return 0;
 	if (describe)
-		describe_socket(sock, sk, family, id);
+		*endpoint = describe_socket(sock, sk, family, id);
 	return 1;
 }
 

@@ -147,12 +147,24 @@ static __always_inline void syscall_args(struct inflight *st, const char *regs)
 	st->args[5] = *(const u64 *)(regs + OFF_SYSCALL_ARG5);
 }
 
+/* serve: the call on a socket is aggregated by the socket's service end (socket_endpoint)
+ * in place of its device, xored in and out around the gate without a branch there. */
+static __always_inline void aggregate_by_endpoint(struct inflight *st, u32 endpoint)
+{
+#ifdef IOO_AGGREGATE
+	st->agg_dev_xor = st->file.dev ^ endpoint;
+#endif
+}
+
 /* The rest of every enter program, once the arguments are in: the file, bytes and offset;
  * then the Python walk, tail-called in the program's own kind (`ctx`). */
 static __always_inline int syscall_entered(void *ctx, struct inflight *st, struct ioo_syscall_spec *spec,
 					   struct ioo_config *cfg)
 {
 	st->have = 0;
+#ifdef IOO_AGGREGATE
+	st->agg_dev_xor = 0;
+#endif
 	st->parent_ts = 0;
 	st->cache_pages = 0;
 	st->py_chain = 0;
@@ -190,15 +202,17 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 	}
 	void *file = NULL;
 	s64 file_pos = -1, file2_pos = -1;
+	u32 endpoint = 0;
 	st->fd = fd_arg >= 0 ? (s32)arg_at(st, fd_arg) : -1;
 	if (fd_arg >= 0) {
 		file = fd_file(st->fd);
 		if (file) {
 			if (file_traced(file, &st->file, &file_pos))
 				st->have |= HAVE_FILE;
-			else if (spec->net_op && socket_traced(file, &st->file, !(flags & IOO_S_PEER_AT_EXIT)))
+			else if (spec->net_op && socket_traced(file, &st->file, !(flags & IOO_S_PEER_AT_EXIT), &endpoint)) {
 				st->have |= HAVE_FILE | HAVE_SOCKET;
-			else if (!(flags & IOO_S_PAIR))
+				aggregate_by_endpoint(st, endpoint);
+			} else if (!(flags & IOO_S_PAIR))
 				return 0;
 		} else if (cfg->filter_path) {
 			return 0;  /* a bad fd names no file a path filter could admit */
@@ -298,8 +312,14 @@ static __always_inline int submit_syscall(struct inflight *st, s64 ret, u64 dur,
 	ev.bytes_req = st->bytes_req;
 	ev.dev = has_file ? id->dev : 0;
 	event_owner(&ev);
+#ifdef IOO_AGGREGATE
+	ev.dev ^= st->agg_dev_xor;  /* a socket call is aggregated by its service end, not sockfs's device */
+#endif
 	if (!event_gate(&ev, GATE_OWNER))
 		return 0;
+#ifdef IOO_AGGREGATE
+	ev.dev ^= st->agg_dev_xor;
+#endif
 	ev.ts_ns = st->ts;
 	ev.offset = pos;
 	ev.ino = has_file ? id->ino : 0;
@@ -376,8 +396,12 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 		 * inode at the same address since) is not this file's. */
 		u64 addr = (u64)file;
 		file_cache.delete(&addr);
-		if (!file_traced(file, &st->file, &unused_pos) && !(spec->net_op && socket_traced(file, &st->file, 1)))
-			return;
+		if (!file_traced(file, &st->file, &unused_pos)) {
+			u32 endpoint = 0;
+			if (!(spec->net_op && socket_traced(file, &st->file, 1, &endpoint)))
+				return;
+			aggregate_by_endpoint(st, endpoint);
+		}
 		st->have |= HAVE_FILE;
 		decided = 1;
 		fd = ret;
@@ -402,8 +426,9 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 	/* A connect sets the socket's peer: its ends are sent now, before its event. */
 	if ((flags & IOO_S_PEER_AT_EXIT) && (st->have & HAVE_SOCKET)) {
 		void *file = fd_file(fd);
-		if (file)
-			socket_traced(file, &st->file, 1);
+		u32 endpoint = 0;
+		if (file && socket_traced(file, &st->file, 1, &endpoint))
+			aggregate_by_endpoint(st, endpoint);
 	}
 	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
 	int opened = (flags & IOO_S_RET_FD) && ret >= 0;

@@ -209,6 +209,8 @@ AUX_HEADER = np.dtype([("kind", "<u4"), ("size", "<u4")])
 SOCK_DESC = np.dtype([("family", "<u2"), ("type", "<u2"), ("local_port", "<u2"), ("peer_port", "<u2"),
                       ("local_addr", "u1", (16,)), ("peer_addr", "u1", (16,))])
 AF_INET, AF_INET6 = 2, 10
+# serve's key for a socket's calls: its service end (struct ioo_endpoint), by hash in endpoint_names.
+ENDPOINT = np.dtype([("family", "<u2"), ("type", "<u2"), ("port", "<u2"), ("pad", "<u2"), ("addr", "u1", (16,))])
 S_IFMT, S_IFSOCK = 0o170000, 0o140000
 
 PATH_RECORD = np.dtype(

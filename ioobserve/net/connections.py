@@ -59,6 +59,28 @@ def connection_name(data: bytes) -> str:
     return f"{protocol}:{local}->{_end(family, desc['peer_addr'], int(desc['peer_port']))}"
 
 
+def endpoint_name(end: np.void) -> str:
+    """serve's name for a service end (an ev.ENDPOINT): protocol, address and port, as a
+    connection's name writes them (`tcp:10.0.0.9:443`)."""
+    family, kind = int(end["family"]), int(end["type"])
+    if family not in (ev.AF_INET, ev.AF_INET6):
+        return f"socket:family{family}"
+    return f"{PROTOCOLS.get(kind, f'sock{kind}')}:{_end(family, end['addr'], int(end['port']))}"
+
+
+def service_end(name: str) -> str | None:
+    """The end of a connection that serve names it by: the one with the lower port (the peer of
+    a socket that connected, the own end of an accepted one or of one not connected), with the
+    protocol; None for a name that is not a connection's."""
+    connection = parse_connection(name)
+    if connection is None:
+        return None
+    chosen = connection.local
+    if connection.peer and connection.peer_port <= int(connection.local.rsplit(":", 1)[1]):
+        chosen = connection.peer
+    return f"{connection.protocol}:{chosen}"
+
+
 def parse_connection(name: str) -> Connection | None:
     """The protocol and ends a connection's name gives; None for a name that is not one (a path)."""
     match = _NAME.match(name)

@@ -3,8 +3,9 @@ device) as labelled Polars frames: the metrics' numbers, with no kernel in sight
 rows built by hand).
 
 Labels are few and bounded, as Prometheus wants: node, job (the Slurm job, else the
-Kubernetes pod, else ""), user, layer (syscall, block, cache: the op says which), op and
-mountpoint."""
+Kubernetes pod, else ""), user, layer (syscall, block, cache, net: the op says which), op,
+mountpoint, and endpoint: a socket call's service end (`tcp:10.0.0.9:443`, the net layer's;
+its rows' dev is the end's hash in the kernel's endpoint_names, not a device)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ioobserve import schema as s
 from ioobserve import totals
 from ioobserve.operations import DATA_KINDS, KIND, layer_of, op_kind
 
-LABELS = ("node", "job", "namespace", "pod", "user", "layer", "op", "mountpoint")
+LABELS = ("node", "job", "namespace", "pod", "user", "layer", "op", "mountpoint", "endpoint")
 REQ_BYTES, CACHE_BYTES = "req_bytes", "cache_bytes"  # the kernel's aggregates' own: bytes asked for, pages cached
 SUMS = (totals.CALLS, totals.ERRORS, totals.READ_BYTES, totals.WRITE_BYTES, REQ_BYTES, CACHE_BYTES, totals.TIME_NS)
 # Histogram bounds, inclusive (slot k of the kernel holds values <= 2^k): 1 µs .. 34 s, 1 B .. 1 GiB.
@@ -28,6 +29,7 @@ OP = pl.Enum(list(dict.fromkeys(ev.OP_LABELS)))
 # The layer label of each op code: the trace's layer names in lower case (syscall, block, cache, ...).
 LAYER_OF_OP = np.asarray([layer_of(code).lower() for code in range(len(ev.OP_LABELS))], dtype=object)
 CACHE = s.LAYER_CACHE.lower()
+NET = s.LAYER_NET.lower()
 
 
 KEY_SCHEMA = {"cgroup_id": pl.UInt64, "uid": pl.UInt32, "dev": pl.UInt32, "out": pl.UInt16}
@@ -99,7 +101,7 @@ def call_sums(calls: pl.DataFrame) -> pl.DataFrame:
 @dataclass
 class LabelMaps:
     """What the ids mean: cgroup id -> job, Kubernetes namespace and pod name; uid -> user;
-    kernel dev -> mount point."""
+    kernel dev -> mount point; a net row's dev (a hash) -> its endpoint."""
 
     node: str
     jobs: dict[int, str] = field(default_factory=dict)
@@ -107,9 +109,11 @@ class LabelMaps:
     pods: dict[int, str] = field(default_factory=dict)
     users: dict[int, str] = field(default_factory=dict)
     mountpoints: dict[int, str] = field(default_factory=dict)
+    endpoints: dict[int, str] = field(default_factory=dict)
 
     def label(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """The frame's ids replaced by LABELS (ids without a name: "" for jobs and mounts, the uid for users)."""
+        """The frame's ids replaced by LABELS (ids without a name: "" for jobs, mounts and
+        endpoints, the uid for users)."""
         def mapping(column: str, values: dict[int, str]) -> pl.Expr:
             return pl.col(column).replace_strict(list(values), list(values.values()), default=None, return_dtype=pl.String) \
                 if values else pl.lit(None, pl.String)
@@ -120,7 +124,8 @@ class LabelMaps:
             mapping("cgroup_id", self.namespaces).fill_null("").alias("namespace"),
             mapping("cgroup_id", self.pods).fill_null("").alias("pod"),
             mapping("uid", self.users).fill_null(pl.col("uid").cast(pl.String)).alias("user"),
-            mapping("dev", self.mountpoints).fill_null("").alias("mountpoint"),
+            pl.when(pl.col("layer") != NET).then(mapping("dev", self.mountpoints)).fill_null("").alias("mountpoint"),
+            pl.when(pl.col("layer") == NET).then(mapping("dev", self.endpoints)).fill_null("").alias("endpoint"),
         ).drop("cgroup_id", "uid", "dev")
 
 

@@ -1,5 +1,6 @@
 """`/metrics`: the kernel's aggregates as OpenMetrics families (prometheus_client), read at
-each scrape. Ids become labels here: cgroup -> job, uid -> user, dev -> mount point."""
+each scrape. Ids become labels here: cgroup -> job, uid -> user, dev -> mount point (or, for
+the net layer's socket calls, the endpoint)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from ioobserve import events as ev
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.mounts import node_mounts
 from ioobserve.context.users import UserNames
+from ioobserve.net.connections import endpoint_name
 from ioobserve.serve import aggregates as agg
 
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 FORGET_AFTER_S = 60.0  # a gone cgroup stays named this long, for the recording's last events of it
 
 # Every family has a `layer` label: syscall (file I/O system calls), block (block device
-# requests, issue to completion) or cache (page cache changes: misses, pages added, readahead).
+# requests, issue to completion), cache (page cache changes: misses, pages added, readahead)
+# or net (calls on Internet sockets, with `serve --layers net`, labelled by endpoint).
 COUNTERS = (  # (family, help, column, divisor to the family's unit)
     ("ioobserve_calls", "File I/O calls, block requests and page cache changes, by layer.", "calls", 1),
     ("ioobserve_errors", "File I/O calls and block requests that returned an error.", "errors", 1),
@@ -55,7 +58,12 @@ class KernelCollector(Collector):
             self.maps.pods[cgroup_id] = ctx.pod_name or ""
         for uid in set(calls.get_column("uid").unique().to_list()) - self.maps.users.keys():
             self.maps.users[uid] = self.users.name(uid)
-        unknown = set(calls.get_column("dev").unique().to_list()) - self.maps.mountpoints.keys() - {0}
+        net = pl.col("layer") == agg.NET
+        ends = set(calls.filter(net).get_column("dev").unique().to_list()) - self.maps.endpoints.keys() - {0}
+        if ends:  # the kernel names each socket's service end as it first describes the socket
+            # the kernel's table, as it stands, replaces the names: bounded as it is
+            self.maps.endpoints = {key: endpoint_name(end) for key, end in self.probes.tables.endpoint_names().items()}
+        unknown = set(calls.filter(~net).get_column("dev").unique().to_list()) - self.maps.mountpoints.keys() - {0}
         if unknown and time.monotonic() - self._mounts_read >= MOUNTS_REFRESH_S:
             self._mounts_read = time.monotonic()
             # the host's view (PID 1's), not the service's own private mounts; a device's first mount

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ioobserve import schema as s
 from ioobserve.context.mounts import read_mounts
+from ioobserve.net.connections import service_end
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
@@ -238,8 +239,10 @@ def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix  # serve's own programs (IOO_AGGREGATE) with the net layer, on every kernel
 def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(job_cgroup, tmp_path):
-    """--layers net: the job's calls on its Internet sockets, per op, as the workload made them."""
+    """--layers net: the job's calls on its Internet sockets, per endpoint (each connection's
+    service end) and op, and their bytes, as the workload made them."""
     service = Service(tmp_path, "--layers", "net")
     try:
         done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(job_cgroup), sys.executable,
@@ -247,12 +250,21 @@ def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(job_cgro
                               capture_output=True, text=True, timeout=120, check=True)
         calls = json_line(done.stdout, "calls")["calls"]
         metrics = service.metrics()
-        for op, count in Counter(op for _, op, _ in calls).items():
-            assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op) == count, op
-        received = sum(result for _, op, result in calls if op in ("recvfrom", "recvmsg", "read", "readv"))
-        sent = sum(result for _, op, result in calls if op in ("sendto", "sendmsg", "write", "writev"))
-        assert _value(metrics, "ioobserve_read_bytes_total", job=JOB, layer="net") == received
-        assert _value(metrics, "ioobserve_write_bytes_total", job=JOB, layer="net") == sent
+        for (endpoint, op), count in Counter((service_end(name), op) for name, op, _ in calls).items():
+            assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op, endpoint=endpoint) == count, (endpoint, op)
+        # the 30 short-lived sockets of one peer are one endpoint: the labels stay bounded
+        assert len({service_end(name) for name, _, _ in calls}) < len({name for name, _, _ in calls}) - 25
+        received, sent = Counter(), Counter()
+        for name, op, result in calls:
+            if op in ("recvfrom", "recvmsg", "read", "readv"):
+                received[service_end(name)] += result
+            elif op in ("sendto", "sendmsg", "write", "writev"):
+                sent[service_end(name)] += result
+        for endpoint in received | sent:
+            mine = {"job": JOB, "layer": "net", "endpoint": endpoint, "mountpoint": ""}
+            assert _value(metrics, "ioobserve_read_bytes_total", **mine) == received[endpoint], endpoint
+            assert _value(metrics, "ioobserve_write_bytes_total", **mine) == sent[endpoint], endpoint
+        assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
     finally:
         service.stop()
 

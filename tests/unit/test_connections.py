@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ioobserve import events as ev
 from ioobserve.decode import _decode_path
-from ioobserve.net.connections import Connection, connection_name, parse_connection
+from ioobserve.net.connections import Connection, connection_name, endpoint_name, parse_connection, service_end
 
 
 def _desc(family: int, kind: int, local: tuple[str, int], peer: tuple[str, int] | None) -> bytes:
@@ -72,3 +72,20 @@ def test_every_name_parses_back_to_its_ends(local_host, local_port, peer_host, p
     parsed = parse_connection(name)
     assert parsed is not None and parsed.peer_port == peer_port
     assert ipaddress.ip_address(parsed.peer_host) == peer_host
+
+
+def test_the_service_end_is_the_end_with_the_lower_port():
+    assert service_end("tcp:10.0.0.5:41234->52.216.8.1:443") == "tcp:52.216.8.1:443"  # a client: its peer
+    assert service_end("tcp:10.0.0.5:443->10.0.0.7:51000") == "tcp:10.0.0.5:443"  # an accepted socket: its own end
+    assert service_end("udp:0.0.0.0:5353") == "udp:0.0.0.0:5353"  # not connected
+    assert service_end("tcp:[::1]:9000->[::1]:9000") == "tcp:[::1]:9000"
+    assert service_end("/data/x") is None
+
+
+def test_an_endpoint_record_is_named_as_a_connection_names_its_end():
+    end = np.zeros(1, dtype=ev.ENDPOINT)[0]
+    end["family"], end["type"], end["port"] = ev.AF_INET6, 1, 443
+    end["addr"][15] = 1
+    assert endpoint_name(end) == "tcp:[::1]:443" == service_end("tcp:[::1]:50000->[::1]:443")
+    end["family"] = 1
+    assert endpoint_name(end) == "socket:family1"

@@ -25,6 +25,7 @@ STRUCTS = {
     "ioo_py_chain_record": ev.PY_CHAIN_RECORD,
     "ioo_py_code_record": ev.PY_CODE_RECORD,
     "ioo_sock_desc": ev.SOCK_DESC,
+    "ioo_endpoint": ev.ENDPOINT,
 }
 FIXED_WITH_HEADER = {"ioo_lib_record", "ioo_py_chain_record", "ioo_py_code_record"}
 HEADERS = {"ioo_head_record": ev.HEAD_RECORD, "ioo_path_record": ev.PATH_RECORD, "ioo_name_record": ev.NAME_RECORD, "ioo_proc_record": ev.PROC_RECORD,

@@ -20,13 +20,13 @@ from tests.conftest import ROOT
 JOB_CG, OTHER_CG, DEV = 70, 80, 1 << 20 | 3
 
 
-def _entries(calls=(), hist=()) -> np.ndarray:
+def _entries(calls=(), hist=(), dev: int = DEV) -> np.ndarray:
     """AGG_ENTRY rows as the kernel keeps them: calls (cgroup, op, out, calls, errors, ret_sum,
     req_sum, time_ns) and histogram counts (cgroup, op, out, kind, slot, count) by key."""
     keys = list(dict.fromkeys([row[:3] for row in calls] + [row[:3] for row in hist]))
     out = np.zeros(len(keys), dtype=ev.AGG_ENTRY)
     for i, (cgroup, op, out_side) in enumerate(keys):
-        out[i]["key"] = (cgroup, 0, DEV, ev.OP_CODES[op], out_side, 0)
+        out[i]["key"] = (cgroup, 0, dev, ev.OP_CODES[op], out_side, 0)
     for cgroup, op, out_side, *sums in calls:
         value = out[keys.index((cgroup, op, out_side))]["value"]
         for name, number in zip(ev.AGG_SUMS, sums):
@@ -39,9 +39,15 @@ def _entries(calls=(), hist=()) -> np.ndarray:
 class _Probes:
     """The calls KernelCollector makes of the probes."""
 
-    def __init__(self, entries):
+    def __init__(self, entries, endpoints=None):
         self.tables = self  # the probes' maps (probes.tables), which this stand-in keeps itself
         self.entries = entries
+        self.endpoints = endpoints or {}
+        self.endpoint_reads = 0
+
+    def endpoint_names(self):
+        self.endpoint_reads += 1
+        return self.endpoints
 
     def aggregates(self):
         return self.entries, 2
@@ -108,6 +114,37 @@ def test_sums_per_label_set_and_a_copy_counted_once():
     assert _get(m, "ioobserve_calls_total", op="openat", job="") == 3  # outside any job
     assert _get(m, "ioobserve_read_bytes_total", op="openat") == 0  # an fd is not bytes
     assert _get(m, "ioobserve_aggregation_dropped_total") == 2 and _get(m, "ioobserve_lost_events_total") == 7
+
+
+def _endpoint(family: int, kind: int, address: bytes, port: int) -> np.void:
+    end = np.zeros(1, dtype=ev.ENDPOINT)[0]
+    end["family"], end["type"], end["port"] = family, kind, port
+    end["addr"][:len(address)] = np.frombuffer(address, dtype=np.uint8)
+    return end
+
+
+def test_socket_calls_are_labelled_by_their_endpoint_and_no_mount_point():
+    v4, v6 = 0x9E3779B9, DEV  # hashes; one equal to a device number, which must not name a mount
+    entries = np.concatenate([
+        _entries(calls=[(JOB_CG, "recvfrom", 0, 5, 0, 5000, 5000, 10)], dev=v4),
+        _entries(calls=[(JOB_CG, "sendto", 0, 2, 0, 300, 300, 10)], dev=v6),
+        _entries(calls=[(JOB_CG, "net_read", 0, 1, 0, 7, 7, 1)], dev=0xDEAD),  # a hash the kernel no longer names
+    ])
+    probes = _Probes(entries, {v4: _endpoint(ev.AF_INET, 1, bytes([10, 0, 0, 9]), 443),
+                               v6: _endpoint(ev.AF_INET6, 2, bytes(15) + b"\x01", 53)})
+    collector = _collector(probes)
+    m = _scrape(probes, collector)
+    net = {"job": "77", "layer": "net", "mountpoint": ""}
+    assert _get(m, "ioobserve_read_bytes_total", endpoint="tcp:10.0.0.9:443", op="recvfrom", **net) == 5000
+    assert _get(m, "ioobserve_write_bytes_total", endpoint="udp:[::1]:53", op="sendto", **net) == 300
+    assert _get(m, "ioobserve_calls_total", endpoint="", op="read", **net) == 1
+    assert _get(m, "ioobserve_calls_total", mountpoint="/data") == 0
+    reads = probes.endpoint_reads
+    _scrape(probes, collector)
+    assert probes.endpoint_reads == reads + 1  # read again only while a hash is unnamed
+    probes.entries = probes.entries[:2]
+    _scrape(probes, collector)
+    assert probes.endpoint_reads == reads + 1
 
 
 def test_histogram_buckets_are_cumulative_with_inclusive_bounds():
