@@ -203,6 +203,9 @@ def test_the_dashboard_asks_only_for_exposed_series():
     for expr in exprs:  # labels the panels group or filter by are ours
         for label in re.findall(r"by \(([^)]*)\)", expr):
             assert {part.strip() for part in label.split(",")} <= {*agg.LABELS, "le"}, expr
+        # a read's bytes and time are in the syscall and block layers both: a sum picks its layers
+        for selector in re.findall(r"ioobserve_(?:read_bytes|write_bytes|call_seconds)_total\{([^}]*)\}", expr):
+            assert "layer=" in selector, expr
 
 
 def test_a_removed_cgroup_is_carried_so_counters_never_go_down():

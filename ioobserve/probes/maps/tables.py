@@ -124,7 +124,7 @@ class ProbeTables:
         entries = b"".join(bytes(key) + bytes(value) for key, value in self.bpf["agg_calls"].items())
         return np.frombuffer(entries, dtype=ev.AGG_ENTRY), int(self.bpf["agg_dropped"][ctypes.c_int(0)].value)
 
-    def endpoint_names(self) -> dict[int, np.ndarray]:
+    def endpoint_names(self) -> dict[int, np.void]:
         """The service ends the socket calls' aggregates are keyed by: hash -> an ev.ENDPOINT."""
         return {int(key.value): np.frombuffer(bytes(value), dtype=ev.ENDPOINT, count=1)[0]
                 for key, value in self.bpf["endpoint_names"].items()}
