@@ -67,6 +67,12 @@ BENCHMARKS = [
     Benchmark("replay.py", [], ["--seconds", "2"], needs="tmux", trace=True),
     Benchmark("stream_replay.py", ["all"], ["all", "--rounds", "1"]),
     Benchmark("thread_cpu.py", [], []),
+    Benchmark("kernel_start.py", [], []),
+    Benchmark("dask_scaling.py", [], ["--traces", "2", "--workers", "1", "--rounds", "1"], trace=True),
+    Benchmark("object_requests.py", ["--rounds", "5"], ["--rounds", "1", "--requests", "200"], needs="strace"),
+    Benchmark("s3_job.py", ["--torch-python", "/var/tmp/torchvenv/bin/python"],
+              ["--torch-python", "/var/tmp/torchvenv/bin/python", "--rounds", "1", "--epochs", "1", "--samples", "8"],
+              needs="/var/tmp/torchvenv/bin/python"),
 ]
 
 
