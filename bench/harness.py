@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,14 @@ def stop(proc: subprocess.Popen, timeout: float = 300) -> int:
     """SIGTERM, then the exit code once it ends (TimeoutExpired past `timeout` seconds)."""
     proc.send_signal(signal.SIGTERM)
     return proc.wait(timeout=timeout)
+
+
+def against_plain(by_config: dict[str, list[float]], plain: str = "plain") -> list[tuple[str, float, float, float, float | None, float]]:
+    """Per configuration: (name, median, min, max, median added to `plain`'s or None for it,
+    ratio of the medians)."""
+    base = statistics.median(by_config[plain])
+    rows = []
+    for config, values in by_config.items():
+        med = statistics.median(values)
+        rows.append((config, med, min(values), max(values), None if config == plain else med - base, med / base))
+    return rows

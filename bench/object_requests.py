@@ -15,7 +15,6 @@ import argparse
 import os
 import shutil
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from harness import BENCH, IOOBSERVE, PYTHON
+from harness import BENCH, IOOBSERVE, PYTHON, against_plain
 from overhead import measure
 
 OBJECT = os.urandom(1 << 20)
@@ -99,11 +98,9 @@ def report(results: dict) -> str:
     """Medians, µs added per request, and the ratio of the loop's time to the plain loop's."""
     lines = ["| loop | config | µs/request (median) | min-max | added µs/request | ratio |", "|---|---|---|---|---|---|"]
     for scheme, by_config in results.items():
-        base = statistics.median(by_config["plain"])
-        for config, values in by_config.items():
-            med = statistics.median(values)
-            added = "" if config == "plain" else f"{med - base:+.1f}"
-            lines.append(f"| {scheme} | {config} | {med:.1f} | {min(values):.1f}-{max(values):.1f} | {added} | {med / base:.2f}x |")
+        for config, med, low, high, added, ratio in against_plain(by_config):
+            shown = "" if added is None else f"{added:+.1f}"
+            lines.append(f"| {scheme} | {config} | {med:.1f} | {low:.1f}-{high:.1f} | {shown} | {ratio:.2f}x |")
     return "\n".join(lines)
 
 

@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import boto3
 import polars as pl
-from harness import BENCH, IOOBSERVE, ROOT  # first: this checkout's ioobserve
+from harness import BENCH, IOOBSERVE, ROOT, against_plain  # first: this checkout's ioobserve
 from overhead import measure
 
 from ioobserve import schema as s
@@ -131,12 +130,10 @@ def run(args) -> dict[str, list[float]]:
 
 def report(results: dict[str, list[float]]) -> str:
     """Medians, ranges, seconds added and ratios to plain."""
-    base = statistics.median(results["plain"])
     lines = ["| config | job seconds (median) | min-max | added | ratio to plain |", "|---|---|---|---|---|"]
-    for config, values in results.items():
-        med = statistics.median(values)
-        added = "" if config == "plain" else f"{med - base:+.2f} s"
-        lines.append(f"| {config} | {med:.2f} | {min(values):.2f}-{max(values):.2f} | {added} | {med / base:.2f}x |")
+    for config, med, low, high, added, ratio in against_plain(results):
+        shown = "" if added is None else f"{added:+.2f} s"
+        lines.append(f"| {config} | {med:.2f} | {low:.2f}-{high:.2f} | {shown} | {ratio:.2f}x |")
     return "\n".join(lines)
 
 
