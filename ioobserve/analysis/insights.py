@@ -12,6 +12,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.operations import KIND, METADATA, READ, WRITE
+from ioobserve.analysis.copies import FETCHED, MAPPED, OBJECT, READ as COPY_READ
 from ioobserve.analysis.patterns import RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.results import (
     BYTES_READ,
@@ -48,6 +49,7 @@ PEAK_EXPONENT = 10  # 2^10 ms: rates per second
 EVERY_WORKER_MIN, EVERY_WORKER_BYTES = 2, 1 << 20
 CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth")  # imports, reported apart from data files
 SHARED_CODE_FILES = 50
+UNREAD_SHARE, UNREAD_MIN_BYTES = 0.50, 1 << 20  # of the bytes fetched into local copies that were read
 
 
 @dataclass
@@ -268,9 +270,30 @@ def _shared_imports(a: Analysis) -> Insight | None:
              lambda r: f"{r['files']:,} files, {r[CALLS]:,} calls"))
 
 
+def _fetched_unread(a: Analysis) -> Insight | None:
+    # Copies never read in the trace are left out: a staging step's copies are read by a later job.
+    read = a.copies.filter((pl.col(COPY_READ) > 0) & ~pl.col(MAPPED))
+    fetched = read.get_column(FETCHED).sum() or 0
+    used = read.get_column(COPY_READ).sum() or 0
+    unread = max(fetched - used, 0)
+    if fetched < UNREAD_MIN_BYTES or _share(unread, fetched) <= UNREAD_SHARE:
+        return None
+    wasteful = read.with_columns((pl.col(FETCHED).cast(pl.Int64) - pl.col(COPY_READ).cast(pl.Int64)).alias("_unread")).filter(
+        pl.col("_unread") > pl.col(FETCHED) * UNREAD_SHARE)
+    return Insight(
+        "fetched-unread", HIGH if _share(unread, fetched) > 0.9 else WARN, "Most of what was fetched was never read",
+        f"Of {format_bytes(fetched)} fetched from object storage into local copies, the application read "
+        f"{format_bytes(used)} ({_share(used, fetched):.0%}); {format_bytes(unread)} ({_share(unread, fetched):.0%}) "
+        "was fetched for nothing.",
+        "Fetch what is read instead of whole objects: ranged reads (fsspec's blockcache or a smaller block size, "
+        "boto3 get_object with Range), smaller shards, or read each shard whole (sort the samples by shard).",
+        _top(wasteful, OBJECT, "_unread",
+             lambda r: f"{format_bytes(r[FETCHED])} fetched, {format_bytes(r[COPY_READ])} read from its copy"))
+
+
 RULES: tuple[Callable[[Analysis], Insight | None], ...] = (
     _small_io, _random_access, _metadata, _stat_then_open, _small_files, _rereads, _writes, _syncs, _imbalance,
-    _every_worker, _shared_imports,
+    _every_worker, _shared_imports, _fetched_unread,
 )
 
 

@@ -25,6 +25,7 @@ from ioobserve.analysis.busy import (
     SCOPE_IO,
     owned_busy,
 )
+from ioobserve.analysis.copies import READ, copies
 from ioobserve.analysis.partial import Partial, measured
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.requests import endpoints, objects
@@ -70,6 +71,7 @@ class Analysis:
     per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     objects: pl.DataFrame  # PATH (an object's address): requests, bytes, time (the HTTP layer)
     endpoints: pl.DataFrame  # ENDPOINT: requests, bytes, time, a count per latency bucket
+    copies: pl.DataFrame  # objects fetched into local copies: bytes fetched, written, read (ioobserve.analysis.copies)
     insights: list = field(default_factory=list)
 
 
@@ -116,6 +118,7 @@ def results(part: Partial) -> Analysis:
                if len(jobs) <= 1 else _overlap(unions, every_job=False))
     processes = _processes(io, busy)
     per_object = objects(named)
+    unique_reads = _unique_reads(part, layer)
     return Analysis(
         layer=layer,
         hosts=sorted(set(part.processes.get_column(s.HOST).to_list()) | set(part.totals.get_column(s.HOST).to_list())),
@@ -131,7 +134,7 @@ def results(part: Partial) -> Analysis:
             groups.filter(pl.col(GROUP) == GROUP_WORKER).select(s.JOB, s.RANK, s.WORKER, IO_BUSY_NS, DATA_BUSY_NS),
             on=[s.JOB, s.RANK, s.WORKER], how="left", nulls_equal=True)),
         processes=processes,
-        files=_files(io, part, layer),
+        files=_files(io, part, unique_reads),
         sizes=part.sizes.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND, BUCKET).agg(pl.col(COUNT).sum()).sort(KIND, BUCKET),
         patterns=part.patterns.counts.filter(pl.col(s.LAYER) == (layer or "")).group_by(KIND).agg(
             pl.col(CONSECUTIVE).sum(), pl.col(SEQUENTIAL).sum(), pl.col(RANDOM).sum(), pl.col(UNALIGNED).sum()).sort(KIND),
@@ -147,6 +150,7 @@ def results(part: Partial) -> Analysis:
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND),
         objects=per_object,
         endpoints=endpoints(part.request_latency, files, per_object),
+        copies=copies(named, io, part.files, unique_reads.rename({UNIQUE_BYTES_READ: READ})),
     )
 
 
@@ -221,9 +225,14 @@ def _overlap(unions: pl.DataFrame, every_job: bool) -> pl.DataFrame:
     return _scope_lengths(chosen, by).collect().sort(by, nulls_last=True)
 
 
-def _files(io: pl.DataFrame, part: Partial, layer: str | None) -> pl.DataFrame:
-    """Per file: totals, how many processes used it, the distinct bytes read and re-reads."""
-    unique = part.ranges.filter(pl.col(s.LAYER) == (layer or "")).select(s.FILE_ID, pl.col(LENGTH).alias(UNIQUE_BYTES_READ))
+def _unique_reads(part: Partial, layer: str | None) -> pl.DataFrame:
+    """FILE_ID: UNIQUE_BYTES_READ, the distinct bytes read of each file (in the I/O layer)."""
+    return part.ranges.filter(pl.col(s.LAYER) == (layer or "")).select(s.FILE_ID, pl.col(LENGTH).alias(UNIQUE_BYTES_READ))
+
+
+def _files(io: pl.DataFrame, part: Partial, unique: pl.DataFrame) -> pl.DataFrame:
+    """Per file: totals, how many processes used it, the distinct bytes read (`unique`: per
+    FILE_ID) and re-reads."""
     named = part.files.select(s.FILE_ID, s.PATH).join(unique, on=s.FILE_ID, how="inner").drop(s.FILE_ID)
     users = io.filter(pl.col(s.PATH).is_not_null()).group_by(s.PATH).agg(
         pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),

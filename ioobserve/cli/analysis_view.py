@@ -9,6 +9,7 @@ from rich.table import Table
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.operations import KIND
+from ioobserve.analysis.copies import CELLS, cells
 from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.cli.summary_view import short_path
@@ -156,6 +157,12 @@ def _requests(analysis: r.Analysis, console: Console, top: int) -> None:
         spread = ", ".join(f"{bucket} {row[bucket]:,}" for bucket in LATENCY_BUCKETS if row[bucket])
         table.add_row(row[ENDPOINT] or "?", f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), spread)
     console.print(table)
+    if analysis.copies.height:
+        table = _table(f"Objects read through local copies ({analysis.copies.height:,}, most unread first)", *CELLS)
+        for row in analysis.copies.head(top).iter_rows(named=True):
+            shown = cells(row)
+            table.add_row(shown[0], short_path(shown[1], 60 if _wide(console) else 30), *shown[2:])
+        console.print(table)
 
 
 def _sizes_and_patterns(analysis: r.Analysis, console: Console) -> None:

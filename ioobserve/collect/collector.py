@@ -41,8 +41,6 @@ from ioobserve.model import BatchTables
 from ioobserve.sink import Sink, Sinks
 from ioobserve.thread_names import name_this_thread
 
-RENAME_OPS = ("rename", "renameat", "renameat2")
-_RENAME_CODES = [ev.OP_CODES[op] for op in RENAME_OPS]
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
@@ -236,8 +234,8 @@ class Collector:
 
     def _process(self, batch: np.ndarray, records: AuxBatch) -> None:
         self.context.cgroups.learn(records.cgroups)  # before this batch's events are named
-        # A renamed file, or a new one with a deleted one's inode, is named anew from here on:
-        # the batches before this one, named already, keep the name they had.
+        # A new file with a deleted one's inode is named anew from here on: the batches before
+        # this one, named already, keep the name they had (a renamed one: Enricher._named).
         self.context.files.add(records.paths)
         changed = self.context.processes.apply(records.procs)
         apply_lifecycle(self.context.timeline, self.context.workers, records.procs, records.envs)
@@ -261,16 +259,6 @@ class Collector:
             self._lags_ns.append(time.monotonic_ns() - int((batch["ts_ns"] + batch["dur_ns"]).min()))
             if self._accounting is not None:
                 self._accounting_check.add_events(frame)
-            if np.isin(batch["op"], _RENAME_CODES).any():
-                self._follow_renames(frame, tables.files)
-
-    def _follow_renames(self, frame: pl.DataFrame, files: pl.DataFrame) -> None:
-        """Paths known by (dev, ino) follow the batch's renames (files: its FILE_ROW_SCHEMA table)."""
-        paths = dict(files.select(s.FILE, s.PATH).iter_rows())
-        renames = frame.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.FILE2).is_not_null())
-        for old, new in renames.select(s.FILE, s.FILE2).iter_rows():
-            if paths.get(old):
-                self.context.files.rename(paths[old], paths[new])
 
     def _check_accounting(self, final: bool = False) -> None:
         """Hand the sinks the accounting of exited processes traced from their start (seen

@@ -36,6 +36,8 @@ _RAW_COLUMNS = [name for name in ev.EVENT.names if name != "comm"]
 NAME_WAIT_NS = 10_000_000_000
 # What a child does between fork and exec: not yet a worker's own I/O.
 _HOUSEKEEPING = [ev.OP_CODES[op] for op in ("close", "close_range", "dup", "dup2", "dup3", "fcntl")]
+RENAME_OPS = ("rename", "renameat", "renameat2")
+RENAME_CUTS = 64  # a batch is named in at most this many pieces more (Enricher._named)
 
 
 def monotonic_to_epoch_offset(samples: int = 5) -> int:
@@ -189,10 +191,55 @@ class Enricher:
         users = self.context.users.frame(events.get_column(s.UID).unique().to_list())
         pids = [pid for pid in events.get_column(s.PID).unique().to_list() if pid in self.context.timeline]
         rows = self.context.timeline.rows(pids, first_ns, self.clock_offset_ns)
-        events, files = self.file_ids.assign(events, self.context.files.frame())
+        events, files = self._named(events)
         tables = BatchTables(files=files, cgroups=contexts, users=dict(users.iter_rows()), contexts=rows,
                              stacks=self.context.stacks.take_new())
         return events.select(list(s.ID_BATCH_SCHEMA)), tables
+
+    def _named(self, events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The events with their file ids, and the files they name. The paths known by (dev, ino)
+        follow each rename from its end on: a batch where a renamed file is used again after its
+        rename is named in pieces cut there (at most RENAME_CUTS more), so that those calls name
+        it by its new path (a download renamed into place and read at once, in the same batch)."""
+        cuts = self._rename_cuts(events)
+        if not len(cuts):
+            named, files = self.file_ids.assign(events, self.context.files.frame())
+            self._follow_renames(named, files)
+            return named, files
+        piece = pl.Series(np.searchsorted(cuts, events.get_column(s.TS).to_numpy(), side="right"))
+        named, files = [], []
+        for number in piece.unique().sort().to_list():  # in time order: each after the renames before it
+            part, part_files = self.file_ids.assign(events.filter(piece == number), self.context.files.frame())
+            self._follow_renames(part, part_files)
+            named.append(part)
+            files.append(part_files)
+        return pl.concat(named), pl.concat(files).unique(s.FILE, keep="first", maintain_order=True)
+
+    def _rename_cuts(self, events: pl.DataFrame) -> np.ndarray:
+        """The ends of the batch's renames of a known file that a later call of the batch uses
+        (its open file's dev and ino), in time order."""
+        if NAME not in events.columns:  # spans and requests made here: no calls of the kernel's
+            return np.empty(0, dtype=np.uint64)
+        renamed = events.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(NAME).is_not_null())
+        if renamed.is_empty():
+            return np.empty(0, dtype=np.uint64)
+        moved = self.context.files.frame().join(
+            renamed.select(pl.col(NAME).alias("path"), (pl.col(s.TS) + pl.col(s.DUR)).alias("_end")), on="path")
+        used_after = (events.filter((pl.col(s.FLAGS) & ev.F_FILE) != 0)
+                      .select(pl.col(KDEV).alias("kdev"), pl.col(s.INO).alias("ino"), s.TS)
+                      .join(moved.select("kdev", "ino", "_end"), on=["kdev", "ino"]).filter(pl.col(s.TS) >= pl.col("_end")))
+        return np.unique(used_after.get_column("_end").to_numpy())[:RENAME_CUTS]
+
+    def _follow_renames(self, events: pl.DataFrame, files: pl.DataFrame) -> None:
+        """The paths known by (dev, ino) follow the renames among `events` (files: the FILE_ROW_SCHEMA
+        table naming their ids)."""
+        renames = events.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.FILE2).is_not_null())
+        if renames.is_empty():
+            return
+        paths = dict(files.select(s.FILE, s.PATH).iter_rows())
+        for old, new in renames.select(s.FILE, s.FILE2).iter_rows():
+            if paths.get(old):
+                self.context.files.rename(paths[old], paths[new])
 
     def _join_names(self, frame: pl.DataFrame) -> pl.DataFrame:
         """The frame with its calls' path arguments (name_path, name_path2) and import labels

@@ -10,6 +10,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.analysis import results as r
+from ioobserve.analysis.copies import CELLS, cells
 from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import BIN
@@ -165,9 +166,14 @@ def _object_storage(a: r.Analysis) -> list[str]:
     objects = [[row[s.PATH], format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
                for row in a.objects.head(TOP_ROWS).iter_rows(named=True)]
     more = f" ({TOP_ROWS} of {a.objects.height:,})" if a.objects.height > TOP_ROWS else ""
-    return ["<h2>Object storage</h2>", chart, _table(["endpoint", "requests", "bytes", "time"], endpoints),
-            f"<p>Objects by time in requests{_esc(more)}:</p>",
-            _table(["object", "requests", "bytes", "time"], objects)]
+    shown = ["<h2>Object storage</h2>", chart, _table(["endpoint", "requests", "bytes", "time"], endpoints),
+             f"<p>Objects by time in requests{_esc(more)}:</p>",
+             _table(["object", "requests", "bytes", "time"], objects)]
+    if a.copies.height:
+        more = f" ({TOP_ROWS} of {a.copies.height:,})" if a.copies.height > TOP_ROWS else ""
+        shown += [f"<p>Objects read through a local copy, bytes fetched against bytes read, most unread first{_esc(more)}:</p>",
+                  _table(list(CELLS), [cells(row) for row in a.copies.head(TOP_ROWS).iter_rows(named=True)])]
+    return shown
 
 
 def _short_label(row: dict) -> str:

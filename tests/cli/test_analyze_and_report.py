@@ -95,6 +95,10 @@ def test_report_shows_object_storage_requests_per_endpoint_and_object(tmp_path):
     rows = [io(A, 100, i * 100, i * 100 + 3000 * (i + 1), "GET", hostile if i % 2 else "https://s3.local/b/k1",
                offset=i * 4096, size=4096, layer=s.LAYER_HTTP) for i in range(6)]
     rows += [io(A, 100, 10, 20, "PUT", "http://10.0.0.9:9000/b/k2", size=100, layer=s.LAYER_HTTP)]
+    # an object fetched into a local copy (written as it came), of which 4 KiB were read
+    rows += [io(A, 101, 100, 9000, "GET", "https://s3.local/b/shard", size=2 << 20, layer=s.LAYER_HTTP)]
+    rows += [io(A, 101, 1000 * (i + 1), 1000 * (i + 1) + 50, "write", "/cache/shard", 5, i << 19, 1 << 19) for i in range(4)]
+    rows += [io(A, 100, 20_000, 20_050, "read", "/cache/shard", 6, 0, 4096)]
     trace = write_trace(tmp_path, [A], [rows + ROWS[:5]])
     out = tmp_path / "report.html"
     result = run("report", str(trace), "-o", str(out))
@@ -104,6 +108,9 @@ def test_report_shows_object_storage_requests_per_endpoint_and_object(tmp_path):
     assert section.count("<svg") == 1 and "Requests by latency, per endpoint" in section
     assert "https://s3.local" in section and "http://10.0.0.9:9000" in section and "https://s3.local/b/k1" in section
     assert "&lt;img src=x&gt;" in section and "<img" not in page
+    copies = section[section.index("Objects read through a local copy"):]
+    assert re.search(r"<td>https://s3.local/b/shard</td><td>/cache/shard</td><td>2.0 MiB</td><td>2.0 MiB</td>"
+                     r"<td>4.0 KiB</td><td>0%</td>", copies), copies
 
 
 @pytest.fixture(scope="module")

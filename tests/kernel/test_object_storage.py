@@ -3,7 +3,8 @@ over HTTPS (a self-signed certificate; the TLS layer) and over plain HTTP (the N
 boto3's ranged get_object calls and s3fs's open().read() are recorded; every request the
 clients' own before-send hook saw is one HTTP event, in order, with its method, object, range
 and an answer of at least the bytes asked; boto3's name the function that asked on their
-stack, s3fs's (its asyncio thread's) the thread that sent them."""
+stack, s3fs's (its asyncio thread's) the thread that sent them. Objects read through local
+copies give the bytes fetched against the bytes read."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ import polars as pl
 import pytest
 
 from ioobserve import schema as s
+from ioobserve.analysis.engine import analyze_partial
+from ioobserve.analysis.insights import insights
+from ioobserve.analysis.results import results
+from ioobserve.analysis.trace_partial import Filters
 from ioobserve.trace.reader import load, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.certificates import self_signed
-from tests.kernel.recorder import json_line, record_command
+from tests.kernel.recorder import IOOBSERVE, json_line, record_command
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kernel
@@ -103,3 +108,33 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
         if phase == "s3fs":
             assert row[s.TID] != report["pid"]  # fsspec's event loop thread
     assert "requests      " in done.stdout and f"{len(report['requests'])} HTTP requests" in done.stdout
+
+
+COPIES_WORKLOAD = ROOT / "tests" / "workloads" / "s3_copies_workload.py"
+
+
+@pytest.mark.parametrize("s3_server", ["http"], indirect=True)
+def test_objects_read_through_local_copies_are_fetched_bytes_against_read_bytes(root_required, tmp_path, s3_server):
+    """fsspec's simplecache (s3fs fetches the whole object, the application reads three
+    ranges of the copy) and boto3's download_file (a writer thread, a rename, read whole)."""
+    endpoint, _ = s3_server
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    done = record_command(tmp_path / "trace", [PYTHON, str(COPIES_WORKLOAD), endpoint, str(cache)], "--layers", "net")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json_line(done.stdout, "copies")
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    analysis = results(analyze_partial(traces, Filters(pids=(report["pid"],))))
+    groups = {row["object"].split("/training/", 1)[1]: row for row in analysis.copies.iter_rows(named=True)}
+    assert set(groups) == set(report["sizes"]), analysis.copies
+    for key, row in groups.items():
+        size, asked = report["sizes"][key], report["asked"][key]
+        assert (row["objects"], row["copy"], row["copies"], row["written"], row["mapped"]) == (
+            1, report["copies"][key], 1, size, False), row
+        assert size < row["fetched"] <= size + HEADERS_AT_MOST, row
+        assert asked <= row["read"] <= min(size, asked + 3 * report["buffer"]), row  # Python's buffer reads ahead
+    found = {insight.code: insight for insight in insights(analysis)}
+    assert found["fetched-unread"].evidence[0].startswith(f"{groups['shards/shard-0000.tar']['object']}: "), found
+    shown = subprocess.run([IOOBSERVE, "analyze", *map(str, traces), "--pid", str(report["pid"])], capture_output=True,
+                           text=True, timeout=300)
+    assert shown.returncode == 0 and "Objects read through local copies" in shown.stdout, shown.stdout[-3000:]

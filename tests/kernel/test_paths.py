@@ -58,3 +58,30 @@ def test_a_file_name_that_is_not_utf8_is_recorded_escaped(root_required, tmp_pat
     assert ours.filter(pl.col(s.OP) == "openat").height == 2
     assert ours.filter(pl.col(s.OP) == "write").get_column(s.BYTES).to_list() == [10]
     assert ours.filter(pl.col(s.OP) == "read").get_column(s.BYTES).to_list() == [10]
+
+
+@pytest.mark.kernel
+def test_a_file_renamed_into_place_and_read_at_once_is_named_by_its_new_path(root_required, tmp_path):
+    """A download's pattern: written under a temporary name, renamed, opened by its new name
+    and read within microseconds, so in the batch that holds the rename; six times, as two
+    threads, so that one batch holds several renames."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ("import os, sys, threading\n"
+              "def place(n):\n"
+              "    for i in range(3):\n"
+              "        tmp, final = f'{sys.argv[1]}/{n}-{i}.tmp', f'{sys.argv[1]}/{n}-{i}.bin'\n"
+              "        fd = os.open(tmp, os.O_CREAT | os.O_WRONLY, 0o600); os.write(fd, b'x' * 100); os.close(fd)\n"
+              "        os.rename(tmp, final)\n"
+              "        fd = os.open(final, os.O_RDONLY); os.read(fd, 1000); os.close(fd)\n"
+              "threads = [threading.Thread(target=place, args=(n,)) for n in range(2)]\n"
+              "[t.start() for t in threads]; [t.join() for t in threads]\n")
+    ran = record_command(tmp_path / "trace", [sys.executable, "-c", script, str(work)])
+    assert ran.returncode == 0, ran.stderr
+    ours = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(pl.col(s.PATH).cast(pl.String).str.starts_with(f"{work}/"))
+    names = [f"{n}-{i}" for n in range(2) for i in range(3)]
+    reads = ours.filter(pl.col(s.OP) == "read")
+    assert sorted(reads.get_column(s.PATH).cast(pl.String).to_list()) == [f"{work}/{name}.bin" for name in names]
+    assert reads.get_column(s.BYTES).to_list() == [100] * 6
+    writes = ours.filter(pl.col(s.OP) == "write")
+    assert sorted(writes.get_column(s.PATH).cast(pl.String).to_list()) == [f"{work}/{name}.tmp" for name in names]

@@ -34,15 +34,15 @@ class Proc:
 
 def io(proc: Proc, tid: int, start_us: float, end_us: float, op: str, path: str | None = None, fd: int = -1,
        offset: int = -1, size: int = 0, ret: int | None = None, dev: int = 0, stack: int | None = None,
-       layer: str = s.LAYER_SYSCALL, py_frame: int | None = None, path2: str | None = None) -> dict:
+       layer: str = s.LAYER_SYSCALL, py_frame: int | None = None, path2: str | None = None, ino: int = 0) -> dict:
     """One event (of the syscall layer unless told) from start_us to end_us after T0; ret
     defaults to the size; py_frame: which frame of `stack` it is (a Python span's); path2: a
-    rename's target, an HTTP request's connection."""
+    rename's target, an HTTP request's connection; ino: the file's inode (0: unknown)."""
     flags = (ev.F_FILE if path else 0) | (ev.F_POS if op in ("read", "write") else 0)
     return {s.TS: T0 + int(start_us * US), s.DUR: int((end_us - start_us) * US), s.PID: proc.pid, s.TID: tid,
             s.PPID: proc.ppid, s.OP: op, s.PATH: path, s.FD: fd, s.RET: size if ret is None else ret, s.BYTES_REQ: size,
             s.OFFSET: offset, s.FLAGS: flags, s.JOB: proc.job, s.RANK: proc.rank, s.WORKER: proc.worker, s.DEV: dev, s.PY_STACK: stack,
-            s.LAYER: layer, s.PY_FRAME: py_frame, s.PATH2: path2}
+            s.LAYER: layer, s.PY_FRAME: py_frame, s.PATH2: path2, s.INO: ino}
 
 
 def frame(rows: list[dict]) -> pl.DataFrame:
@@ -51,13 +51,12 @@ def frame(rows: list[dict]) -> pl.DataFrame:
         s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.PPID: pl.UInt32, s.OP: pl.String,
         s.PATH: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.OFFSET: pl.Int64,
         s.FLAGS: pl.UInt16, s.JOB: pl.String, s.RANK: pl.Int32, s.WORKER: pl.Int32, s.DEV: pl.UInt64, s.PY_STACK: pl.UInt32,
-        s.LAYER: pl.String, s.PY_FRAME: pl.UInt16, s.PATH2: pl.String}).sort(s.TS)
+        s.LAYER: pl.String, s.PY_FRAME: pl.UInt16, s.PATH2: pl.String, s.INO: pl.UInt64}).sort(s.TS)
     moving = ev.READ_OPS | ev.WRITE_OPS | ev.NET_READ_LABELS | ev.NET_WRITE_LABELS | ev.HTTP_METHODS
     bytes_done = pl.when(pl.col(s.OP).is_in(sorted(moving))).then(pl.col(s.RET).clip(lower_bound=0))
     filled = given.with_columns(
         bytes_done.otherwise(0).cast(pl.UInt64).alias(s.BYTES), pl.lit(0, pl.UInt32).alias(s.UID),
         pl.lit("python3").alias(s.COMM),
-        pl.lit(0, pl.UInt64).alias(s.INO),
         # a cgroup per job: 70 is job 7's, 1000 + N job N's; 1 has none
         pl.when(pl.col(s.JOB) == "7").then(pl.lit(70, pl.UInt64))
         .when(pl.col(s.JOB).is_not_null()).then(1000 + pl.col(s.JOB).cast(pl.UInt64))
