@@ -8,11 +8,12 @@ A file is a copy of an object when one process fetched the object (GETs of the H
 and wrote the file, no more bytes than it fetched, beginning while the object's answer was
 arriving and ending by COPY_LAG_NS after it ended (a downloader's writer thread lags its
 reader: boto3's does). Where no answer was arriving at the file's first write, within
-COPY_LAG_NS, it is the copy of the object whose answer ended last before it. The names a file has (a download renamed into place) are one copy by
-their (dev, ino). Objects and copies so joined form a group; a group's figures are exact
-where each object went to its own copy, and shared where several downloads ran at once.
-Built from the analysis's totals (first and last event per process, file and operation), so
-that partials of any chunks and nodes give the same groups."""
+COPY_LAG_NS, it is the copy of the object whose answer ended last before it. The names a
+file has (a download renamed into place) are one copy by their (dev, ino). Objects and
+copies so joined form a group; a group's figures are exact where each object went to its own
+copy, and shared where several downloads ran at once. Built from the analysis's totals
+(first and last event per process, file and operation), so that partials of any chunks and
+nodes give the same groups."""
 
 from __future__ import annotations
 
@@ -75,7 +76,10 @@ def copies(named: pl.DataFrame, io: pl.DataFrame, files: pl.DataFrame, unique_re
                     pl.col(_KEY).n_unique().cast(pl.UInt32).alias(COPIES), pl.col(READ).sum(), pl.col(MAPPED).any()))
     written = (pairs.select(_KEY, s.HOST, s.PID, s.FILE_ID, WRITTEN).unique().join(copy_groups, on=_KEY)
                .group_by(GROUP).agg(pl.col(WRITTEN).sum()))
+    # A copy read under two names (before and after its rename) has its ranges counted under
+    # each: what was read of it is at most what was written.
     return (per_object.join(per_copy, on=GROUP).join(written, on=GROUP)
+            .with_columns(pl.min_horizontal(READ, WRITTEN).alias(READ))
             .with_columns((pl.col(FETCHED).cast(pl.Int64) - pl.col(READ).cast(pl.Int64)).alias("_unread"))
             .sort("_unread", OBJECT, descending=[True, False])
             .select(list(COPIES_SCHEMA)).cast(COPIES_SCHEMA))

@@ -54,6 +54,7 @@ def test_a_copy_read_in_part_raises_the_insight_and_a_renamed_copy_read_whole_do
     rows += _download(FETCHER, 200, "https://s3.local/train/index.json", "/data/index.json.1a2b", 2 * MiB, ino=22,
                       writer_tid=15, lag_ms=30)
     rows += [_read(FETCHER, 300 + i, "/data/index.json", i * MiB, MiB, ino=22) for i in range(2)]
+    rows += [_read(FETCHER, 250, "/data/index.json.1a2b", 0, MiB, ino=22)]  # before its rename: counted once
     analysis = _analysis(tmp_path, rows)
     assert analysis.copies.schema == COPIES_SCHEMA
     assert analysis.copies.select("object", "objects", "copy", "copies", "fetched", "written", "read", "mapped").rows() == [
