@@ -201,11 +201,12 @@ class Enricher:
         follow each rename from its end on: a batch where a renamed file is used again after its
         rename is named in pieces cut there (at most RENAME_CUTS more), so that those calls name
         it by its new path (a download renamed into place and read at once, in the same batch)."""
-        cuts = self._rename_cuts(events)
-        if not len(cuts):
-            named, files = self.file_ids.assign(events, self.context.files.frame())
-            self._follow_renames(named, files)
-            return named, files
+        # Spans and requests made here (end_spans) are no calls of the kernel's: no path argument.
+        renames = (events.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(NAME).is_not_null())
+                   if NAME in events.columns else events.clear())
+        if renames.is_empty():  # most batches: one pass
+            return self.file_ids.assign(events, self.context.files.frame())
+        cuts = self._rename_cuts(events, renames)
         piece = pl.Series(np.searchsorted(cuts, events.get_column(s.TS).to_numpy(), side="right"))
         named, files = [], []
         for number in piece.unique().sort().to_list():  # in time order: each after the renames before it
@@ -215,16 +216,13 @@ class Enricher:
             files.append(part_files)
         return pl.concat(named), pl.concat(files).unique(s.FILE, keep="first", maintain_order=True)
 
-    def _rename_cuts(self, events: pl.DataFrame) -> np.ndarray:
-        """The ends of the batch's renames of a known file that a later call of the batch uses
-        (its open file's dev and ino), in time order."""
-        if NAME not in events.columns:  # spans and requests made here: no calls of the kernel's
-            return np.empty(0, dtype=np.uint64)
-        renamed = events.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(NAME).is_not_null())
-        if renamed.is_empty():
-            return np.empty(0, dtype=np.uint64)
+    def _rename_cuts(self, events: pl.DataFrame, renames: pl.DataFrame) -> np.ndarray:
+        """The ends of the renames of a known file that a later call of the batch uses (its open
+        file's dev and ino), in time order."""
         moved = self.context.files.frame().join(
-            renamed.select(pl.col(NAME).alias("path"), (pl.col(s.TS) + pl.col(s.DUR)).alias("_end")), on="path")
+            renames.select(pl.col(NAME).alias("path"), (pl.col(s.TS) + pl.col(s.DUR)).alias("_end")), on="path")
+        if moved.is_empty():
+            return np.empty(0, dtype=np.uint64)
         used_after = (events.filter((pl.col(s.FLAGS) & ev.F_FILE) != 0)
                       .select(pl.col(KDEV).alias("kdev"), pl.col(s.INO).alias("ino"), s.TS)
                       .join(moved.select("kdev", "ino", "_end"), on=["kdev", "ino"]).filter(pl.col(s.TS) >= pl.col("_end")))
@@ -234,9 +232,7 @@ class Enricher:
         """The paths known by (dev, ino) follow the renames among `events` (files: the FILE_ROW_SCHEMA
         table naming their ids)."""
         renames = events.filter(pl.col(s.OP).is_in(RENAME_OPS) & (pl.col(s.RET) == 0) & pl.col(s.FILE2).is_not_null())
-        if renames.is_empty():
-            return
-        paths = dict(files.select(s.FILE, s.PATH).iter_rows())
+        paths = dict(files.select(s.FILE, s.PATH).iter_rows()) if renames.height else {}
         for old, new in renames.select(s.FILE, s.FILE2).iter_rows():
             if paths.get(old):
                 self.context.files.rename(paths[old], paths[new])
