@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
 """The kernel matrix: boot each kernel of ci/kernels.toml under qemu, with this machine's root
-file system, and run the matrix's kernel tests (pytest -m matrix) inside it.
+file system, record the matrix's kernel tests (pytest -m matrix) inside it, and check what it
+recorded here.
 
     ci/kernel_matrix.py                      every kernel of the list
     ci/kernel_matrix.py --kernel debian12-6.1 -- -k ground_truth   one kernel, pytest arguments
 
+Each test runs in two halves (tests/kernel/kernel_side.py): in the guest only its kernel side
+(probes loaded, workloads run, recordings made), whose facts and traces land in the guest's
+share; then, on this machine at native speed, the same test's checks read them (Polars, the
+analysis), once the guest is done. Emulation (this machine's /dev/kvm runs no guest) makes
+every instruction in a guest cost 10-50 times its native time, so the guest does only what
+depends on its kernel.
+
 The probes' compile (about 3 minutes of clang under emulation) is done on this machine: the
 guest's ioobserve sends it here through a spool directory (ioobserve.probes.build.compile_spool),
 with the guest's own BTF offsets and tracepoint formats in its flags. A guest that fails,
-hangs, is silent too long or reports nothing fails the run, with its last lines printed.
+hangs, is silent too long or reports nothing fails the run, with its last lines printed; so
+does a check that fails here.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import shlex
 import os
 import re
 import shutil
@@ -41,7 +51,8 @@ SILENCE_S = 15 * 60  # no console output for this long: the guest hangs
 COMPILE_TIMEOUT_S = 900
 TAIL_LINES = 40
 # pytest's lines that name a failed test or give the count ("FAILED tests/...", "=== 1 failed, ...")
-OUTCOME = re.compile(r"^(FAILED|ERROR) |^=+ .*\b(passed|failed|error|errors)\b.* in [0-9.]+s")
+# (the guest's -v and the checks' -q: the count with or without its rule of "=")
+OUTCOME = re.compile(r"^(FAILED|ERROR) |^(=+ )?[0-9]+ (passed|failed|error|errors|skipped|deselected)\b.* in [0-9.]+s")
 MAX_OUTCOMES = 30
 # Under emulation the guest's vCPUs take turns on one host thread. With qemu 7.2's multi-threaded
 # TCG a 6.12 guest once died of an int3 oops in the middle of a patched fentry call site
@@ -49,7 +60,11 @@ MAX_OUTCOMES = 30
 # code, which text_poke_bp relies on, is where multi-threaded TCG is weakest. One thread keeps
 # two vCPUs (per-CPU maps, concurrent workers) at some cost in time.
 TCG_THREADING = os.environ.get("IOOBSERVE_MATRIX_TCG_THREAD", "single")
-DEFAULT_TESTS = "-m matrix tests/kernel"
+DEFAULT_TESTS = ["-m", "matrix", "tests/kernel"]
+PYTEST = [str(VENV_PYTHON), "-m", "pytest", "-ra", "-p", "no:cacheprovider", "--color=no"]
+# tests/kernel/kernel_side.py's names for the two halves
+PHASE, RECORDINGS = "IOOBSERVE_MATRIX_PHASE", "IOOBSERVE_MATRIX_RECORDINGS"
+CHECK_TIMEOUT_S = 20 * 60
 
 
 @dataclass(frozen=True)
@@ -241,8 +256,18 @@ class CompileSpool(threading.Thread):
 
 
 @dataclass
+class Checks:
+    """What the checks of one guest's recordings said, here."""
+
+    status: int
+    wall_s: float
+    tail: list[str]
+    outcomes: list[str]  # pytest's FAILED/ERROR lines and its final count
+
+
+@dataclass
 class GuestRun:
-    """What one guest did."""
+    """What one guest did, and what its checks said."""
 
     kernel: str
     status: int | None  # the job's exit status, None if it reported none
@@ -251,17 +276,29 @@ class GuestRun:
     tail: list[str]
     outcomes: list[str]  # pytest's FAILED/ERROR lines and its final count
     why: str = ""
+    boot_s: float | None = None  # from qemu's start to the guest's job starting
+    checks: Checks | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the guest or its checks failed."""
+        return bool(self.why) or self.status != 0 or (self.checks is not None and self.checks.status != 0)
 
 
-def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> GuestRun:
-    """Boot the kernel, run `command` in the repository inside it, and collect its status."""
+def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str], checks: list[str] | None) -> GuestRun:
+    """Boot the kernel, run `command` in the repository inside it, and collect its status;
+    then, given `checks` (pytest's arguments), check here what its tests recorded."""
     share = Path(tempfile.mkdtemp(prefix=f"matrix-{kernel.name}-", dir="/var/tmp"))
     os.chmod(share, 0o700)
     spool = share / "compile"
     spool.mkdir(mode=0o700)
+    recordings = share / "recordings"
+    recordings.mkdir(mode=0o700)
     shutil.copy2(HERE / "guest.sh", share / "guest.sh")
+    # The guest mounts its share at this same path, so that the recordings' paths hold here too.
     job = {"MATRIX_REPO": str(REPO), "MATRIX_MODULES": str(kernel.modules), "MATRIX_COMMAND": command,
-           "CI": "true", "IOOBSERVE_COMPILE_SPOOL": "/mnt/matrix/compile", **env}
+           "MATRIX_SHARE": str(share), "CI": "true", "IOOBSERVE_COMPILE_SPOOL": "/mnt/matrix/compile",
+           PHASE: "record", RECORDINGS: str(recordings), **env}
     (share / "job.env").write_text("".join(f"export {k}={_quote(v)}\n" for k, v in job.items()))
     disk = share / "scratch.img"
     subprocess.run(["truncate", "-s", SCRATCH_DISK, str(disk)], check=True)
@@ -280,6 +317,7 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
     tail: list[str] = []
     outcomes: list[str] = []
     last_line = [time.monotonic()]
+    job_started: list[float] = []
     qemu = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def read() -> None:
@@ -293,6 +331,8 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
                 del tail[:-TAIL_LINES]
                 if OUTCOME.match(line):
                     outcomes.append(line)
+                if line.startswith("matrix-guest:") and " up in " in line and not job_started:
+                    job_started.append(time.monotonic() - started)
                 print(f"[{kernel.name}] {line}", flush=True)
         if pending:
             tail.append(pending.decode(errors="replace"))
@@ -320,12 +360,41 @@ def boot(kernel: Kernel, command: str, accel: str, env: dict[str, str]) -> Guest
         panicked = any("Kernel panic" in line for line in tail)
         why = ("the guest's kernel panicked (its oops is in the lines above)" if panicked else
                f"the guest reported no exit status (qemu exited with {qemu.returncode})")
-    run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), outcomes, why)
+    run = GuestRun(kernel.name, status, time.monotonic() - started, spooler.compiles, list(tail), outcomes, why,
+                   job_started[0] if job_started else None)
+    if checks is not None and status is not None:  # whatever it recorded is checked, even after a failure
+        run.checks = check(kernel, checks, recordings)
     if os.environ.get("IOOBSERVE_MATRIX_KEEP"):  # what the guest left in /mnt/matrix, to look at
         log(f"{kernel.name}: its /mnt/matrix is kept in {share}")
     else:
         shutil.rmtree(share, ignore_errors=True)
     return run
+
+
+def check(kernel: Kernel, pytest_args: list[str], recordings: Path) -> Checks:
+    """The tests' checks, here, on what the guest recorded (tests/kernel/kernel_side.py)."""
+    env = {**os.environ, PHASE: "check", RECORDINGS: str(recordings)}
+    started = time.monotonic()
+    try:
+        done = subprocess.run([*PYTEST, "-q", *pytest_args], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=CHECK_TIMEOUT_S)
+        status, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as expired:
+        status, output = 1, f"{expired.stdout or ''}\nthe checks ran past {CHECK_TIMEOUT_S} s"
+    lines = output.splitlines()
+    for line in lines:
+        print(f"[{kernel.name} checks] {line}", flush=True)
+    return Checks(status, time.monotonic() - started, lines[-TAIL_LINES:], [line for line in lines if OUTCOME.match(line)])
+
+
+def matrix_files(pytest_args: list[str]) -> list[str]:
+    """The test files that hold the tests these arguments select (collected here, in seconds):
+    the guest collects only those, as importing every kernel test module under emulation took a minute."""
+    done = subprocess.run([*PYTEST, "--collect-only", "-q", *pytest_args], cwd=REPO, capture_output=True, text=True)
+    files = sorted({line.split("::", 1)[0] for line in done.stdout.splitlines() if "::" in line})
+    if done.returncode != 0 or not files:
+        raise SystemExit(f"kernel-matrix: pytest {' '.join(pytest_args)} selects no test here:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return files
 
 
 def _quote(value: str) -> str:
@@ -350,9 +419,18 @@ def main(argv: list[str] | None = None) -> int:
     kernels = [prepare(entry) for entry in entries if not args.kernel or entry["name"] in args.kernel]
     if args.prepare_only:
         return 0
-    pytest_args = " ".join(_quote(arg) for arg in args.pytest_args) if args.pytest_args else DEFAULT_TESTS
-    # -v: a line per test, so that the host sees progress (and a hang) test by test
-    command = args.command or f".venv/bin/python -m pytest -v -ra -p no:cacheprovider --color=no {pytest_args}"
+    pytest_args = args.pytest_args or DEFAULT_TESTS
+    checks = None if args.command else pytest_args
+    if args.command:
+        command = args.command
+    else:
+        # The same selection from only the files that hold its tests: the arguments that name no
+        # file (options, their values) as given, the directories replaced by those files.
+        options = [arg for arg in pytest_args if not (REPO / arg.split("::")[0]).exists()]
+        named = [arg for arg in pytest_args if arg not in options and (REPO / arg.split("::")[0]).is_file()]
+        files = named + [path for path in matrix_files(pytest_args) if not any(arg.split("::")[0] == path for arg in named)]
+        # -v: a line per test, so that the host sees progress (and a hang) test by test
+        command = shlex.join([".venv/bin/python", *PYTEST[1:], "-v", *options, *files])
     passed_env = {name: value for name, value in os.environ.items() if name.startswith("IOOBSERVE_") and
                   not name.startswith("IOOBSERVE_MATRIX_")} | {"IOOBSERVE_MATRIX_GUEST": "1"}
     if "IOOBSERVE_MATRIX_FAIL" in os.environ:
@@ -363,22 +441,38 @@ def main(argv: list[str] | None = None) -> int:
     # The guests run side by side: each one's emulation is a single host thread (TCG_THREADING),
     # so on a machine of two cores or more two guests take the time of the slower, not the sum.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:
-        runs = list(pool.map(lambda kernel: boot(kernel, command, accel, passed_env), kernels))
-    failed = [run for run in runs if run.why or run.status != 0]
-    log("summary:")
+        runs = list(pool.map(lambda kernel: boot(kernel, command, accel, passed_env, checks), kernels))
+    failed = [run for run in runs if run.failed]
+    log("summary (time per guest: booting, its kernel sides, then their checks here):")
     for run in runs:
-        verdict = run.why or ("passed" if run.status == 0 else f"failed (exit status {run.status})")
-        log(f"  {run.kernel}: {verdict}; {run.wall_s / 60:.1f} min, {run.compiles} compile(s) done for it here")
+        log(f"  {run.kernel}: {_verdict(run)}; guest {run.wall_s / 60:.1f} min (booted in "
+            f"{run.boot_s or 0:.0f} s), {run.compiles} compile(s) done for it here"
+            + (f"; checks {run.checks.wall_s:.0f} s" if run.checks else ""))
     for run in failed:
         log(f"{run.kernel}: its last lines:")
         for line in run.tail:
             print(f"  [{run.kernel}] {line}", file=sys.stderr)
+        if run.checks and run.checks.status != 0:
+            log(f"{run.kernel}: its checks' last lines:")
+            for line in run.checks.tail:
+                print(f"  [{run.kernel} checks] {line}", file=sys.stderr)
     # Last, so that a log's tail names them: the guest's last lines may be an oops's.
     for run in failed:
-        log(f"{run.kernel}: {run.why or f'failed (exit status {run.status})'}; what pytest said of it:")
-        for line in run.outcomes[-MAX_OUTCOMES:] or ["  (nothing: pytest did not get as far as its summary)"]:
+        log(f"{run.kernel}: {_verdict(run)}; what pytest said of it:")
+        said = run.outcomes[-MAX_OUTCOMES:] + (run.checks.outcomes[-MAX_OUTCOMES:] if run.checks else [])
+        for line in said or ["  (nothing: pytest did not get as far as its summary)"]:
             print(f"  [{run.kernel}] {line}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _verdict(run: GuestRun) -> str:
+    if run.why:
+        return run.why
+    if run.status != 0:
+        return f"failed in the guest (exit status {run.status})"
+    if run.checks and run.checks.status != 0:
+        return f"failed in the checks here (exit status {run.checks.status})"
+    return "passed"
 
 
 if __name__ == "__main__":

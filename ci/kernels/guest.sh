@@ -26,6 +26,10 @@ mount --bind "$MATRIX_MODULES" "/lib/modules/$(uname -r)"
 modprobe virtio_blk && modprobe ext4 && mount -t ext4 /dev/vda /var/tmp && chmod 1777 /var/tmp
 mkdir -p "$MATRIX_REPO"
 mount --bind /mnt/repo "$MATRIX_REPO"
+# The share at the host's own path too: the tests' kernel sides leave their traces there, and
+# the paths in their facts hold when the host checks them (tests/kernel/kernel_side.py).
+mkdir -p "$MATRIX_SHARE"
+mount --bind /mnt/matrix "$MATRIX_SHARE"
 echo "matrix-guest: $(uname -r) up in $(cut -d' ' -f1 /proc/uptime) s; running: $MATRIX_COMMAND"
 cd "$MATRIX_REPO"
 sh -c "$MATRIX_COMMAND" </dev/null 2>&1

@@ -1,9 +1,10 @@
-"""Kernel tests' shared teardown."""
+"""Kernel tests' shared teardown, and the two halves of a matrix test (tests/kernel/kernel_side.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.kernel.kernel_side import KernelSide, KernelSideDone, phase
 from tests.kernel.recorder import kill_leftovers
 
 
@@ -12,3 +13,33 @@ def no_recorder_left_running():
     """A test that fails while its recorder runs leaves nothing recording for the next ones."""
     yield
     kill_leftovers()
+
+
+@pytest.fixture
+def kernel_side(request, tmp_path_factory):
+    """Runs a matrix test's kernel side here, or in its guest with the checks on the host."""
+    side = KernelSide(request.node.nodeid, lambda: tmp_path_factory.mktemp("kernel-side"))
+    yield side
+    if phase() is not None and not side.called:
+        pytest.fail(f"{request.node.nodeid} made no kernel_side call: in the matrix its checks would see this "
+                    "machine's kernel, not the guest's")
+
+
+def pytest_collection_modifyitems(config, items):
+    """In the matrix's phases every matrix test must have its kernel side apart."""
+    if phase() is None:
+        return
+    for item in items:
+        if item.get_closest_marker("matrix") and "kernel_side" not in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} is marked matrix but takes no kernel_side fixture "
+                                    "(tests/kernel/kernel_side.py says how to split it)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In a guest, a test that stopped after recording its kernel side has passed its part."""
+    report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(KernelSideDone):
+        report.outcome = "passed"
+        report.longrepr = None
+    return report

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.kernel.kernel_side import RECORD, phase
 
 IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 READY_TIMEOUT = 90
@@ -17,6 +18,10 @@ READY_TIMEOUT = 90
 # deadline itself is tested with its own value (test_recorder_faults.py), which comes later
 # on the command line and wins.
 STOP = ("--stop-timeout", "300")
+# In a matrix guest the traces' Parquet copies are left to the host's checks, which build them on
+# first read: under emulation a finisher per recording (Polars in a process of its own) took CPU
+# from the next test and is about no kernel.
+GUEST = ("--no-compact",) if phase() == RECORD else ()
 
 
 def wait_finished(directory: Path) -> None:
@@ -32,7 +37,7 @@ def wait_finished(directory: Path) -> None:
 def record_command(out_dir: Path, command: list[str], *options: str, timeout: float = 300,
                    env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`ioobserve record -o out_dir [options] -- command`, run to completion."""
-    return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options, "--", *command],
+    return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *GUEST, *options, "--", *command],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -55,7 +60,7 @@ class Recorder:
     def __init__(self, out_dir: Path, *options: str, prefix: tuple[str, ...] = ()):
         """`prefix`: a command the recorder runs under (one that puts it in a root of its own)."""
         self.out_dir = out_dir
-        self.proc = subprocess.Popen([*prefix, IOOBSERVE, "record", "-o", str(out_dir), *STOP, *options],
+        self.proc = subprocess.Popen([*prefix, IOOBSERVE, "record", "-o", str(out_dir), *STOP, *GUEST, *options],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _STARTED.append(self.proc)
         deadline = time.monotonic() + READY_TIMEOUT

@@ -16,6 +16,7 @@ import pytest
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command
 
 pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
@@ -44,19 +45,10 @@ JOBS = [
 SUBMITTED_BY = {s.LAYER_IO_URING: "io_uring_enter", s.LAYER_AIO: "io_submit"}
 
 
-@pytest.fixture
-def fio(root_required) -> str:
-    path = shutil.which("fio")
-    if path is None:
-        pytest.fail("fio is missing: make setup installs it")
-    return path
-
-
-@pytest.fixture
-def data_dir(tmp_path):
+def _data_dir(side) -> Path:
     """A directory on a block-device file system (libaio's --direct=1 needs O_DIRECT; /tmp
     may be tmpfs), with fio's file laid out before the recording."""
-    directory = Path("/var/tmp") / f"ioobserve-async-{os.getpid()}-{tmp_path.name}"
+    directory = Path("/var/tmp") / f"ioobserve-async-{os.getpid()}-{side.scratch.name}"
     directory.mkdir()
     with open(directory / "data", "wb") as data:
         data.write(os.urandom(FILE_SIZE))
@@ -64,28 +56,41 @@ def data_dir(tmp_path):
         # by dirty ones take under a microsecond, a duration the trace's µs round to 0.
         os.fsync(data.fileno())
         os.posix_fadvise(data.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    yield directory
-    shutil.rmtree(directory)
+    return directory
 
 
-def _run_fio(fio: str, tmp_path: Path, data: Path, engine: list[str], rw: str, *options: str) -> tuple[dict, pl.DataFrame]:
-    """fio's JSON report (the job's, and when fio wrote it: "timestamp_ms") and the recorded trace."""
-    report_path = tmp_path / "fio.json"
-    command = [fio, "--name=job", f"--filename={data}", f"--size={FILE_SIZE}", f"--bs={BLOCK_SIZE}", *engine,
-               f"--rw={rw}", f"--iodepth={DEPTH}", f"--io_size={REQUESTS * BLOCK_SIZE}", "--randrepeat=0",
-               "--output-format=json", f"--output={report_path}"]
-    done = record_command(tmp_path / "trace", command, *options)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(report_path.read_text())
-    return {**report["jobs"][0], "timestamp_ms": report["timestamp_ms"]}, load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+def _record_fio(side, name: str) -> dict:
+    """fio's job `name` of JOBS, recorded with its filter: fio's JSON report (the job's, and
+    when fio wrote it: "timestamp_ms") and where its file was."""
+    fio = shutil.which("fio")
+    if fio is None:
+        pytest.fail("fio is missing: make setup installs it")
+    _, engine, rw, _, _, recorded_filter = next(job for job in JOBS if job[0] == name)
+    data_dir = _data_dir(side)
+    try:
+        data = data_dir / "data"
+        options = {PATH: ("--path-prefix", str(data_dir)), COMM: ("--comm", "fio"), None: ()}[recorded_filter]
+        report_path = side.scratch / "fio.json"
+        command = [fio, "--name=job", f"--filename={data}", f"--size={FILE_SIZE}", f"--bs={BLOCK_SIZE}", *engine,
+                   f"--rw={rw}", f"--iodepth={DEPTH}", f"--io_size={REQUESTS * BLOCK_SIZE}", "--randrepeat=0",
+                   "--output-format=json", f"--output={report_path}"]
+        done = record_command(side.out / "trace", command, *options)
+        report = json.loads(report_path.read_text()) if done.returncode == 0 else None
+    finally:
+        shutil.rmtree(data_dir)
+    return ran(done) | {"data_dir": str(data_dir), "report": report}
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("name, engine, rw, layer, ops, recorded_filter", JOBS, ids=[job[0] for job in JOBS])
-def test_fio_requests_are_traced_exactly(fio, data_dir, tmp_path, name, engine, rw, layer, ops, recorded_filter):
+def test_fio_requests_are_traced_exactly(root_required, kernel_side, name, engine, rw, layer, ops, recorded_filter):
+    recorded = kernel_side(_record_fio, name)
+    done = recorded.done()
+    assert done.returncode == 0, done.stderr
+    data_dir = Path(recorded["data_dir"])
     data = data_dir / "data"
-    options = {PATH: ("--path-prefix", str(data_dir)), COMM: ("--comm", "fio"), None: ()}[recorded_filter]
-    job, frame = _run_fio(fio, tmp_path, data, engine, rw, *options)
+    job = {**recorded["report"]["jobs"][0], "timestamp_ms": recorded["report"]["timestamp_ms"]}
+    frame = load(recorded.traces())
     side = job["read"] if rw == "randread" else job["write"]
     assert side["total_ios"] == REQUESTS and side["io_bytes"] == REQUESTS * BLOCK_SIZE, side  # fio did what was asked
 

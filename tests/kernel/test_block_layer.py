@@ -17,6 +17,7 @@ from ioobserve import schema as s
 from ioobserve.probes.kernel.features import first_tracepoint
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command
 
 pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
@@ -25,22 +26,28 @@ WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
 SIZE = 4 << 20
 
 
-@pytest.fixture
-def data_on_disk(root_required, tmp_path):
-    """A file on a block-device file system (/tmp may be tmpfs here), its blocks written out."""
-    path = Path("/var/tmp") / f"ioobserve-block-{os.getpid()}-{tmp_path.name}.bin"
-    path.write_bytes(os.urandom(SIZE))
+def _record_reads(side) -> dict:
+    """A file on a block-device file system (/tmp may be tmpfs here), its blocks written out,
+    read three times: to warm the caches, warm, and cold after dropping them."""
+    data = Path("/var/tmp") / f"ioobserve-block-{os.getpid()}-{side.scratch.name}.bin"
+    data.write_bytes(os.urandom(SIZE))
     os.sync()
-    yield path
-    path.unlink()
+    facts = {"data": str(data), "readahead_tracepoints": bool(first_tracepoint("readahead/page_cache_sync_ra"))}
+    try:
+        for name in ("warm-up", "warm", "cold"):  # the file and the interpreter's own into the cache first
+            if name == "cold":
+                Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            facts[name] = ran(record_command(side.out / name, [sys.executable, str(WORKLOAD), str(data)]))
+    finally:
+        data.unlink()
+    return facts
 
 
-def _record_read(tmp_path: Path, data: Path, name: str) -> tuple[dict, pl.DataFrame]:
-    done = record_command(tmp_path / name, [sys.executable, str(WORKLOAD), str(data)])
+def _read(recorded, name: str) -> tuple[dict, pl.DataFrame]:
+    done = recorded.done(name)
     assert done.returncode == 0, done.stderr
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
-    frame = load(sorted((tmp_path / name).glob("*.pfw.gz"))).filter(pl.col(s.PID) == report["pid"])
-    return report, frame
+    return report, load(recorded.traces(name)).filter(pl.col(s.PID) == report["pid"])
 
 
 def _file_reads_and_their_requests(frame: pl.DataFrame, data: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -53,17 +60,18 @@ def _file_reads_and_their_requests(frame: pl.DataFrame, data: Path) -> tuple[pl.
 
 
 @pytest.mark.kernel
-def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_path):
-    _record_read(tmp_path, data_on_disk, "warm-up")  # the file and the interpreter's own into the cache
-    report, warm = _record_read(tmp_path, data_on_disk, "warm")
+def test_cold_reads_reach_the_disk_linked_to_their_syscalls(root_required, kernel_side):
+    recorded = kernel_side(_record_reads)
+    data_on_disk = Path(recorded["data"])
+    _read(recorded, "warm-up")
+    report, warm = _read(recorded, "warm")
     reads, inside, misses = _file_reads_and_their_requests(warm, data_on_disk)
     assert report["bytes"] == SIZE and reads.height == report["reads"]
     assert inside.height == 0, f"a cached read reached the disk: {inside.select(s.OP, s.BYTES).rows()}"
     assert misses.height == 0, f"a cached read missed the cache: {misses.select(s.OFFSET, s.BYTES).rows()}"
     assert warm.filter((pl.col(s.LAYER) == s.LAYER_CACHE) & (pl.col(s.PATH) == str(data_on_disk))).height == 0
 
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    report, cold = _record_read(tmp_path, data_on_disk, "cold")
+    report, cold = _read(recorded, "cold")
     reads, inside, misses = _file_reads_and_their_requests(cold, data_on_disk)
     assert reads.height == report["reads"]
     # The page cache: the missed pages of the file, named by it, inside its reads, with readahead.
@@ -73,7 +81,7 @@ def test_cold_reads_reach_the_disk_linked_to_their_syscalls(data_on_disk, tmp_pa
     assert misses.get_column(s.BYTES).sum() == SIZE
     readaheads = cold.filter((pl.col(s.OP) == "readahead") & (pl.col(s.PATH) == str(data_on_disk))).height
     # the readahead tracepoints are newer than the page cache's (Debian's 6.1 has none)
-    assert readaheads >= 1 if first_tracepoint("readahead/page_cache_sync_ra") else readaheads == 0
+    assert readaheads >= 1 if recorded["readahead_tracepoints"] else readaheads == 0
     assert set(inside.get_column(s.OP).unique().to_list()) == {"block_read"}
     # Every byte of the file came from the disk inside one of the workload's read calls, each
     # request issued while its read was in flight, and none marked asynchronous (a file written

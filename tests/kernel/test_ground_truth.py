@@ -17,6 +17,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import json_line, record_command
 
 
@@ -46,18 +47,19 @@ def _expected_counts(report: dict) -> dict:
     return {op: report["counts"][op] for op in OPS} | {"files": report["counts"]["files"]}
 
 
-@pytest.fixture(scope="module", params=["spawn", "fork"])
-def loader_run(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(f"trace-{request.param}")
-    work = tmp_path_factory.mktemp(f"work-{request.param}")
-    result = record_command(out, [sys.executable, LOADER, "--dir", str(work), "--start", request.param, *ARGS])
-    return request.param, result, sorted(out.glob("*.pfw.gz"))
+def _record_loader(side, start: str) -> dict:
+    """The loader recorded system-wide, its dataset in the scratch directory."""
+    work = side.scratch / "work"
+    work.mkdir()
+    return ran(record_command(side.out / "trace", [sys.executable, LOADER, "--dir", str(work), "--start", start, *ARGS]))
 
 
 @pytest.mark.matrix  # also run in each guest of the kernel matrix
 @pytest.mark.kernel
-def test_every_process_call_and_byte_matches_the_workload(root_required, loader_run):
-    start, result, traces = loader_run
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_every_process_call_and_byte_matches_the_workload(root_required, kernel_side, start):
+    recorded = kernel_side(_record_loader, start, share=True)
+    result, traces = recorded.done(), recorded.traces()
     assert result.returncode == 0, result.stderr
     report = json_line(result.stdout, "EXPECTED")
     frame = load(traces)
@@ -92,10 +94,12 @@ def _strace_counts(log: str, data_dir: str) -> list[dict]:
 
 
 @pytest.mark.kernel
-def test_counts_agree_with_strace(root_required, loader_run, tmp_path):
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_counts_agree_with_strace(root_required, kernel_side, tmp_path, start):
     if shutil.which("strace") is None:
         pytest.fail("strace is missing: make setup installs it")
-    start, result, traces = loader_run
+    recorded = kernel_side(_record_loader, start, share=True)  # the recording the test above checked
+    result, traces = recorded.done(), recorded.traces()
     report = json_line(result.stdout, "EXPECTED")
     frame = load(traces)
     # strace -f labels lines by thread, so compare per thread.

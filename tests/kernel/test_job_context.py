@@ -3,16 +3,19 @@ under the cgroup v2 mount, workloads moved into them, every event tagged with it
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
+from tests.kernel.kernel_side import as_completed, ran
 from tests.kernel.recorder import Recorder
 from tests.kernel.scratch_cgroups import scratch_cgroups
 
@@ -46,11 +49,15 @@ print(json.dumps({"pid": os.getpid(), "writes": 7, "reads": 5}))
 """
 
 
-@pytest.fixture
-def cgroups(root_required):
-    """A private tree under the v2 mount with one cgroup per layout."""
-    with scratch_cgroups(*(relative for relative, _ in LAYOUTS.values())) as base:
-        yield base, {name: base / relative for name, (relative, _) in LAYOUTS.items()}
+def _in_cgroups(record):
+    """`record(side, base, made)` run with a private tree under the v2 mount, one cgroup per
+    layout (`made`: layout -> its cgroup), removed after; its facts, with the tree's name."""
+    @functools.wraps(record)
+    def in_cgroups(side, *args) -> dict:
+        with scratch_cgroups(*(relative for relative, _ in LAYOUTS.values())) as base:
+            made = {name: base / relative for name, (relative, _) in LAYOUTS.items()}
+            return record(side, base, made, *args) | {"base": base.name}
+    return in_cgroups
 
 
 def _run_in(cgroup, data) -> dict:
@@ -59,102 +66,140 @@ def _run_in(cgroup, data) -> dict:
     return json.loads(done.stdout)
 
 
-@pytest.mark.kernel
-def test_every_event_carries_its_cgroups_job_context(cgroups, tmp_path):
-    base, made = cgroups
-    recorder = Recorder(tmp_path / "trace", "--cgroup", str(base))
-    reports = {name: _run_in(path, tmp_path / f"{name}.bin") for name, path in made.items()}
+def _stopped(recorder: Recorder) -> dict:
     code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
+    return {"code": code, "stderr": err}
+
+
+@_in_cgroups
+def _record_each_layout(side, base, made) -> dict:
+    recorder = Recorder(side.out / "trace", "--cgroup", str(base))
+    reports = {name: _run_in(path, side.scratch / f"{name}.bin") for name, path in made.items()}
+    return _stopped(recorder) | {"reports": reports, "scratch": str(side.scratch)}
+
+
+@pytest.mark.kernel
+def test_every_event_carries_its_cgroups_job_context(root_required, kernel_side):
+    recorded = kernel_side(_record_each_layout)
+    assert recorded["code"] == 0, recorded["stderr"]
+    reports, scratch = recorded["reports"], Path(recorded["scratch"])
+    frame = load(recorded.traces())
     for name, (relative, expected) in LAYOUTS.items():
         mine = frame.filter(pl.col(s.PID) == reports[name]["pid"])
         assert mine.height, f"{name}: no events"
-        for column, value in {s.CGROUP_PATH: f"/{base.name}/{relative}", s.USER: "root", **expected}.items():
+        for column, value in {s.CGROUP_PATH: f"/{recorded['base']}/{relative}", s.USER: "root", **expected}.items():
             assert mine.get_column(column).unique().to_list() == [value], f"{name}: {column}"
-        on_file = mine.filter(pl.col(s.PATH) == str(tmp_path / f"{name}.bin"))
+        on_file = mine.filter(pl.col(s.PATH) == str(scratch / f"{name}.bin"))
         assert on_file.filter(pl.col(s.OP) == "write").height == reports[name]["writes"]
         assert on_file.filter(pl.col(s.OP) == "read").height == reports[name]["reads"]
 
 
-@pytest.mark.kernel
-def test_a_cgroup_made_and_removed_while_recording_is_still_named(cgroups, tmp_path):
-    """A short-lived container: its cgroups are made after the start and removed as soon as its
-    process ends, before a walk of the tree could find them; the probes' record of each cgroup
-    made names it."""
-    base, _ = cgroups
-    recorder = Recorder(tmp_path / "trace", "--cgroup", str(base))
+@_in_cgroups
+def _record_a_brief_container(side, base, made) -> dict:
+    recorder = Recorder(side.out / "trace", "--cgroup", str(base))
     pod = str(uuid.uuid4())
     relative = f"kubepods/besteffort/pod{pod}/{CID}"  # kubelet's layout with the cgroupfs driver
     brief = base / relative
     brief.mkdir(parents=True)
-    report = _run_in(brief, tmp_path / "brief.bin")
+    report = _run_in(brief, side.scratch / "brief.bin")
     for directory in (brief, brief.parent, brief.parents[1], brief.parents[2]):  # the runtime cleans up
         directory.rmdir()
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    mine = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
-    context = {s.CGROUP_PATH: f"/{base.name}/{relative}", s.POD: pod, s.CONTAINER: CID}
+    return _stopped(recorder) | {"pod": pod, "relative": relative, "report": report, "data": str(side.scratch / "brief.bin")}
+
+
+@pytest.mark.kernel
+def test_a_cgroup_made_and_removed_while_recording_is_still_named(root_required, kernel_side):
+    """A short-lived container: its cgroups are made after the start and removed as soon as its
+    process ends, before a walk of the tree could find them; the probes' record of each cgroup
+    made names it."""
+    recorded = kernel_side(_record_a_brief_container)
+    assert recorded["code"] == 0, recorded["stderr"]
+    mine = load(recorded.traces()).filter(pl.col(s.PID) == recorded["report"]["pid"])
+    context = {s.CGROUP_PATH: f"/{recorded['base']}/{recorded['relative']}", s.POD: recorded["pod"], s.CONTAINER: CID}
     for column, value in context.items():
         assert mine.get_column(column).unique().to_list() == [value], column
-    on_file = mine.filter(pl.col(s.PATH) == str(tmp_path / "brief.bin"))
+    on_file = mine.filter(pl.col(s.PATH) == recorded["data"])
     assert (on_file.filter(pl.col(s.OP) == "write").height, on_file.filter(pl.col(s.OP) == "read").height) == (7, 5)
 
 
-@pytest.mark.kernel
-def test_job_filter_follows_steps_created_after_the_start(cgroups, tmp_path):
-    _, made = cgroups
-    recorder = Recorder(tmp_path / "trace", "--job", "4242")
+@_in_cgroups
+def _record_a_job_and_a_later_step(side, base, made) -> dict:
+    recorder = Recorder(side.out / "trace", "--job", "4242")
     later = made["slurm_v1"].parent.parent / "step_1" / "task_0"  # job_4242/step_1/task_0, made now
     later.mkdir(parents=True)
-    inside = _run_in(later, tmp_path / "later.bin")
-    outside = _run_in(made["slurm_v2"], tmp_path / "other.bin")  # job 4343
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
-    assert set(frame.get_column(s.JOB).unique().to_list()) == {"4242"}
-    mine = frame.filter(pl.col(s.PID) == inside["pid"])
-    assert mine.select(s.STEP, s.TASK).unique().rows() == [("1", 0)]
-    assert mine.filter((pl.col(s.PATH) == str(tmp_path / "later.bin")) & (pl.col(s.OP) == "write")).height == 7
-    assert frame.filter(pl.col(s.PID) == outside["pid"]).height == 0
+    inside = _run_in(later, side.scratch / "later.bin")
+    outside = _run_in(made["slurm_v2"], side.scratch / "other.bin")  # job 4343
+    return _stopped(recorder) | {"inside": inside, "outside": outside, "data": str(side.scratch / "later.bin")}
 
 
 @pytest.mark.kernel
-def test_pod_filter_keeps_one_pods_containers(cgroups, tmp_path):
-    _, made = cgroups
-    recorder = Recorder(tmp_path / "trace", "--pod", POD)
+def test_job_filter_follows_steps_created_after_the_start(root_required, kernel_side):
+    recorded = kernel_side(_record_a_job_and_a_later_step)
+    assert recorded["code"] == 0, recorded["stderr"]
+    frame = load(recorded.traces())
+    assert set(frame.get_column(s.JOB).unique().to_list()) == {"4242"}
+    mine = frame.filter(pl.col(s.PID) == recorded["inside"]["pid"])
+    assert mine.select(s.STEP, s.TASK).unique().rows() == [("1", 0)]
+    assert mine.filter((pl.col(s.PATH) == recorded["data"]) & (pl.col(s.OP) == "write")).height == 7
+    assert frame.filter(pl.col(s.PID) == recorded["outside"]["pid"]).height == 0
+
+
+@_in_cgroups
+def _record_a_pod(side, base, made) -> dict:
+    recorder = Recorder(side.out / "trace", "--pod", POD)
     later = made["kubernetes"].parent / f"cri-containerd-{'ab' * 32}.scope"  # a container started after the start
     later.mkdir()
-    inside = [_run_in(made["kubernetes"], tmp_path / "pod.bin"), _run_in(later, tmp_path / "later.bin")]
-    outside = _run_in(made["slurm_v2"], tmp_path / "other.bin")
-    code, _, err = recorder.stop()
-    assert code == 0, err
-    frame = load(recorder.traces())
-    assert set(frame.get_column(s.POD).unique().to_list()) == {POD}
-    for report, name in zip(inside, ("pod.bin", "later.bin")):
-        mine = frame.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(tmp_path / name)))
-        assert mine.filter(pl.col(s.OP) == "write").height == 7, name
-    assert frame.filter(pl.col(s.PID) == outside["pid"]).height == 0
+    inside = [_run_in(made["kubernetes"], side.scratch / "pod.bin"), _run_in(later, side.scratch / "later.bin")]
+    outside = _run_in(made["slurm_v2"], side.scratch / "other.bin")
+    return _stopped(recorder) | {"inside": inside, "outside": outside, "scratch": str(side.scratch)}
 
 
 @pytest.mark.kernel
-def test_unknown_pod_or_namespace_is_refused_in_one_line(root_required, tmp_path):
+def test_pod_filter_keeps_one_pods_containers(root_required, kernel_side):
+    recorded = kernel_side(_record_a_pod)
+    assert recorded["code"] == 0, recorded["stderr"]
+    frame = load(recorded.traces())
+    assert set(frame.get_column(s.POD).unique().to_list()) == {POD}
+    for report, name in zip(recorded["inside"], ("pod.bin", "later.bin")):
+        mine = frame.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(Path(recorded["scratch"]) / name)))
+        assert mine.filter(pl.col(s.OP) == "write").height == 7, name
+    assert frame.filter(pl.col(s.PID) == recorded["outside"]["pid"]).height == 0
+
+
+def _refusals_of_unknown_pods(side) -> dict:
     from tests.kernel.recorder import IOOBSERVE
 
-    for command in (["record", "-o", str(tmp_path), "--duration", "1"], ["top"]):
+    runs = []
+    for command in (["record", "-o", str(side.out), "--duration", "1"], ["top"]):
         for option in (["--pod", str(uuid.uuid4())], ["--pod", "nowhere/none"], ["--namespace", "nowhere"]):
             done = subprocess.run([IOOBSERVE, *command, *option], capture_output=True, text=True, timeout=60, check=False)
-            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-            assert done.stderr.startswith(f"ioobserve: error: {' '.join(option)}: no pod of it runs on this node")
-            assert not list(tmp_path.glob("*.pfw.gz"))
+            runs.append({"option": option, "done": ran(done)})
+    return {"runs": runs}
 
 
 @pytest.mark.kernel
-def test_unknown_job_is_refused_before_attaching(root_required, tmp_path):
+def test_unknown_pod_or_namespace_is_refused_in_one_line(root_required, kernel_side):
+    recorded = kernel_side(_refusals_of_unknown_pods)
+    assert len(recorded["runs"]) == 6
+    for run in recorded["runs"]:
+        done = as_completed(run["done"])
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"ioobserve: error: {' '.join(run['option'])}: no pod of it runs on this node")
+    assert not list(recorded.out.glob("*.pfw.gz"))
+
+
+def _refusal_of_an_unknown_job(side) -> dict:
     from tests.kernel.recorder import IOOBSERVE
 
-    done = subprocess.run([IOOBSERVE, "record", "-o", str(tmp_path), "--job", "987654321", "--duration", "1"],
+    done = subprocess.run([IOOBSERVE, "record", "-o", str(side.out), "--job", "987654321", "--duration", "1"],
                           capture_output=True, text=True, timeout=60, check=False)
+    return ran(done)
+
+
+@pytest.mark.kernel
+def test_unknown_job_is_refused_before_attaching(root_required, kernel_side):
+    recorded = kernel_side(_refusal_of_an_unknown_job)
+    done = recorded.done()
     assert done.returncode != 0
     assert "--job 987654321: no cgroup of this job" in done.stderr
-    assert "Traceback" not in done.stderr and not list(tmp_path.glob("*.pfw.gz"))
+    assert "Traceback" not in done.stderr and not list(recorded.out.glob("*.pfw.gz"))

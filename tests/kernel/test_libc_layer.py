@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -14,6 +13,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel import programs
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command
 
 pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
@@ -21,27 +21,27 @@ pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
 SOURCE = ROOT / "tests" / "workloads" / "stdio_workload.c"
 
 
-@pytest.fixture
-def stdio_workload(tmp_path) -> Path:
-    binary = tmp_path / "stdio_workload"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(SOURCE)], check=True)
-    return binary
-
-
 def _children(frame: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
     """Events of `frame` whose parent is one of `parents` (same thread, parent's ts)."""
     return frame.join(parents.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
 
 
-@pytest.mark.kernel
-def test_stdio_calls_and_the_syscalls_they_became(root_required, stdio_workload, tmp_path):
-    data = tmp_path / "records.txt"
+def _record_stdio(side) -> dict:
+    binary = side.scratch / "stdio_workload"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(SOURCE)], check=True)
+    data = side.scratch / "records.txt"
     # ns: a write's end is compared with its fwrite's, which whole µs, rounded apart, can tie or cross
-    done = record_command(tmp_path / "trace", [str(stdio_workload), str(data)], "--layers", "libc", "--precision", "ns")
+    done = record_command(side.out / "trace", [str(binary), str(data)], "--layers", "libc", "--precision", "ns")
+    return ran(done) | {"data": str(data)}
+
+
+@pytest.mark.kernel
+def test_stdio_calls_and_the_syscalls_they_became(root_required, kernel_side):
+    recorded = kernel_side(_record_stdio)
+    done = recorded.done()
     assert done.returncode == 0, done.stderr
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
-    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(
-        (pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(data)))
+    frame = load(recorded.traces()).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == recorded["data"]))
     check_stdio_workload(frame, report)
 
 
@@ -81,10 +81,8 @@ def check_stdio_workload(frame: pl.DataFrame, report: dict) -> None:
     assert {"open", "close"} <= set(posix.get_column(s.OP).to_list())
 
 
-@pytest.mark.kernel
-def test_per_probe_programs_pass_the_verifier(root_required):
-    """Kernels without uprobe_multi links get one perf event per probe, with an entry program
-    per op: those programs must load too, though this kernel takes the links."""
+def _load_per_probe_programs(side) -> dict:
+    """Each per-probe program loaded: its name and the type of program the kernel made of it."""
     from bcc import BPF
 
     from ioobserve.collect.recording import load_probes
@@ -95,7 +93,18 @@ def test_per_probe_programs_pass_the_verifier(root_required):
 
     probes = load_probes(layers=ly.DEFAULT | set(ly.LIBRARY_LAYERS))
     try:
-        for program in [entry_program(spec.op) for spec in LIBC + HDF5 + MPIIO + TLS + PYTHON] + [RETURN_PROGRAM, SITE_ENTRY_PROGRAM]:
-            assert programs.program_type(probes.bpf.load_func(program.encode(), BPF.KPROBE).fd) == BPF.KPROBE, program
+        names = [entry_program(spec.op) for spec in LIBC + HDF5 + MPIIO + TLS + PYTHON] + [RETURN_PROGRAM, SITE_ENTRY_PROGRAM]
+        return {"loaded": [[name, programs.program_type(probes.bpf.load_func(name.encode(), BPF.KPROBE).fd)] for name in names],
+                "kprobe": BPF.KPROBE}
     finally:
         probes.close()
+
+
+@pytest.mark.kernel
+def test_per_probe_programs_pass_the_verifier(root_required, kernel_side):
+    """Kernels without uprobe_multi links get one perf event per probe, with an entry program
+    per op: those programs must load too, though this kernel takes the links."""
+    recorded = kernel_side(_load_per_probe_programs)
+    assert len(recorded["loaded"]) > 2
+    for program, kind in recorded["loaded"]:
+        assert kind == recorded["kprobe"], program

@@ -16,6 +16,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.python_checks import why_unwalked
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import json_line, record_command
 
 pytestmark = [pytest.mark.kernel, pytest.mark.matrix]
@@ -25,16 +26,21 @@ WORKLOAD = ROOT / "tests" / "workloads" / "socket_workload.py"
 CALLERS = {"send", "receive", "datagrams", "short_lived", "exchange", "socket.accept"}
 
 
-def _record(tmp_path: Path, *options: str) -> tuple[dict, pl.DataFrame, list[Path]]:
-    done = record_command(tmp_path / "trace", [PYTHON, str(WORKLOAD)], *options)
+def _record_sockets(side, *options: str) -> dict:
+    return ran(record_command(side.out / "trace", [PYTHON, str(WORKLOAD)], *options))
+
+
+def _recorded(kernel_side, *options: str) -> tuple[dict, pl.DataFrame, list[Path]]:
+    recorded = kernel_side(_record_sockets, *options)
+    done = recorded.done()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json_line(done.stdout, "calls")
-    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    traces = recorded.traces()
     return report, load(traces).filter(pl.col(s.PID) == report["pid"]), traces
 
 
-def test_every_socket_call_is_traced_with_its_connection_bytes_and_caller(root_required, tmp_path):
-    report, events, traces = _record(tmp_path, "--layers", "net")
+def test_every_socket_call_is_traced_with_its_connection_bytes_and_caller(root_required, kernel_side):
+    report, events, traces = _recorded(kernel_side, "--layers", "net")
     net = events.filter(pl.col(s.LAYER) == s.LAYER_NET)
     # (connection, op) -> calls and the bytes (or fd, for accept4) they returned, both ways
     expected = Counter()
@@ -64,8 +70,8 @@ def test_every_socket_call_is_traced_with_its_connection_bytes_and_caller(root_r
                              .str.contains(r"^(tcp|udp|socket):")).height
 
 
-def test_without_the_net_layer_no_socket_call_is_traced(root_required, tmp_path):
-    report, events, _ = _record(tmp_path)
+def test_without_the_net_layer_no_socket_call_is_traced(root_required, kernel_side):
+    report, events, _ = _recorded(kernel_side)
     assert len(report["calls"]) > 100
     assert events.filter(pl.col(s.LAYER) == s.LAYER_NET).height == 0
     assert events.filter(pl.col(s.OP).is_in(["recvfrom", "sendto", "recvmsg", "sendmsg", "connect", "accept4"])).height == 0

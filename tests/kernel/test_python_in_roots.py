@@ -20,6 +20,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.python_checks import check_imports, check_item_spans, reads_of, stacks_of, why_unwalked
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 from tests.roots import INTERPRETERS, WAYS
 
@@ -42,26 +43,32 @@ def _holding(command: list[str]) -> Workload:
     return Workload([*command, "-c", "print('READY', flush=True); input()"])
 
 
-@pytest.mark.kernel
-@pytest.mark.parametrize(("python", "way", "method"), CASES)
-def test_dataset_workers_in_a_root_of_their_own(job_root, tmp_path, python, way, method):
-    """Every read of every worker is in the trace, with its bytes, and names
-    ShardDataset.__getitem__ at its read line: the frames of the interpreter the root brings,
-    read through the process's own root."""
+def _record_shards(side, job_root, python: str, way: str, method: str) -> dict:
+    """shard_dataset.py by the root's `python`, entered `way`, its workers started by `method`."""
     inside, host = job_root.scratch()
     script = job_root.copy_in(WORKLOADS / "shard_dataset.py", host)
     holder = _holding(job_root.command("chroot", [INTERPRETERS[python]]))
     try:
-        done = record_command(tmp_path / "trace", job_root.command(way, [INTERPRETERS[python], script, f"{inside}/data",
-                                                                         method, "3"]))
+        return ran(record_command(side.out / "trace", job_root.command(way, [INTERPRETERS[python], script,
+                                                                             f"{inside}/data", method, "3"])))
     finally:
         holder.go()
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize(("python", "way", "method"), CASES)
+def test_dataset_workers_in_a_root_of_their_own(job_root, kernel_side, python, way, method):
+    """Every read of every worker is in the trace, with its bytes, and names
+    ShardDataset.__getitem__ at its read line: the frames of the interpreter the root brings,
+    read through the process's own root."""
+    recorded = kernel_side(_record_shards, job_root, python, way, method)
+    done = recorded.done()
     assert done.returncode == 0, done.stderr
     report = json_line(done.stdout, "workers")
     assert (report["version"], report["gil"]) == ([3, int(python[2:4])], not python.endswith("t")), report
     summary = _summary(done)
     assert f"{INTERPRETERS[python]} (CPython {python[:4]}." in summary, summary  # by its path inside its root
-    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    traces = recorded.traces()
     workers = [int(pid) for pid in report["workers"]]
     files = [job_root.traced_path(path, way) for path in report["files"]]
     reads = reads_of(load(traces)).filter(pl.col(s.PID).is_in(workers) & pl.col(s.PATH).is_in(files))

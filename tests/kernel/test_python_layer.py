@@ -20,6 +20,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.python_checks import why_unwalked
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 
 WORKLOADS = ROOT / "tests" / "workloads"
@@ -38,17 +39,22 @@ def _reads(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"]))
 
 
+def _record_dataset(side, method: str) -> dict:
+    return ran(record_command(side.out / "trace", [PYTHON, str(WORKLOADS / "python_dataset.py"),
+                                                   str(side.scratch / "data"), method, "4"]))
+
+
 @pytest.mark.kernel
 @pytest.mark.matrix
 @pytest.mark.parametrize("method", ["spawn", "fork"])
-def test_dataset_reads_name_getitem_and_numpy_load(root_required, tmp_path, method):
+def test_dataset_reads_name_getitem_and_numpy_load(root_required, kernel_side, method):
     """Every read of every worker names Dataset.__getitem__ at its numpy.load line, with
     numpy's loader beneath it."""
-    done = record_command(tmp_path / "trace", [PYTHON, str(WORKLOADS / "python_dataset.py"), str(tmp_path / "data"),
-                                              method, "4"])
+    recorded = kernel_side(_record_dataset, method)
+    done = recorded.done()
     assert done.returncode == 0, done.stderr
     report = json_line(done.stdout, "workers")
-    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    traces = recorded.traces()
     reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(report["workers"]) & pl.col(s.PATH).is_in(report["files"]))
     assert set(reads.get_column(s.PID).to_list()) == set(report["workers"])
     assert set(reads.get_column(s.PATH).to_list()) == set(report["files"])
@@ -146,21 +152,28 @@ def test_a_python_process_running_before_the_recording(root_required, tmp_path):
 @pytest.mark.kernel
 @pytest.mark.matrix  # the guests' root is an overlay: exec and mmap see its inode, maps (before 6.8) the layer's
 @pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
-def test_new_interpreters_have_stacks_from_their_first_import(root_required, tmp_path, python):
+def test_new_interpreters_have_stacks_from_their_first_import(root_required, kernel_side, python):
     """A known interpreter exec'd anew (Debian's: the runtime in the executable) or mapping
     libpython (pyenv's) is placed by the kernel at exec or at the mapping, before user space
     hears of it: every .pyc file its startup imports read has a stack."""
     assert python and Path(python).exists(), f"{python} is missing"
+    recorded = kernel_side(_record_starts, python)
+    assert recorded["code"] == 0, recorded["stderr"]
+    children = json_line(recorded["workload_stdout"], "children")["children"]
+    traces = recorded.traces()
+    reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).cat.ends_with(".pyc"))
+    assert set(reads.get_column(s.PID).to_list()) == set(children)
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, recorded["summary"] + recorded["stderr"])
+    assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads
+
+
+def _record_starts(side, python: str) -> dict:
+    """python_starts.py (new interpreters, started by a process of `python`) recorded by its pid."""
     workload = Workload([python, str(WORKLOADS / "python_starts.py")])
-    recorder = Recorder(tmp_path / "trace", "--pid", str(workload.pid))
+    recorder = Recorder(side.out / "trace", "--pid", str(workload.pid))
     out = workload.go()
     code, summary, stderr = recorder.stop()
-    assert code == 0, stderr
-    children = json_line(out, "children")["children"]
-    reads = _reads(load(recorder.traces())).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).cat.ends_with(".pyc"))
-    assert set(reads.get_column(s.PID).to_list()) == set(children)
-    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(recorder.traces(), reads, summary + stderr)
-    assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads
+    return {"code": code, "summary": summary, "stderr": stderr, "workload_stdout": out}
 
 
 @pytest.mark.kernel

@@ -127,11 +127,13 @@ class Service:
         return wait_until(lambda: next((line for line in self.lines if text in line), None),
                           lambda: f"the daemon logged {text!r}; it logged: {self.lines}")
 
+    def scrape(self) -> str:
+        """/metrics as served."""
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read().decode()
+
     def metrics(self) -> dict:
         """(family, sample name, labels) -> value, from a scrape parsed by prometheus_client."""
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read().decode()
-        return {(family.name, sample.name, tuple(sorted(sample.labels.items()))): sample.value
-                for family in text_string_to_metric_families(text) for sample in family.samples}
+        return _parsed(self.scrape())
 
     def job(self, action: str, job: str = JOB) -> None:
         """The Slurm hook, as slurmd would run it."""
@@ -163,6 +165,12 @@ def _run_workload(cgroup: Path, path: Path) -> int:
 def _mountpoint(path: Path) -> str:
     dev = os.stat(path).st_dev
     return next(m.mountpoint for m in read_mounts() if m.dev == dev)
+
+
+def _parsed(text: str) -> dict:
+    """(family, sample name, labels) -> value, from a scrape's text parsed by prometheus_client."""
+    return {(family.name, sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 def _value(metrics: dict, sample: str, **labels: str) -> float:
@@ -240,33 +248,39 @@ def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
 
 @pytest.mark.kernel
 @pytest.mark.matrix  # serve's own programs (IOO_AGGREGATE) with the net layer, on every kernel
-def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(job_cgroup, tmp_path):
+def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(root_required, kernel_side):
     """--layers net: the job's calls on its Internet sockets, per endpoint (each connection's
     service end) and op, and their bytes, as the workload made them."""
-    service = Service(tmp_path, "--layers", "net")
-    try:
-        done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(job_cgroup), sys.executable,
-                               str(ROOT / "tests" / "workloads" / "socket_workload.py")],
-                              capture_output=True, text=True, timeout=120, check=True)
-        calls = json_line(done.stdout, "calls")["calls"]
-        metrics = service.metrics()
-        for (endpoint, op), count in Counter((service_end(name), op) for name, op, _ in calls).items():
-            assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op, endpoint=endpoint) == count, (endpoint, op)
-        # the 30 short-lived sockets of one peer are one endpoint: the labels stay bounded
-        assert len({service_end(name) for name, _, _ in calls}) < len({name for name, _, _ in calls}) - 25
-        received, sent = Counter(), Counter()
-        for name, op, result in calls:
-            if op in ("recvfrom", "recvmsg", "read", "readv"):
-                received[service_end(name)] += result
-            elif op in ("sendto", "sendmsg", "write", "writev"):
-                sent[service_end(name)] += result
-        for endpoint in received | sent:
-            mine = {"job": JOB, "layer": "net", "endpoint": endpoint, "mountpoint": ""}
-            assert _value(metrics, "ioobserve_read_bytes_total", **mine) == received[endpoint], endpoint
-            assert _value(metrics, "ioobserve_write_bytes_total", **mine) == sent[endpoint], endpoint
-        assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
-    finally:
-        service.stop()
+    recorded = kernel_side(_serve_a_jobs_sockets)
+    calls, metrics = recorded["calls"], _parsed(recorded["metrics"])
+    for (endpoint, op), count in Counter((service_end(name), op) for name, op, _ in calls).items():
+        assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op, endpoint=endpoint) == count, (endpoint, op)
+    # the 30 short-lived sockets of one peer are one endpoint: the labels stay bounded
+    assert len({service_end(name) for name, _, _ in calls}) < len({name for name, _, _ in calls}) - 25
+    received, sent = Counter(), Counter()
+    for name, op, result in calls:
+        if op in ("recvfrom", "recvmsg", "read", "readv"):
+            received[service_end(name)] += result
+        elif op in ("sendto", "sendmsg", "write", "writev"):
+            sent[service_end(name)] += result
+    for endpoint in received | sent:
+        mine = {"job": JOB, "layer": "net", "endpoint": endpoint, "mountpoint": ""}
+        assert _value(metrics, "ioobserve_read_bytes_total", **mine) == received[endpoint], endpoint
+        assert _value(metrics, "ioobserve_write_bytes_total", **mine) == sent[endpoint], endpoint
+    assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
+
+
+def _serve_a_jobs_sockets(side) -> dict:
+    """serve --layers net while socket_workload.py runs in the job's cgroup: its calls and a scrape."""
+    with scratch_cgroups(STEP) as base:
+        service = Service(side.scratch, "--layers", "net")
+        try:
+            done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(base / STEP),
+                                   sys.executable, str(ROOT / "tests" / "workloads" / "socket_workload.py")],
+                                  capture_output=True, text=True, timeout=120, check=True)
+            return {"calls": json_line(done.stdout, "calls")["calls"], "metrics": service.scrape()}
+        finally:
+            service.stop()
 
 
 @pytest.mark.kernel

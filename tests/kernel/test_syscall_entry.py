@@ -7,7 +7,6 @@ program arrays) run here on sys_enter/sys_exit, as fentry is refused on this kin
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import polars as pl
@@ -22,6 +21,7 @@ from ioobserve.probes.build.compile import ProbeError, compile_bpf
 from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.sink import Sink
 from ioobserve.trace.reader import load, own_records
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import json_line, record_command
 from tests.kernel.test_ground_truth import ARGS, LOADER, _expected_counts, _trace_counts
 
@@ -40,20 +40,22 @@ def _fentry_loads() -> bool:
     return True
 
 
-def _record_loader(tmp_path, mechanism: str) -> subprocess.CompletedProcess:
+def _record_loader(side, mechanism: str) -> dict:
     env = {**os.environ, syscall_attach.ENV: mechanism}
-    return record_command(tmp_path / "trace", [sys.executable, LOADER, "--dir", str(tmp_path / "work"), "--start", "fork",
-                                               *ARGS], env=env)
+    (side.scratch / "work").mkdir()
+    done = record_command(side.out / "trace", [sys.executable, LOADER, "--dir", str(side.scratch / "work"), "--start",
+                                               "fork", *ARGS], env=env)
+    return ran(done) | {"fentry_loads": _fentry_loads() if mechanism == "fentry" else None}
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("mechanism", ["tp_btf", "raw"])
-def test_each_way_in_traces_every_call_and_byte_of_the_workload(root_required, tmp_path, mechanism):
-    (tmp_path / "work").mkdir()
-    result = _record_loader(tmp_path, mechanism)
+def test_each_way_in_traces_every_call_and_byte_of_the_workload(root_required, kernel_side, mechanism):
+    recorded = kernel_side(_record_loader, mechanism)
+    result = recorded.done()
     assert result.returncode == 0, result.stderr
     assert DESCRIBED[mechanism] in " ".join(result.stdout.split()), result.stdout
-    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    traces = recorded.traces()
     frame = load(traces)
     expected = json_line(result.stdout, "EXPECTED")["EXPECTED"]
     for pid, entry in expected.items():
@@ -63,19 +65,19 @@ def test_each_way_in_traces_every_call_and_byte_of_the_workload(root_required, t
 
 
 @pytest.mark.kernel
-def test_fentry_traces_the_workload_where_allowed_and_is_refused_in_one_line_elsewhere(root_required, tmp_path):
-    (tmp_path / "work").mkdir()
-    result = _record_loader(tmp_path, "fentry")
-    if _fentry_loads():
+def test_fentry_traces_the_workload_where_allowed_and_is_refused_in_one_line_elsewhere(root_required, kernel_side):
+    recorded = kernel_side(_record_loader, "fentry")
+    result = recorded.done()
+    if recorded["fentry_loads"]:
         assert result.returncode == 0, result.stderr
-        frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+        frame = load(recorded.traces())
         for pid, entry in json_line(result.stdout, "EXPECTED")["EXPECTED"].items():
             assert _trace_counts(frame, int(pid)) == _expected_counts(entry), f"pid {pid} under fentry"
     else:
         assert result.returncode != 0
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "fentry refused" in lines[0] and "Traceback" not in result.stderr, result.stderr
-        assert not list((tmp_path / "trace").glob("*.pfw.gz")), "a refused recording leaves no trace"
+        assert not recorded.traces(), "a refused recording leaves no trace"
 
 
 class _Preads(Sink):
@@ -94,21 +96,29 @@ class _Preads(Sink):
         self.runs = {name: runs for name, (_, runs) in self.probes.run_stats().items()}
 
 
-@pytest.mark.kernel
-def test_the_fentry_stubs_and_bodies_trace_exactly_when_run_on_the_syscall_tracepoints(root_required, tmp_path,
-                                                                                         monkeypatch):
+def _record_preads_on_the_stand_in(side, monkeypatch) -> dict:
+    """The stand-in's recording (in this process) of PREADS preads: what the sink counted."""
     tracepoints = syscall_attach.choose(wanted="tp_btf")
     stand_in = syscall_attach.SyscallEntry("fentry", tracepoints.enter, tracepoints.exit,
                                            (("sys_enter/sys_exit", tracepoints.enter.btf_id, tracepoints.exit.btf_id, 0),))
     monkeypatch.setattr(recording_module, "choose_syscall_entry", lambda btf: stand_in)
-    path = tmp_path / "data"
+    path = side.scratch / "data"
     path.write_bytes(b"x" * 4096)
     sink = _Preads(str(path))
     recording = Recording(KernelFilters(), [sink], layers=ly.parse_layers("syscall,python"), probe_stats=True)
     sink.probes = recording.probes
     workload = f"import os\nfd = os.open({str(path)!r}, os.O_RDONLY)\nfor _ in range({PREADS}):\n    os.pread(fd, 4096, 0)"
     result = recording.run(command=[sys.executable, "-c", workload])
-    assert result.command_status == 0 and not result.lost
-    assert (sink.calls, sink.bytes) == (PREADS, PREADS * 4096)
+    return {"status": result.command_status, "lost": bool(result.lost), "calls": sink.calls, "bytes": sink.bytes,
+            "runs": sink.runs}
+
+
+@pytest.mark.kernel
+def test_the_fentry_stubs_and_bodies_trace_exactly_when_run_on_the_syscall_tracepoints(root_required, kernel_side,
+                                                                                         monkeypatch):
+    recorded = kernel_side(_record_preads_on_the_stand_in, monkeypatch)
+    assert recorded["status"] == 0 and not recorded["lost"]
+    assert (recorded["calls"], recorded["bytes"]) == (PREADS, PREADS * 4096)
     # the stubs ran (on every syscall here); the kernel counts a tail-called body's runs in its caller's
-    assert sink.runs["syscall_fentry"] >= PREADS and sink.runs["syscall_fexit"] >= PREADS
+    runs = recorded["runs"]
+    assert runs["syscall_fentry"] >= PREADS and runs["syscall_fexit"] >= PREADS

@@ -9,7 +9,6 @@ answer and the caller's stack; the garbled one makes none."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -19,6 +18,7 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.certificates import self_signed
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import json_line, record_command
 from tests.workloads.tls_workload import RANGES
 
@@ -47,19 +47,17 @@ def check_ssl_calls(tls: pl.DataFrame, report: dict) -> pl.DataFrame:
     return moved
 
 
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1, and its key."""
-    return self_signed(tmp_path_factory.mktemp("tls"))
+def _record_https(side) -> dict:
+    cert, key = self_signed(side.scratch)
+    return ran(record_command(side.out / "trace", [PYTHON, str(WORKLOAD), str(cert), str(key)], "--layers", "tls"))
 
 
-def test_ssl_reads_and_writes_are_traced_with_their_bytes_connection_and_request_heads(root_required, tmp_path,
-                                                                                        certificate):
-    cert, key = certificate
-    done = record_command(tmp_path / "trace", [PYTHON, str(WORKLOAD), str(cert), str(key)], "--layers", "tls")
+def test_ssl_reads_and_writes_are_traced_with_their_bytes_connection_and_request_heads(root_required, kernel_side):
+    recorded = kernel_side(_record_https)
+    done = recorded.done()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json_line(done.stdout, "calls")
-    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    traces = recorded.traces()
     events = load(traces).filter(pl.col(s.PID) == report["pid"])
     tls = events.filter(pl.col(s.LAYER) == s.LAYER_TLS)
 
@@ -109,20 +107,24 @@ def test_ssl_reads_and_writes_are_traced_with_their_bytes_connection_and_request
     assert set(hellos.get_column(s.PATH).cast(pl.String)) == {name for name, *_ in report["calls"]}
 
 
-def test_a_client_with_tls_of_its_own_is_shown_by_socket_and_named_by_the_summary(root_required, tmp_path,
-                                                                                   certificate):
-    """helm (Go's crypto/tls, no libssl) against a libssl server: its handshake is marked on
-    its socket, it has no TLS event, and the summary names it; the server, whose TLS the
-    layer reads, is not named."""
+def _record_helm(side) -> dict:
     helm = ROOT / ".tools" / "helm"
     if not helm.exists():
         pytest.fail(f"{helm} is missing: make setup (ci/tools.sh) installs it")
-    cert, key = certificate
-    done = record_command(tmp_path / "trace", [PYTHON, str(OWN_TLS), str(helm), str(cert), str(key)], "--layers", "tls")
+    cert, key = self_signed(side.scratch)
+    return ran(record_command(side.out / "trace", [PYTHON, str(OWN_TLS), str(helm), str(cert), str(key)], "--layers", "tls"))
+
+
+def test_a_client_with_tls_of_its_own_is_shown_by_socket_and_named_by_the_summary(root_required, kernel_side):
+    """helm (Go's crypto/tls, no libssl) against a libssl server: its handshake is marked on
+    its socket, it has no TLS event, and the summary names it; the server, whose TLS the
+    layer reads, is not named."""
+    recorded = kernel_side(_record_helm)
+    done = recorded.done()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json_line(done.stdout, "client_pid")
     assert report["client_status"] != 0  # the server's 404, after the handshake
-    events = load(sorted((tmp_path / "trace").glob("*.pfw.gz")))
+    events = load(recorded.traces())
     client = events.filter(pl.col(s.PID) == report["client_pid"])
     hellos = client.filter((pl.col(s.LAYER) == s.LAYER_NET) & ((pl.col(s.FLAGS) & ev.F_TLS_HELLO) != 0))
     assert hellos.height >= 1 and hellos.get_column(s.PATH).cast(pl.String).str.starts_with("tcp:127.0.0.1:").all()

@@ -20,6 +20,7 @@ from ioobserve.probes import layers as ly
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel import programs
+from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command
 
 WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
@@ -35,47 +36,64 @@ def _ways_in() -> list[str]:
     return [way for way in ("fentry", "kprobe") if VfsLayer(Btf.load(), wanted=way).mechanism]
 
 
-@pytest.mark.kernel
-@pytest.mark.matrix
-def test_vfs_programs_pass_the_verifier(root_required):
+def _load_vfs_programs(side) -> dict:
+    """Every VFS program of both kinds loaded: (program, the type the kernel made of it) per kind."""
     from ioobserve.collect.recording import load_probes
     from ioobserve.probes.attach.vfs import VfsLayer
     from ioobserve.probes.kernel.btf import Btf
-    from ioobserve.probes.kernel.program_kind import BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING
 
     btf = Btf.load()
     probes = load_probes(layers=ly.DEFAULT | {ly.VFS})
     try:
         kprobes = VfsLayer(btf, wanted="kprobe")
-        assert kprobes.functions, kprobes.left_out
         kprobes.mechanism = "kprobe"  # loading a kprobe program needs no kprobes
-        for program, kind in kprobes.programs():
-            assert programs.program_type(probes.load_program(program, kind)) == BPF_PROG_TYPE_KPROBE, program
-        fentry = VfsLayer(btf, wanted="fentry")
-        for program, kind in fentry.programs():  # none where fentry is refused
-            assert programs.program_type(probes.load_program(program, kind)) == BPF_PROG_TYPE_TRACING, program
+        loaded = {"kprobe": [[program, programs.program_type(probes.load_program(program, kind))]
+                             for program, kind in kprobes.programs()]}
+        fentry = VfsLayer(btf, wanted="fentry")  # none where fentry is refused
+        loaded["fentry"] = [[program, programs.program_type(probes.load_program(program, kind))]
+                            for program, kind in fentry.programs()]
+        return {"loaded": loaded, "kprobe_functions": len(kprobes.functions), "left_out": str(kprobes.left_out)}
     finally:
         probes.close()
 
 
 @pytest.mark.kernel
 @pytest.mark.matrix
-def test_record_vfs_follows_the_kernel(root_required, tmp_path):
+def test_vfs_programs_pass_the_verifier(root_required, kernel_side):
+    from ioobserve.probes.kernel.program_kind import BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACING
+
+    recorded = kernel_side(_load_vfs_programs)
+    assert recorded["kprobe_functions"], recorded["left_out"]
+    assert recorded["loaded"]["kprobe"]
+    for program, kind in recorded["loaded"]["kprobe"]:
+        assert kind == BPF_PROG_TYPE_KPROBE, program
+    for program, kind in recorded["loaded"]["fentry"]:
+        assert kind == BPF_PROG_TYPE_TRACING, program
+
+
+def _record_vfs(side) -> dict:
     from ioobserve.probes.capabilities import vfs_available
 
-    data = tmp_path / "data.bin"
+    data = side.scratch / "data.bin"
     data.write_bytes(b"x" * (1 << 20))
     mechanism, why = vfs_available()
-    out = tmp_path / "trace"
-    done = record_command(out, [sys.executable, str(WORKLOAD), str(data)], "--layers", "vfs")
-    if mechanism is None:
+    done = record_command(side.out / "trace", [sys.executable, str(WORKLOAD), str(data)], "--layers", "vfs")
+    return ran(done) | {"mechanism": mechanism, "why": why, "data": str(data)}
+
+
+@pytest.mark.kernel
+@pytest.mark.matrix
+def test_record_vfs_follows_the_kernel(root_required, kernel_side):
+    recorded = kernel_side(_record_vfs)
+    done = recorded.done()
+    if recorded["mechanism"] is None:
         assert done.returncode != 0
-        assert done.stderr.strip().count("\n") == 0 and why in done.stderr and "Traceback" not in done.stderr
-        assert not list(out.glob("*.pfw.gz"))
+        assert done.stderr.strip().count("\n") == 0 and recorded["why"] in done.stderr and "Traceback" not in done.stderr
+        assert not recorded.traces()
         return
     assert done.returncode == 0, done.stderr
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
-    frame = load(sorted(out.glob("*.pfw.gz"))).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == str(data)))
+    frame = load(recorded.traces()).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == recorded["data"]))
     reads = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.OP) == "read"))
     vfs = frame.filter((pl.col(s.LAYER) == s.LAYER_VFS) & (pl.col(s.OP) == "vfs_read"))
     assert reads.height == vfs.height == report["reads"]
@@ -88,27 +106,36 @@ def _children(frame: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
     return frame.join(parents.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
 
 
+def _record_copies(side, way: str) -> dict:
+    """The copies workload under `way` where this kernel has it; else the refusal, and why."""
+    from ioobserve.probes.attach.vfs import VfsLayer
+    from ioobserve.probes.kernel.btf import Btf
+
+    env = {**os.environ, "IOOBSERVE_VFS_PROBES": way}
+    if way not in _ways_in():
+        done = record_command(side.out / "trace", ["true"], "--layers", "vfs", env=env)
+        return ran(done) | {"available": False, "unavailable": VfsLayer(Btf.load(), wanted=way).unavailable}
+    work = side.scratch / "work"
+    work.mkdir()
+    done = record_command(side.out / "trace", [sys.executable, str(VFS_WORKLOAD), str(work), shutil.which("true")],
+                          "--layers", "vfs", env=env)
+    return ran(done) | {"available": True}
+
+
 @pytest.mark.kernel
 @pytest.mark.matrix
 @pytest.mark.parametrize("way", ["fentry", "kprobe"])
-def test_the_vfs_sees_copies_and_exec_reads_exactly(root_required, tmp_path, way):
-    if way not in _ways_in():
-        from ioobserve.probes.attach.vfs import VfsLayer
-        from ioobserve.probes.kernel.btf import Btf
-
-        done = record_command(tmp_path / "trace", ["true"], "--layers", "vfs", env={**os.environ, "IOOBSERVE_VFS_PROBES": way})
+def test_the_vfs_sees_copies_and_exec_reads_exactly(root_required, kernel_side, way):
+    recorded = kernel_side(_record_copies, way)
+    done = recorded.done()
+    if not recorded["available"]:
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-        assert VfsLayer(Btf.load(), wanted=way).unavailable in done.stderr
+        assert recorded["unavailable"] in done.stderr
         return
-    work = tmp_path / "work"
-    work.mkdir()
-    out = tmp_path / "trace"
-    done = record_command(out, [sys.executable, str(VFS_WORKLOAD), str(work), shutil.which("true")], "--layers", "vfs",
-                          env={**os.environ, "IOOBSERVE_VFS_PROBES": way})
     assert done.returncode == 0, done.stderr
     assert ("fentry/fexit" if way == "fentry" else "kprobes/kretprobes") in " ".join(done.stdout.split())
     report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith('{"pid"')))
-    frame = load(sorted(out.glob("*.pfw.gz")))
+    frame = load(recorded.traces())
     mine = frame.filter(pl.col(s.PID) == report["pid"])
     syscalls = mine.filter(pl.col(s.LAYER) == s.LAYER_SYSCALL)
     vfs = mine.filter(pl.col(s.LAYER) == s.LAYER_VFS)
