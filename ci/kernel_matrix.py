@@ -189,12 +189,27 @@ def _build_initramfs(kernel: Kernel) -> None:
 
 
 def accelerator(kernel: Kernel) -> str:
-    """kvm where /dev/kvm runs a guest (its kernel prints within 20 s), else tcg (software)."""
+    """kvm where /dev/kvm runs a guest (its kernel prints within 20 s), else tcg (software);
+    the answer is kept for this machine's kernel and qemu (the probe costs 20 s a run here)."""
     wanted = os.environ.get("IOOBSERVE_MATRIX_ACCEL")
     if wanted:
         return wanted
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg"
+    qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    machine = f"{os.uname().release} {qemu}"
+    known = CACHE / "accelerator"
+    if known.is_file() and known.read_text().partition("\n")[2] == machine:
+        found = known.read_text().partition("\n")[0]
+        log(f"{'kvm' if found == 'kvm' else 'software emulation (tcg)'}, as found before on this machine ({known})")
+        return found
+    found = _probe_kvm(kernel)
+    known.write_text(f"{found}\n{machine}")
+    return found
+
+
+def _probe_kvm(kernel: Kernel) -> str:
+    """Boot the kernel with kvm for at most 20 s: kvm if it printed, else tcg."""
     probe = subprocess.Popen(["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "512M", "-display", "none",
                               "-monitor", "none", "-serial", "stdio", "-no-reboot", "-kernel", str(kernel.vmlinuz),
                               "-append", "console=ttyS0 panic=-1 rdinit=/nothing"],
@@ -230,8 +245,13 @@ def polars_compat() -> dict[str, str]:
     return {"PYTHONPATH": str(target), "POLARS_FORCE_PKG": "compat"}
 
 
+COMPILED = CACHE / "compiled"  # the objects compiled for guests, by their key (a digest of text and flags)
+
+
 class CompileSpool(threading.Thread):
-    """Compiles the guest asks for, on this machine (ioobserve.probes.build.compile_spool answers each)."""
+    """Compiles the guest asks for, on this machine (ioobserve.probes.build.compile_spool answers
+    each), kept for the next runs: a request's key is the digest of its text and flags, the
+    guest's kernel layout among them, so an object kept for a key is the one a compile makes."""
 
     def __init__(self, directory: Path, name: str):
         super().__init__(daemon=True, name=f"compile-{name}")
@@ -246,12 +266,23 @@ class CompileSpool(threading.Thread):
                 if request in answered:
                     continue
                 answered.add(request)
+                entry = request.with_suffix(".json")
+                kept = COMPILED / entry.name
+                if kept.is_file():
+                    shutil.copy2(kept, request.with_name(f".staging-{entry.name}"))
+                    os.replace(request.with_name(f".staging-{entry.name}"), entry)
+                    log(f"{self.name}: the probes the guest asked for were compiled before: {kept}")
+                    continue
                 started = time.monotonic()
                 result = subprocess.run([str(VENV_PYTHON), "-m", "ioobserve.probes.build.compile_spool", "answer", str(request)],
                                         capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
                 self.compiles += 1
                 what = "compiled" if result.returncode == 0 else f"failed: {result.stderr.strip()[-300:]}"
                 log(f"{self.name}: the probes {what} for the guest in {time.monotonic() - started:.0f} s")
+                if result.returncode == 0 and entry.is_file():
+                    COMPILED.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(entry, COMPILED / f".staging-{entry.name}")
+                    os.replace(COMPILED / f".staging-{entry.name}", kept)
             self.done.wait(0.5)
 
 

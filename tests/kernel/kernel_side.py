@@ -81,13 +81,14 @@ class Recorded:
         return as_completed(self.facts if key is None else self.facts[key])
 
 
-def recording_key(nodeid: str) -> str:
-    """A directory name for a test: readable, and unique by the digest of its whole id."""
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.split("::", 1)[-1])[:80]
-    return f"{readable}-{hashlib.sha256(nodeid.encode()).hexdigest()[:10]}"
+def recording_key(what: str) -> str:
+    """A directory name for a test's (or a shared) kernel side: readable, and unique by the
+    digest of its whole name."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", what.split("::", 1)[-1])[-80:]
+    return f"{readable}-{hashlib.sha256(what.encode()).hexdigest()[:10]}"
 
 
-_SHARED: dict[tuple, Recorded] = {}  # the suite's kernel sides that several tests check (share=True)
+_SHARED: dict[str, Recorded] = {}  # the suite's kernel sides that several tests check (share=True)
 
 
 class KernelSide:
@@ -99,27 +100,30 @@ class KernelSide:
         self.called = False
 
     def __call__(self, record: Callable[..., dict], *args, share: bool = False) -> Recorded:
-        """`record(side, *args)`'s facts, with its `out`, as this phase has them. share: in the
-        suite, the first test's run of the same record and arguments serves the next ones."""
+        """`record(side, *args)`'s facts, with its `out`, as this phase has them. share: the
+        first test's run of the same record and arguments (their repr) serves the next ones, in
+        the suite and in a guest alike: tests that check one recording in several ways."""
         if self.called:
             raise AssertionError(f"{self.nodeid} calls kernel_side twice: one kernel side per test (the guest stops after it)")
         self.called = True
         current = phase()
+        what = f"{record.__module__}.{record.__qualname__}{args!r}" if share else self.nodeid
         if current is None:
-            key = (record.__module__, record.__qualname__, args)
-            if share and key in _SHARED:
-                return _SHARED[key]
+            if share and what in _SHARED:
+                return _SHARED[what]
             side = Side(self.new_directory(), self.new_directory())
             recorded = Recorded(side.out, json.loads(json.dumps(record(side, *args), default=str)))  # JSON, as between guest and host
             if share:
-                _SHARED[key] = recorded
+                _SHARED[what] = recorded
             return recorded
-        out = Path(os.environ[RECORDINGS]) / recording_key(self.nodeid)
+        out = Path(os.environ[RECORDINGS]) / recording_key(what)
         if current == CHECK:
             if not (out / FACTS).is_file():
                 raise AssertionError(f"the guest left no recording for {self.nodeid} in {out}: its kernel side failed "
                                      "there (the guest's lines above say how)")
             return Recorded(out, json.loads((out / FACTS).read_text()))
+        if share and (out / FACTS).is_file():
+            raise KernelSideDone(f"{self.nodeid}: recorded in {out} by an earlier test; checked on the host")
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         facts = record(Side(out, self.new_directory()), *args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import time
@@ -39,6 +40,28 @@ def record_command(out_dir: Path, command: list[str], *options: str, timeout: fl
     """`ioobserve record -o out_dir [options] -- command`, run to completion."""
     return subprocess.run([IOOBSERVE, "record", "-o", str(out_dir), *STOP, *GUEST, *options, "--", *command],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def record_in_turn(out_dir: Path, scratch: Path, commands: dict[str, list[str]], *options: str,
+                   env: dict[str, str] | None = None) -> dict:
+    """Several workloads recorded one after another by one `ioobserve record` (a recorder's
+    start and stop are most of a kernel test's time under emulation), each one's output kept
+    apart: {"record": ran(the recorder), "outputs": {name: ran(that workload)}}."""
+    from tests.kernel.kernel_side import ran
+
+    steps = []
+    for name, command in commands.items():
+        out, err, status = (shlex.quote(str(scratch / f"{name}.{kind}")) for kind in ("out", "err", "status"))
+        steps.append(f"{shlex.join(command)} >{out} 2>{err}; echo $? >{status}")
+    done = record_command(out_dir, ["sh", "-c", "\n".join(steps)], *options, env=env)
+    outputs = {}
+    for name in commands:
+        status = scratch / f"{name}.status"
+        ended = status.exists()  # the recorder may have stopped before this one ran
+        outputs[name] = {"returncode": int(status.read_text()) if ended else None,
+                         "stdout": (scratch / f"{name}.out").read_text() if ended else "",
+                         "stderr": (scratch / f"{name}.err").read_text() if ended else ""}
+    return {"record": ran(done), "outputs": outputs}
 
 
 _STARTED: list[subprocess.Popen] = []  # every recorder started, for kill_leftovers

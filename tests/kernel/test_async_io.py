@@ -1,13 +1,15 @@
 """The IO_URING and AIO layers: fio's io_uring and libaio jobs, recorded system-wide by
 `ioobserve record`, are traced request for request and byte for byte as fio itself counts
 them; each request belongs to fio's job process, lasts a positive time inside the job's
-life, and names the io_uring_enter or io_submit that submitted it as its parent."""
+life, and names the io_uring_enter or io_submit that submitted it as its parent. The jobs
+recorded with the same filter run one after another under one recorder."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import shlex
 from pathlib import Path
 
 import polars as pl
@@ -45,10 +47,9 @@ JOBS = [
 SUBMITTED_BY = {s.LAYER_IO_URING: "io_uring_enter", s.LAYER_AIO: "io_submit"}
 
 
-def _data_dir(side) -> Path:
-    """A directory on a block-device file system (libaio's --direct=1 needs O_DIRECT; /tmp
-    may be tmpfs), with fio's file laid out before the recording."""
-    directory = Path("/var/tmp") / f"ioobserve-async-{os.getpid()}-{side.scratch.name}"
+def _lay_out(directory: Path) -> Path:
+    """fio's file in `directory` (on a block-device file system: libaio's --direct=1 needs
+    O_DIRECT, and /tmp may be tmpfs), laid out before the recording."""
     directory.mkdir()
     with open(directory / "data", "wb") as data:
         data.write(os.urandom(FILE_SIZE))
@@ -56,45 +57,52 @@ def _data_dir(side) -> Path:
         # by dirty ones take under a microsecond, a duration the trace's µs round to 0.
         os.fsync(data.fileno())
         os.posix_fadvise(data.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    return directory
+    return directory / "data"
 
 
-def _record_fio(side, name: str) -> dict:
-    """fio's job `name` of JOBS, recorded with its filter: fio's JSON report (the job's, and
-    when fio wrote it: "timestamp_ms") and where its file was."""
+def _record_fio_jobs(side, recorded_filter: str | None) -> dict:
+    """The jobs of JOBS recorded with this filter, one after another under one recorder (a
+    recorder's start and stop cost most of a test under emulation): per job, fio's JSON
+    report (the job's, and when fio wrote it: "timestamp_ms") and its file; and the directory
+    all their files are in, which a path filter names."""
     fio = shutil.which("fio")
     if fio is None:
         pytest.fail("fio is missing: make setup installs it")
-    _, engine, rw, _, _, recorded_filter = next(job for job in JOBS if job[0] == name)
-    data_dir = _data_dir(side)
+    jobs = [job for job in JOBS if job[5] == recorded_filter]
+    prefix = Path("/var/tmp") / f"ioobserve-async-{os.getpid()}-{side.scratch.name}"
+    prefix.mkdir()
     try:
-        data = data_dir / "data"
-        options = {PATH: ("--path-prefix", str(data_dir)), COMM: ("--comm", "fio"), None: ()}[recorded_filter]
-        report_path = side.scratch / "fio.json"
-        command = [fio, "--name=job", f"--filename={data}", f"--size={FILE_SIZE}", f"--bs={BLOCK_SIZE}", *engine,
-                   f"--rw={rw}", f"--iodepth={DEPTH}", f"--io_size={REQUESTS * BLOCK_SIZE}", "--randrepeat=0",
-                   "--output-format=json", f"--output={report_path}"]
-        done = record_command(side.out / "trace", command, *options)
-        report = json.loads(report_path.read_text()) if done.returncode == 0 else None
+        commands, files = [], {}
+        for name, engine, rw, *_ in jobs:
+            files[name] = _lay_out(prefix / name)
+            commands.append([fio, f"--name={name}", f"--filename={files[name]}", f"--size={FILE_SIZE}",
+                             f"--bs={BLOCK_SIZE}", *engine, f"--rw={rw}", f"--iodepth={DEPTH}",
+                             f"--io_size={REQUESTS * BLOCK_SIZE}", "--randrepeat=0", "--output-format=json",
+                             f"--output={side.scratch / name}.json"])
+        options = {PATH: ("--path-prefix", str(prefix)), COMM: ("--comm", "fio"), None: ()}[recorded_filter]
+        script = " && ".join(shlex.join(command) for command in commands)
+        done = record_command(side.out / "trace", ["sh", "-c", script], *options)
+        reports = {name: json.loads((side.scratch / f"{name}.json").read_text()) for name, *_ in jobs
+                   if (side.scratch / f"{name}.json").exists()}
     finally:
-        shutil.rmtree(data_dir)
-    return ran(done) | {"data_dir": str(data_dir), "report": report}
+        shutil.rmtree(prefix)
+    return ran(done) | {"prefix": str(prefix), "files": files, "reports": reports}
 
 
 @pytest.mark.kernel
 @pytest.mark.parametrize("name, engine, rw, layer, ops, recorded_filter", JOBS, ids=[job[0] for job in JOBS])
 def test_fio_requests_are_traced_exactly(root_required, kernel_side, name, engine, rw, layer, ops, recorded_filter):
-    recorded = kernel_side(_record_fio, name)
+    recorded = kernel_side(_record_fio_jobs, recorded_filter, share=True)
     done = recorded.done()
     assert done.returncode == 0, done.stderr
-    data_dir = Path(recorded["data_dir"])
-    data = data_dir / "data"
-    job = {**recorded["report"]["jobs"][0], "timestamp_ms": recorded["report"]["timestamp_ms"]}
+    data = recorded["files"][name]
+    report = recorded["reports"][name]
+    job = {**report["jobs"][0], "timestamp_ms": report["timestamp_ms"]}
     frame = load(recorded.traces())
     side = job["read"] if rw == "randread" else job["write"]
     assert side["total_ios"] == REQUESTS and side["io_bytes"] == REQUESTS * BLOCK_SIZE, side  # fio did what was asked
 
-    requests = frame.filter((pl.col(s.LAYER) == layer) & (pl.col(s.PATH) == str(data)))
+    requests = frame.filter((pl.col(s.LAYER) == layer) & (pl.col(s.PATH) == data))
     assert set(requests.get_column(s.OP).cast(pl.String).unique()) <= ops, requests.get_column(s.OP).unique()
     assert requests.height == side["total_ios"]
     assert requests.get_column(s.BYTES).sum() == side["io_bytes"]
@@ -104,7 +112,7 @@ def test_fio_requests_are_traced_exactly(root_required, kernel_side, name, engin
     assert ((offsets >= 0) & (offsets < FILE_SIZE) & (offsets % BLOCK_SIZE == 0)).all()
     assert requests.filter(pl.col(s.LAYER) != layer).height == 0
     if recorded_filter == PATH:  # nothing outside the prefix but calls that name no file
-        assert frame.filter(pl.col(s.PATH).is_not_null() & ~pl.col(s.PATH).cat.starts_with(str(data_dir))).height == 0
+        assert frame.filter(pl.col(s.PATH).is_not_null() & ~pl.col(s.PATH).cat.starts_with(recorded["prefix"])).height == 0
     if recorded_filter == COMM:
         assert set(frame.get_column(s.COMM).unique()) == {"fio"}
 

@@ -72,15 +72,26 @@ def _stopped(recorder: Recorder) -> dict:
 
 
 @_in_cgroups
-def _record_each_layout(side, base, made) -> dict:
+def _record_the_tree(side, base, made) -> dict:
+    """One recording of the tree (--cgroup) for two tests: a workload in each layout's cgroup,
+    then a short-lived container whose cgroups are made after the start and removed as soon as
+    its process ends."""
     recorder = Recorder(side.out / "trace", "--cgroup", str(base))
     reports = {name: _run_in(path, side.scratch / f"{name}.bin") for name, path in made.items()}
-    return _stopped(recorder) | {"reports": reports, "scratch": str(side.scratch)}
+    pod = str(uuid.uuid4())
+    relative = f"kubepods/besteffort/pod{pod}/{CID}"  # kubelet's layout with the cgroupfs driver
+    brief = base / relative
+    brief.mkdir(parents=True)
+    report = _run_in(brief, side.scratch / "brief.bin")
+    for directory in (brief, brief.parent, brief.parents[1], brief.parents[2]):  # the runtime cleans up
+        directory.rmdir()
+    return _stopped(recorder) | {"reports": reports, "scratch": str(side.scratch),
+                                 "brief": {"pod": pod, "relative": relative, "report": report}}
 
 
 @pytest.mark.kernel
 def test_every_event_carries_its_cgroups_job_context(root_required, kernel_side):
-    recorded = kernel_side(_record_each_layout)
+    recorded = kernel_side(_record_the_tree, share=True)
     assert recorded["code"] == 0, recorded["stderr"]
     reports, scratch = recorded["reports"], Path(recorded["scratch"])
     frame = load(recorded.traces())
@@ -94,31 +105,19 @@ def test_every_event_carries_its_cgroups_job_context(root_required, kernel_side)
         assert on_file.filter(pl.col(s.OP) == "read").height == reports[name]["reads"]
 
 
-@_in_cgroups
-def _record_a_brief_container(side, base, made) -> dict:
-    recorder = Recorder(side.out / "trace", "--cgroup", str(base))
-    pod = str(uuid.uuid4())
-    relative = f"kubepods/besteffort/pod{pod}/{CID}"  # kubelet's layout with the cgroupfs driver
-    brief = base / relative
-    brief.mkdir(parents=True)
-    report = _run_in(brief, side.scratch / "brief.bin")
-    for directory in (brief, brief.parent, brief.parents[1], brief.parents[2]):  # the runtime cleans up
-        directory.rmdir()
-    return _stopped(recorder) | {"pod": pod, "relative": relative, "report": report, "data": str(side.scratch / "brief.bin")}
-
-
 @pytest.mark.kernel
 def test_a_cgroup_made_and_removed_while_recording_is_still_named(root_required, kernel_side):
     """A short-lived container: its cgroups are made after the start and removed as soon as its
     process ends, before a walk of the tree could find them; the probes' record of each cgroup
     made names it."""
-    recorded = kernel_side(_record_a_brief_container)
+    recorded = kernel_side(_record_the_tree, share=True)
     assert recorded["code"] == 0, recorded["stderr"]
-    mine = load(recorded.traces()).filter(pl.col(s.PID) == recorded["report"]["pid"])
-    context = {s.CGROUP_PATH: f"/{recorded['base']}/{recorded['relative']}", s.POD: recorded["pod"], s.CONTAINER: CID}
+    brief = recorded["brief"]
+    mine = load(recorded.traces()).filter(pl.col(s.PID) == brief["report"]["pid"])
+    context = {s.CGROUP_PATH: f"/{recorded['base']}/{brief['relative']}", s.POD: brief["pod"], s.CONTAINER: CID}
     for column, value in context.items():
         assert mine.get_column(column).unique().to_list() == [value], column
-    on_file = mine.filter(pl.col(s.PATH) == recorded["data"])
+    on_file = mine.filter(pl.col(s.PATH) == str(Path(recorded["scratch"]) / "brief.bin"))
     assert (on_file.filter(pl.col(s.OP) == "write").height, on_file.filter(pl.col(s.OP) == "read").height) == (7, 5)
 
 

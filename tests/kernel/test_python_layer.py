@@ -20,8 +20,8 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.python_checks import why_unwalked
-from tests.kernel.kernel_side import ran
-from tests.kernel.recorder import Recorder, Workload, json_line, record_command
+from tests.kernel.kernel_side import as_completed
+from tests.kernel.recorder import Recorder, Workload, json_line, record_command, record_in_turn
 
 WORKLOADS = ROOT / "tests" / "workloads"
 DEBIAN_PYTHON = "/usr/bin/python3.11"
@@ -39,9 +39,11 @@ def _reads(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & pl.col(s.OP).is_in(["read", "pread64"]))
 
 
-def _record_dataset(side, method: str) -> dict:
-    return ran(record_command(side.out / "trace", [PYTHON, str(WORKLOADS / "python_dataset.py"),
-                                                   str(side.scratch / "data"), method, "4"]))
+def _record_datasets(side) -> dict:
+    """The dataset's workers started by spawn, then by fork, under one recorder."""
+    return record_in_turn(side.out / "trace", side.scratch, {
+        method: [PYTHON, str(WORKLOADS / "python_dataset.py"), str(side.scratch / f"data-{method}"), method, "4"]
+        for method in ("spawn", "fork")})
 
 
 @pytest.mark.kernel
@@ -50,15 +52,15 @@ def _record_dataset(side, method: str) -> dict:
 def test_dataset_reads_name_getitem_and_numpy_load(root_required, kernel_side, method):
     """Every read of every worker names Dataset.__getitem__ at its numpy.load line, with
     numpy's loader beneath it."""
-    recorded = kernel_side(_record_dataset, method)
-    done = recorded.done()
-    assert done.returncode == 0, done.stderr
+    recorded = kernel_side(_record_datasets, share=True)
+    record, done = recorded.done("record"), as_completed(recorded["outputs"][method])
+    assert record.returncode == 0 and done.returncode == 0, record.stderr + done.stderr
     report = json_line(done.stdout, "workers")
     traces = recorded.traces()
     reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(report["workers"]) & pl.col(s.PATH).is_in(report["files"]))
     assert set(reads.get_column(s.PID).to_list()) == set(report["workers"])
     assert set(reads.get_column(s.PATH).to_list()) == set(report["files"])
-    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, record.stdout + record.stderr)
     stacks = _stacks(traces)
     for stack_id in reads.get_column(s.PY_STACK).unique().to_list():
         frames = stacks[stack_id]
@@ -157,9 +159,9 @@ def test_new_interpreters_have_stacks_from_their_first_import(root_required, ker
     libpython (pyenv's) is placed by the kernel at exec or at the mapping, before user space
     hears of it: every .pyc file its startup imports read has a stack."""
     assert python and Path(python).exists(), f"{python} is missing"
-    recorded = kernel_side(_record_starts, python)
+    recorded = kernel_side(_record_starts, share=True)
     assert recorded["code"] == 0, recorded["stderr"]
-    children = json_line(recorded["workload_stdout"], "children")["children"]
+    children = json_line(recorded["workloads"][python], "children")["children"]
     traces = recorded.traces()
     reads = _reads(load(traces)).filter(pl.col(s.PID).is_in(children) & pl.col(s.PATH).cat.ends_with(".pyc"))
     assert set(reads.get_column(s.PID).to_list()) == set(children)
@@ -167,13 +169,16 @@ def test_new_interpreters_have_stacks_from_their_first_import(root_required, ker
     assert set(reads.get_column(s.PY_FUNCTION).to_list()) == {"FileLoader.get_data"}, reads
 
 
-def _record_starts(side, python: str) -> dict:
-    """python_starts.py (new interpreters, started by a process of `python`) recorded by its pid."""
-    workload = Workload([python, str(WORKLOADS / "python_starts.py")])
-    recorder = Recorder(side.out / "trace", "--pid", str(workload.pid))
-    out = workload.go()
+def _record_starts(side) -> dict:
+    """python_starts.py (new interpreters, started by a process of each interpreter of the
+    machine's kinds), the processes recorded by their pids (one recorder for both)."""
+    workloads = {python: Workload([python, str(WORKLOADS / "python_starts.py")])
+                 for python in (DEBIAN_PYTHON, PYENV_311) if python and Path(python).exists()}
+    recorder = Recorder(side.out / "trace", *(option for workload in workloads.values()
+                                              for option in ("--pid", str(workload.pid))))
+    outputs = {python: workload.go() for python, workload in workloads.items()}
     code, summary, stderr = recorder.stop()
-    return {"code": code, "summary": summary, "stderr": stderr, "workload_stdout": out}
+    return {"code": code, "summary": summary, "stderr": stderr, "workloads": outputs}
 
 
 @pytest.mark.kernel

@@ -86,3 +86,22 @@ def test_a_shared_kernel_side_runs_once_in_the_suite(tmp_path, monkeypatch):
 def test_keys_are_names_of_their_own_per_test():
     keys = {ks.recording_key(f"tests/kernel/test_x.py::test_y[{param}]") for param in ("a/b", "a_b", "a b", "a:b")}
     assert len(keys) == 4 and all("/" not in key and " " not in key for key in keys)
+
+
+def test_a_shared_kernel_side_is_recorded_once_in_a_guest_and_read_by_each_test_on_the_host(tmp_path, monkeypatch):
+    monkeypatch.setenv(ks.RECORDINGS, str(tmp_path / "recordings"))
+    monkeypatch.setenv(ks.PHASE, ks.RECORD)
+    runs = []
+
+    def counted(side, size):
+        runs.append(size)
+        return {"size": size}
+
+    for node in ("tests/kernel/test_x.py::test_one", "tests/kernel/test_x.py::test_two"):
+        with pytest.raises(ks.KernelSideDone):
+            ks.KernelSide(node, lambda: tmp_path)(counted, 4, share=True)
+    assert runs == [4]
+    monkeypatch.setenv(ks.PHASE, ks.CHECK)
+    for node in ("tests/kernel/test_x.py::test_one", "tests/kernel/test_x.py::test_two"):
+        assert ks.KernelSide(node, lambda: tmp_path)(counted, 4, share=True)["size"] == 4
+    assert runs == [4]
