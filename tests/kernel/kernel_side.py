@@ -3,8 +3,9 @@
 A test marked `matrix` calls the `kernel_side` fixture once, `kernel_side(record, *args)`:
 `record(side, *args)` does everything that depends on the kernel, leaves its traces under
 `side.out` (what the checks read), works in `side.scratch` (the workloads' own files, which stay
-where they ran), and returns what the checks need as JSON (`ran(done)` for a finished command; a path becomes its text).
-The test then checks the returned `Recorded` with Polars and the analysis.
+where they ran), and returns what the checks need as JSON (`ran(done)` for a finished command;
+a path becomes its text). The test then checks the returned `Recorded` with Polars and the
+analysis.
 
 - In the suite on this machine both halves run here, one after the other.
 - In a guest of the kernel matrix (IOOBSERVE_MATRIX_PHASE=record) only the kernel side runs:
@@ -101,8 +102,9 @@ class KernelSide:
 
     def __call__(self, record: Callable[..., dict], *args, share: bool = False) -> Recorded:
         """`record(side, *args)`'s facts, with its `out`, as this phase has them. share: the
-        first test's run of the same record and arguments (their repr) serves the next ones, in
-        the suite and in a guest alike: tests that check one recording in several ways."""
+        first test's run of the same record and arguments serves the next ones, in the suite and
+        in a guest alike (tests that check one recording in several ways); the arguments name the
+        recording by their repr, the same in the guest and on the host (no object addresses)."""
         if self.called:
             raise AssertionError(f"{self.nodeid} calls kernel_side twice: one kernel side per test (the guest stops after it)")
         self.called = True
