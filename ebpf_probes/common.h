@@ -478,8 +478,11 @@ struct ioo_py_proc {
 	__u32 layout;      /* index into py_layouts */
 	__u32 depth;       /* frames walked, at most IOO_PY_MAX_FRAMES */
 	__u32 sample;      /* walk one traced call in `sample` per thread (1: every one) */
-	__u32 pad;
+	__u32 flags;       /* IOO_PY_PROC_* */
 };
+/* Bits of ioo_py_proc.flags. */
+#define IOO_PY_PROC_WALK_IMPORTS 0x1  /* walk calls made inside an import too (the import event
+				       * names their module: the walk adds only importlib's frames) */
 
 /* A file holding a CPython runtime that user space has read once (py_images, keyed by
  * inode): the kernel then places the runtime itself when a process execs the file or maps

@@ -379,6 +379,10 @@ int py_walk(struct bpf_raw_tracepoint_args *ctx)
 	struct py_scratch *scratch = py_scratch.lookup(&zero);
 	if (!lay || !st || !st->op || !thread || !scratch)
 		return 0;
+	/* Inside an import the walk would add only importlib's frames to what the import's own
+	 * event says (the module): an import storm's thousands of calls walk none. */
+	if ((st->have & HAVE_IN_IMPORT) && !(proc->flags & IOO_PY_PROC_WALK_IMPORTS))
+		return 0;
 	if (proc->sample > 1 && thread->calls++ % proc->sample)
 		return 0;
 	u64 frame = py_frame_field(scratch, proc, lay, thread, tgid);

@@ -29,13 +29,15 @@ static __always_inline u64 iov_bytes(u64 iov_ptr, u64 count)
 
 /* The ts of the innermost library call open on this thread (0 if none): a syscall's parent,
  * marked as one so that its event carries an exact key (IOO_F_PARENT). */
-static __always_inline u64 innermost_call_ts(void)
+static __always_inline u64 innermost_call_ts(struct inflight *st)
 {
 	struct call_frames *fr = call_frames.task_storage_get(bpf_get_current_task_btf(), 0, 0);
 	if (!fr || fr->depth == 0)
 		return 0;
 	struct call_frame *frame = frame_at(fr, fr->depth);
 	frame->parent = 1;
+	if (frame->op == IOO_OP_PY_IMPORT)
+		st->have |= HAVE_IN_IMPORT;
 	return frame->ts;
 }
 
@@ -184,7 +186,7 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 		}
 	}
 	if (st->calls_open)
-		st->parent_ts = innermost_call_ts();
+		st->parent_ts = innermost_call_ts(st);
 	if (flags & IOO_S_FCNTL_DUP) {
 		u64 cmd = arg_at(st, spec->aux_arg);
 		if (cmd != F_DUPFD_ && cmd != F_DUPFD_CLOEXEC_)

@@ -273,7 +273,8 @@ PY_LAYOUT_FIELDS = (
     "unicode_kind_mask", "unicode_kind_shift", "bytes_size", "bytes_data", "flags", "version",
 )
 PY_LAYOUT = np.dtype([(name, "<u4") for name in PY_LAYOUT_FIELDS])
-PY_PROC = np.dtype([("runtime", "<u8"), ("layout", "<u4"), ("depth", "<u4"), ("sample", "<u4"), ("pad", "<u4")])
+PY_PROC = np.dtype([("runtime", "<u8"), ("layout", "<u4"), ("depth", "<u4"), ("sample", "<u4"), ("flags", "<u4")])
+PY_PROC_WALK_IMPORTS = 0x1  # walk calls made inside an import too
 PY_IMAGE = np.dtype(
     [("proc", PY_PROC), ("text_offset", "<u8"), ("runtime_from_text_map", "<i8"), ("runtime_from_start_code", "<i8")]
 )

@@ -48,7 +48,8 @@ LayersOption = Annotated[
 ]
 PyStacksOption = Annotated[
     Optional[str],
-    typer.Option("--py-stacks", help="Python stacks of traced calls: all (default), N (one call in N per thread) or off."),
+    typer.Option("--py-stacks", help="Python stacks of traced calls: auto (default: every call but those made inside an "
+                 "import, which the import's event names), all, N (one call in N per thread, imports left out) or off."),
 ]
 PyDepthOption = Annotated[
     Optional[int],
@@ -104,13 +105,15 @@ def build_python(stacks: str | None, depth: int | None, layers: frozenset[str]):
         if not 1 <= depth <= ev.PY_MAX_FRAMES:
             raise UserError(f"--py-depth {depth}: must be between 1 and {ev.PY_MAX_FRAMES}")
         options = PythonOptions(depth=depth)
-    choice = (stacks or "all").strip().lower()
+    choice = (stacks or "auto").strip().lower()
     if choice == "off":
         return layers - {ly.PYTHON}, options
-    if choice == "all":
+    if choice == "auto":
         return layers, options
+    if choice == "all":
+        return layers, PythonOptions(depth=options.depth, walk_imports=True)
     if not choice.isdigit() or int(choice) < 1:
-        raise UserError(f"--py-stacks {stacks}: expected all, off or a number N (walk one traced call in N per thread)")
+        raise UserError(f"--py-stacks {stacks}: expected auto, all, off or a number N (walk one traced call in N per thread)")
     return layers, PythonOptions(depth=options.depth, sample=int(choice))
 
 

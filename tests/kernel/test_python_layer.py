@@ -157,7 +157,8 @@ def test_a_python_process_running_before_the_recording(root_required, tmp_path):
 def test_new_interpreters_have_stacks_from_their_first_import(root_required, kernel_side, python):
     """A known interpreter exec'd anew (Debian's: the runtime in the executable) or mapping
     libpython (pyenv's) is placed by the kernel at exec or at the mapping, before user space
-    hears of it: every .pyc file its startup imports read has a stack."""
+    hears of it: every .pyc file its startup imports read has a stack (recorded with
+    --py-stacks all: by default calls inside an import are named by the import, not walked)."""
     assert python and Path(python).exists(), f"{python} is missing"
     recorded = kernel_side(_record_starts, share=True)
     assert recorded["code"] == 0, recorded["stderr"]
@@ -174,8 +175,8 @@ def _record_starts(side) -> dict:
     machine's kinds), the processes recorded by their pids (one recorder for both)."""
     workloads = {python: Workload([python, str(WORKLOADS / "python_starts.py")])
                  for python in (DEBIAN_PYTHON, PYENV_311) if python and Path(python).exists()}
-    recorder = Recorder(side.out / "trace", *(option for workload in workloads.values()
-                                              for option in ("--pid", str(workload.pid))))
+    recorder = Recorder(side.out / "trace", "--py-stacks", "all", *(option for workload in workloads.values()
+                                                                  for option in ("--pid", str(workload.pid))))
     outputs = {python: workload.go() for python, workload in workloads.items()}
     code, summary, stderr = recorder.stop()
     return {"code": code, "summary": summary, "stderr": stderr, "workloads": outputs}
@@ -210,8 +211,10 @@ def test_py_stacks_sampling_depth_and_off(root_required, tmp_path):
 @pytest.mark.parametrize("python", [DEBIAN_PYTHON, PYENV_311])
 def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
     """An import that reads files is a PYTHON-layer event named by its module, with its
-    duration; the reads of the module's file happen inside it; an import made while
-    importing is its own event inside the outer one; an import of a loaded module is none."""
+    duration; the reads of the module's file happen inside it, and by default (--py-stacks
+    auto) carry no stack of their own, their import naming them, while a read outside any
+    import has one; an import made while importing is its own event inside the outer one; an
+    import of a loaded module is none."""
     assert python and Path(python).exists(), f"{python} is missing"
     done, traces = _run_with_interpreter_known(tmp_path, python, [python, str(WORKLOADS / "python_imports.py"),
                                                                  str(tmp_path / "mods")])
@@ -229,7 +232,10 @@ def test_imports_with_their_duration_and_files(root_required, tmp_path, python):
         reads = _reads(frame).filter(pl.col(s.PATH) == report["files"][name])
         assert reads.height > 0, name  # how many reads an import makes of its source is the interpreter's choice
         assert reads.get_column(s.PARENT_TS).unique().to_list() == [event[s.TS]], (name, reads)
+        assert reads.get_column(s.PY_STACK).null_count() == reads.height, (name, reads)  # not walked
         assert event[s.PATH].startswith(report["dir"]), event
+    data = _reads(frame).filter(pl.col(s.PATH) == report["data"])
+    assert data.height > 0 and data.get_column(s.PY_FUNCTION).to_list() == ["main"] * data.height, data
 
 
 CACHED_IMPORTS = 100_000

@@ -1,7 +1,7 @@
 """Imports modules from a directory of its own: `outer` (a package whose __init__ imports
-`inner`, a module beside it) and `outer` again (already loaded: no I/O). Needs only the
-standard library. Prints one JSON line: its pid, the directory and the files each module
-import should touch."""
+`inner`, a module beside it) and `outer` again (already loaded: no I/O), then reads a data
+file from `main` (outside any import). Needs only the standard library. Prints one JSON line:
+its pid, the directory, the files each module import should touch and the data file."""
 
 from __future__ import annotations
 
@@ -23,9 +23,14 @@ def main() -> None:
     sys.dont_write_bytecode = True  # sources, not .pyc files: the files read are the ones above
     import outer  # noqa: F401  (reads outer/__init__.py, which imports inner: reads inner.py)
     import outer as again  # noqa: F401  (already loaded: no I/O, no event)
+    data = directory / "data.txt"
+    data.write_text("data\n")
+    with open(data) as file:  # outside any import: its reads have a stack, main's
+        file.read()
 
     print(json.dumps({"pid": os.getpid(), "dir": str(directory),
-                      "files": {"outer": str(directory / "outer" / "__init__.py"), "inner": str(directory / "inner.py")}}),
+                      "files": {"outer": str(directory / "outer" / "__init__.py"), "inner": str(directory / "inner.py")},
+                      "data": str(data)}),
           flush=True)
 
 

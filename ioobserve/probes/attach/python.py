@@ -46,6 +46,9 @@ class PythonOptions:
 
     depth: int = 16  # frames, at most ev.PY_MAX_FRAMES
     sample: int = 1  # walk one traced call in `sample` per thread
+    # Calls made inside an import are walked too (--py-stacks all): by default their import's
+    # event names the module and the walk would add only importlib's frames.
+    walk_imports: bool = False
 
 
 def _children(pid: int) -> list[int]:
@@ -71,6 +74,7 @@ class PythonLayer:
         self.kind = kind  # the syscall layer's enter program's kind: a tail call stays within one
         self.depth = min(options.depth, ev.PY_MAX_FRAMES)
         self.sample = max(options.sample, 1)
+        self.flags = ev.PY_PROC_WALK_IMPORTS if options.walk_imports else 0
         self.finder = InterpreterFinder()
         self._layouts: dict[tuple[int, int], int] = {}  # interpreter file (inode) -> py_layouts index
         self.interpreters: dict[tuple[int, int], Interpreter] = {}  # the files given to the kernel, by inode
@@ -134,6 +138,7 @@ class PythonLayer:
         row["layout"] = index
         row["depth"] = self.depth
         row["sample"] = self.sample
+        row["flags"] = self.flags
         table = self.bpf["py_procs"]
         table[ctypes.c_uint32(pid)] = table.Leaf.from_buffer_copy(row.tobytes())
         self.processes += 1
@@ -165,6 +170,7 @@ class PythonLayer:
         row["proc"]["layout"] = layout
         row["proc"]["depth"] = self.depth
         row["proc"]["sample"] = self.sample
+        row["proc"]["flags"] = self.flags
         row["text_offset"] = interpreter.text_offset & ~(page - 1)
         row["runtime_from_text_map"] = interpreter.runtime_vaddr - (interpreter.text_vaddr & ~(page - 1))
         row["runtime_from_start_code"] = interpreter.runtime_vaddr - interpreter.text_vaddr
@@ -205,6 +211,8 @@ class PythonLayer:
         what = f"stack walk on traced syscalls, {self.depth} frames"
         if self.sample > 1:
             what += f", one call in {self.sample}"
+        if not self.flags & ev.PY_PROC_WALK_IMPORTS:
+            what += " (calls inside an import: named by the import, not walked)"
         walked = sorted(interpreter.describe() + (f" read {self.late[inode] * 1000:.0f} ms after its first process started"
                                                   if inode in self.late else "")
                         for inode, interpreter in self.interpreters.items())
