@@ -100,6 +100,7 @@ def record(
     from ioobserve.probes import layers as ly
     from ioobserve.probes.capabilities import capability_warnings, not_ready
     from ioobserve.probes.load.loader import ProbeError, ProbeSizes
+    from ioobserve.background_sink import BackgroundSink
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
     from ioobserve.trace.finish import finish_later
@@ -157,7 +158,7 @@ def record(
     except OutputError as exc:
         recording.probes.close()
         fail(str(exc))
-    recording.sinks.extend([writer, summary])
+    recording.sinks.extend([writer, BackgroundSink(summary, "ioobserve-summary")])  # its group-bys off the worker's path
     install_stop_signals(recording)
     try:
         result = recording.run(duration=duration, command=command, command_env=command_env,

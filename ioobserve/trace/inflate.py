@@ -44,11 +44,12 @@ class Selection:
     end_ns: int | None = None
     path_prefixes: tuple[str, ...] | None = None
     fields: tuple[str, ...] | None = None  # the raw event fields to parse (None: all)
+    lines: bool = True  # the metadata lines too (False: the caller has read them already)
 
     def skips(self, entry: MemberEntry) -> bool:
-        """Whether an indexed member holds no event this selection keeps."""
+        """Whether an indexed member holds nothing this selection keeps."""
         if entry.kind != KIND_EVENTS:
-            return False  # metadata: always read
+            return not (self.lines or entry.events)  # metadata, and JSON events (DFTracer's)
         if not entry.events:
             return True
         if self.pids is not None and not self.pids.intersection(entry.pids):
@@ -86,14 +87,28 @@ class Selection:
 
 
 class Yields:
-    """What the members of one or more files yielded, per file (each file names its own ids)."""
+    """What the members of one or more files yielded, per file (each file names its own ids).
+    Members of our event lines are made into one frame per file, not one per member, unless
+    the selection drops rows (a frame of the rows kept is smaller than a member's buffers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, selection: Selection) -> None:
+        self.selection = selection
+        self.keys = None if selection.fields is None else [*selection.fields, "cat"]
+        self.filters_rows = selection.pids is not None or selection.start_ns is not None or selection.end_ns is not None
         self.events: dict[Path, list[pl.DataFrame]] = {}
+        self.shapes: dict[Path, list[parse.ShapeRead]] = {}
         self.lines: dict[Path, list[pl.DataFrame]] = {}
 
-    def add(self, path: Path, events: pl.DataFrame | None, lines: pl.DataFrame | None) -> None:
+    def add(self, path: Path, events: parse.ShapeRead | pl.DataFrame | None, lines: pl.DataFrame | None) -> None:
         """One member's yield."""
+        if isinstance(events, parse.ShapeRead):
+            if not events.rows:
+                events = None
+            elif self.filters_rows:
+                events = self.selection.rows(parse.shape_frame([events], self.keys))
+            else:
+                self.shapes.setdefault(path, []).append(events)
+                events = None
         if events is not None and events.height:
             self.events.setdefault(path, []).append(events)
         if lines is not None and lines.height:
@@ -101,11 +116,13 @@ class Yields:
 
     def files(self) -> list[Path]:
         """The files that yielded anything, in the order asked."""
-        return list(dict.fromkeys([*self.events, *self.lines]))
+        return list(dict.fromkeys([*self.events, *self.shapes, *self.lines]))
 
     def file_events(self, path: Path) -> pl.DataFrame:
         """One file's raw events."""
-        frames = self.events.get(path)
+        frames = list(self.events.get(path, []))
+        if path in self.shapes:
+            frames.append(parse.shape_frame(self.shapes[path], self.keys))
         return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame(schema=parse.RAW_SCHEMA)
 
     def file_lines(self, path: Path) -> pl.DataFrame:
@@ -152,13 +169,13 @@ def _open(path: Path) -> tuple[_TraceFile, int]:
     return _TraceFile(handle), size
 
 
-def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-    """(raw events, JSON lines) of one member's text."""
+def _parse(text: bytes, kind: str | None, selection: Selection) -> tuple[parse.ShapeRead | pl.DataFrame | None,
+                                                                         pl.DataFrame | None]:
+    """(raw events, JSON lines) of one member's text; our event lines as the core read them."""
     shape = parse.event_shape(text) if kind in (KIND_EVENTS, None) else None
     if shape is not None:
         try:
-            keys = None if selection.fields is None else [*selection.fields, "cat"]
-            return selection.rows(parse.shape_events(text, shape, keys)), None
+            return parse.read_shape(text, shape), None  # made into a frame with the chunk's others (Yields)
         except parse.MalformedMember as exc:
             try:  # not what its first line promised: read it as JSON
                 lines = parse.json_lines(text)
@@ -242,7 +259,7 @@ def run_chunks(paths: list[Path], selection: Selection, damage: list[Damage] | N
     keep_freed_buffers(arenas=READ_ARENAS)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool, _Progress(show, total) as bar:
         for chunk in _chunked(jobs, chunk_bytes):
-            parts = Yields()
+            parts = Yields(selection)
             for size, path, (events, lines) in pool.map(run, chunk):
                 parts.add(path, events, lines)
                 bar.advance(size)

@@ -9,7 +9,8 @@ everything intact loads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -56,10 +57,15 @@ def _scan(files: list[Path], selection: Selection, damage: list[Damage] | None, 
     if not files:
         raise TraceError("no traces were given: pass one or more trace files (.pfw.gz)")
     def source(with_columns, predicate, n_rows, _batch_size):
-        frames = [file_events(path, selection, damage, progress) for path in files]
+        columns = None if with_columns is None else list(dict.fromkeys([*with_columns, s.TS]))  # TS: to merge files
+
+        def narrow(frame: pl.LazyFrame) -> pl.LazyFrame:
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            return frame.select(columns) if columns is not None else frame
+
+        frames = [file_events(path, selection, damage, progress, narrow) for path in files]
         frame = frames[0] if len(frames) == 1 else pl.concat(frames).sort(s.TS, maintain_order=True)
-        if predicate is not None:
-            frame = frame.filter(predicate)
         if with_columns is not None:
             frame = frame.select(with_columns)
         if n_rows is not None:
@@ -69,17 +75,30 @@ def _scan(files: list[Path], selection: Selection, damage: list[Damage] | None, 
     return register_io_source(source, schema=s.EVENT_SCHEMA)
 
 
-def file_events(path: Path, selection: Selection, damage: list[Damage] | None = None,
-                progress: bool | None = None) -> pl.LazyFrame:
-    """One trace's events that `selection` keeps, sorted by time: from its copy (built now if
-    none matches the trace), else from its members."""
-    found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
-    if found is None:
+def file_events(path: Path, selection: Selection, damage: list[Damage] | None = None, progress: bool | None = None,
+                narrow: Callable[[pl.LazyFrame], pl.LazyFrame] = lambda frame: frame) -> pl.LazyFrame:
+    """One trace's events that `selection` keeps, sorted by time, `narrow`ed (a query's filter
+    and columns): from its copy, else from its members. A copy built now is not read back:
+    its chunks are kept, narrowed, as they are written."""
+    found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or None
+    if found is not None:
+        if damage is not None and (found.damage or found.damage.notes):
+            damage.append(found.damage)
+        return narrow(selection.keep(scan_copy(found)))
+    kept: list[pl.DataFrame] = []
+    built = build_copy(path, progress, lambda events: kept.append(
+        narrow(selection.keep(events.lazy().select(list(s.EVENT_SCHEMA)))).collect()))
+    if built is None:
         parts = run_all([path], selection, damage, progress)
-        return selection.keep(name_events(parts.file_events(path), parts.file_lines(path)).lazy())
-    if damage is not None and (found.damage or found.damage.notes):
-        damage.append(found.damage)
-    return selection.keep(scan_copy(found))
+        return narrow(selection.keep(name_events(parts.file_events(path), parts.file_lines(path)).lazy()))
+    if damage is not None and (built.damage or built.damage.notes):
+        damage.append(built.damage)
+    if not kept:
+        return narrow(selection.keep(pl.LazyFrame(schema=s.EVENT_SCHEMA)))
+    # As a read of the copy gives them: columns of one value in every event held as that value.
+    frame = pl.concat(kept, rechunk=False)
+    uniform = {name: value for name, value in built.uniform.items() if name in frame.columns}
+    return frame.lazy().with_columns(pl.lit(value, s.EVENT_SCHEMA[name]).alias(name) for name, value in uniform.items())
 
 
 def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows: int, damage: list[Damage] | None = None,
@@ -90,7 +109,7 @@ def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows
     found = valid_copy(path) or (wait_for_finisher(path) and valid_copy(path)) or build_copy(path, progress)
     if found is None:
         names = TraceNames(read_lines(path))
-        for parts in run_chunks([path], selection, damage, progress, BUILD_CHUNK_BYTES):
+        for parts in run_chunks([path], replace(selection, lines=False), damage, progress, BUILD_CHUNK_BYTES):
             yield selection.keep(with_file_keys(names.name(parts.file_events(path))).lazy()).select(columns).collect()
         return
     if damage is not None and (found.damage or found.damage.notes):

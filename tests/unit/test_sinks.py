@@ -1,16 +1,19 @@
 """The sinks' base and fan-out: every sink in the code derives from the base (so a call it
 does not use is a no-op, not a crash mid-recording), the fan-out calls each sink in order,
-refuses what is not a sink, and abandons the sinks still to close once the deadline passed."""
+refuses what is not a sink, and abandons the sinks still to close once the deadline passed;
+a sink on its own thread makes its calls in order there and closes by the deadline."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import threading
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from ioobserve.background_sink import BackgroundSink
 from ioobserve.deadline import StopDeadline
 from ioobserve.sink import Sink, Sinks
 
@@ -84,3 +87,53 @@ def test_once_the_deadline_passed_the_sinks_still_to_close_abandon_first():
     deadline.start()
     Sinks([_Calls(log, "slow", deadline), _Calls(log, "next")]).close(deadline)
     assert log == [("slow", "close"), ("next", "abandon"), ("next", "close")]
+
+
+def test_a_background_sink_makes_every_call_in_order_on_its_own_thread_and_close_waits_for_them():
+    log: list = []
+    threads: set[str] = set()
+
+    class Recorded(_Calls):
+        def events(self, frame, tables) -> None:
+            threads.add(threading.current_thread().name)
+            super().events(frame, tables)
+
+    background = BackgroundSink(Recorded(log, "summary"), "ioobserve-test-sink")
+    for size in range(1, 101):
+        background.events(pl.DataFrame({"x": range(size)}), None)
+    background.close()
+    assert log == [("summary", "events", size) for size in range(1, 101)] + [("summary", "close")]
+    assert threads == {"ioobserve-test-sink"}
+
+
+def test_a_background_sink_raises_what_its_sink_raised_at_close():
+    class Failing(Sink):
+        def events(self, frame, tables) -> None:
+            raise ValueError("the summary failed")
+
+    background = BackgroundSink(Failing(), "ioobserve-test-sink")
+    background.events(pl.DataFrame({"x": [1]}), None)
+    background.events(pl.DataFrame({"x": [2]}), None)  # read on, not made: the thread never blocks the worker
+    with pytest.raises(ValueError, match="the summary failed"):
+        background.close()
+
+
+def test_a_background_sink_stuck_past_the_deadline_is_abandoned_and_close_returns():
+    log: list = []
+    release = threading.Event()
+
+    class Stuck(_Calls):
+        def events(self, frame, tables) -> None:
+            release.wait()
+            super().events(frame, tables)
+
+    background = BackgroundSink(Stuck(log, "stuck"), "ioobserve-test-sink")
+    background.events(pl.DataFrame({"x": [1]}), None)
+    background.events(pl.DataFrame({"x": [2]}), None)  # queued behind the stuck call
+    deadline = StopDeadline(0.2)
+    deadline.start()
+    background.close(deadline)
+    assert ("stuck", "abandon") in log and ("stuck", "close") in log
+    release.set()
+    background._thread.join(5)
+    assert ("stuck", "events", 2) not in log  # dropped, not made after the abandon
