@@ -48,7 +48,8 @@ class ChunkInputs:
         self.host = processes.get_column(s.HOST).first() if processes.height else tables.host
         # Eager, once: every frame below reads them; in time order, so that merges need not sort.
         # A chunk is one host's: HOST is added to each aggregate, not grouped by per event.
-        events = chunk.sort(s.TS).with_columns(op_kind().alias(KIND))
+        events = chunk if chunk.get_column(s.TS).is_sorted() else chunk.sort(s.TS)  # a copy's chunks are in order
+        events = events.with_columns(op_kind().alias(KIND))
         # Totals keep each event's layer; the rest analyse the kernel's view (syscalls and the
         # io_uring and AIO requests) as one layer, whose I/O it all is.
         self.by_layer = events.lazy()
