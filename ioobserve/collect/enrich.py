@@ -152,6 +152,8 @@ class Enricher:
     def _take_tags(self, frame: pl.DataFrame) -> None:
         """Apply the tag paths among the batch's path arguments, in time order, before the
         batch's events look up their context (ioobserve.context.tags)."""
+        if frame.get_column("name_path").null_count() == frame.height:  # no path argument in the batch (a flood's)
+            return
         tagged = frame.filter(pl.col("name_path").str.starts_with(TAG_DIR)).select("pid", "ts_ns", "name_path").sort("ts_ns")
         if tagged.is_empty():
             return

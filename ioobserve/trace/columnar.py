@@ -25,7 +25,6 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,11 +158,10 @@ def valid_copy(trace: Path) -> Copy | None:
         return None
 
 
-def build_copy(trace: Path, progress: bool | None = None, keep: Callable[[pl.DataFrame], None] | None = None) -> Copy | None:
+def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
     """Write a trace's copy and its key, from its members; the copy, or None where copies are
     not kept, of a trace still being written, or where the copy cannot
-    be written (a full disk). Memory stays about one chunk of events, but for what `keep` keeps:
-    it is given each chunk of named events (COPY_SCHEMA), in time order, as it is written."""
+    be written (a full disk). Memory stays about one chunk of events."""
     trace = Path(trace)
     if not safe_place(trace) or being_written(trace):
         return None
@@ -181,8 +179,6 @@ def build_copy(trace: Path, progress: bool | None = None, keep: Callable[[pl.Dat
             for parts in run_chunks([trace], Selection(lines=False), found, progress, BUILD_CHUNK_BYTES):  # names: read above
                 events = with_file_keys(names.name(parts.file_events(trace)))
                 uniform.see(events)
-                if keep is not None:
-                    keep(events)
                 yield events
         except BaseException as exc:  # Polars would wrap it: keep it to raise as it was
             failure.append(exc)
