@@ -142,7 +142,8 @@ def record(
         print(f"ioobserve: warning: {missing}", file=sys.stderr, flush=True)
     summary = SummarySink()
     start = StartRecord(command or [], chosen_layers, filters, python_stacks={
-        "depth": python_options.depth, "sample": python_options.sample} if ly.PYTHON in chosen_layers else None)
+        "depth": python_options.depth, "sample": python_options.sample, "inside_imports": python_options.walk_imports}
+        if ly.PYTHON in chosen_layers else None)
 
     def finish_in_background(path: Path) -> None:
         finisher = finish_later(path, recompress=writer.hurried(path))

@@ -25,7 +25,7 @@ class StartRecord:
     layers: frozenset[str] | set[str] = frozenset()
     filters: KernelFilters | None = None
     job: str | None = None  # serve: the Slurm job the trace is of
-    python_stacks: dict | None = None  # the Python layer's depth and sampling, when it is on
+    python_stacks: dict | None = None  # the Python layer's depth, sampling and whether calls inside imports are walked
 
     def fields(self) -> dict:
         """The record's keys and values, those not given left out."""
