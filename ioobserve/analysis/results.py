@@ -25,7 +25,7 @@ from ioobserve.analysis.busy import (
     SCOPE_IO,
     owned_busy,
 )
-from ioobserve.analysis.copies import READ, copies
+from ioobserve.analysis.copies import copies
 from ioobserve.analysis.partial import Partial, measured
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.requests import endpoints, objects

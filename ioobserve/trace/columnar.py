@@ -10,7 +10,8 @@ when the copy is not the file written then: another inode, or modified since), a
 found while building it, and the columns that are the same in every event (all null, or one
 value): those are read as a constant, which Polars holds as one value, not a column per
 event (most of a trace's context columns: a node's events share a user, a job, no rank).
-A copy whose key
+The columns the trace's tables leave null in every event are not in the copy at all (the
+key names the columns that are): Parquet's cost is per column, however empty. A copy whose key
 does not match is stale or corrupt: it is never read, and is rebuilt. Copies are written, and
 read, only in a directory safe to write in as we are (ioobserve.trace.output); elsewhere, and
 while a recorder is still writing the trace (it holds a lock on it), a trace is read from its
@@ -40,16 +41,15 @@ from ioobserve.trace.inflate import Selection, TraceError, read_lines, run_chunk
 from ioobserve.trace.members import Damage
 from ioobserve.trace.named import TraceNames
 from ioobserve.trace.output import OutputError, check_output_dir
-from ioobserve.trace.tables import file_key
 
 COPY_SUFFIX = ".parquet"
 KEY_SUFFIX = ".parquet.key"
 def copy_version(schema: dict[str, pl.DataType]) -> str:
     """The version a copy of these columns is written with: a copy of another version is
     rebuilt. The number counts changes of meaning (2: FILE_ID; 3: labels Categorical, uniform
-    columns); the digests, any change of the columns and of the ops whose return is the BYTES
-    a copy derives (a copy an older ioobserve made)."""
-    return (f"3-{zlib.crc32(repr(list(schema.items())).encode()):08x}"
+    columns; 4: columns null by the tables left out); the digests, any change of the columns
+    and of the ops whose return is the BYTES a copy derives (a copy an older ioobserve made)."""
+    return (f"4-{zlib.crc32(repr(list(schema.items())).encode()):08x}"
             f"-{zlib.crc32(repr(sorted(ev.BYTES_OPS)).encode()):08x}")
 
 
@@ -125,12 +125,14 @@ def being_written(trace: Path) -> bool:
 
 @dataclass(frozen=True)
 class Copy:
-    """A trace's copy that matches it: where it is, the damage found in the trace, and the
-    columns that hold one value in every event (None: all null)."""
+    """A trace's copy that matches it: where it is, the damage found in the trace, the columns
+    that hold one value in every event (None: all null), and those the copy holds (the others
+    are all uniform)."""
 
     path: Path
     damage: Damage
     uniform: dict[str, object] = field(default_factory=dict)
+    columns: tuple[str, ...] = tuple(s.COPY_SCHEMA)
 
 
 def valid_copy(trace: Path) -> Copy | None:
@@ -150,10 +152,10 @@ def valid_copy(trace: Path) -> Copy | None:
         if (now.st_ino, now.st_mtime_ns) != (built["ino"], built["mtime_ns"]) and \
                 file_crc32(copy) != built["crc32"]:
             return None
-        uniform = key["uniform"]
-        if not set(uniform) <= set(s.COPY_SCHEMA):
+        uniform, columns = key["uniform"], tuple(key["columns"])
+        if set(uniform) | set(columns) != set(s.COPY_SCHEMA):  # every column is in the copy or a constant
             return None
-        return Copy(copy, Damage(trace, **key["damage"]), uniform)
+        return Copy(copy, Damage(trace, **key["damage"]), uniform, columns)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
 
@@ -172,12 +174,13 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
     found: list[Damage] = []
     failure: list[BaseException] = []
     names = TraceNames(read_lines(trace))
-    uniform = UniformColumns()
+    kept = {name: dtype for name, dtype in s.COPY_SCHEMA.items() if name not in names.null_columns}
+    uniform = UniformColumns(kept)
 
     def chunks(with_columns, predicate, n_rows, batch_size):
         try:
             for parts in run_chunks([trace], Selection(lines=False), found, progress, BUILD_CHUNK_BYTES):  # names: read above
-                events = with_file_keys(names.name(parts.file_events(trace)))
+                events = names.name(parts.file_events(trace), file_ids=True).select(list(kept))
                 uniform.see(events)
                 yield events
         except BaseException as exc:  # Polars would wrap it: keep it to raise as it was
@@ -191,7 +194,7 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
     os.close(fd)
     try:
         try:
-            register_io_source(chunks, schema=s.COPY_SCHEMA).sink_parquet(
+            register_io_source(chunks, schema=kept).sink_parquet(
                 temp, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
         except Exception:
             if failure:
@@ -206,7 +209,7 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
                "copy": {"size": written.st_size, "crc32": crc, "ino": written.st_ino, "mtime_ns": written.st_mtime_ns},
                "damage": {"members_lost": damage.members_lost, "truncated_tail": damage.truncated_tail,
                           "notes": damage.notes},
-               "uniform": uniform.columns()}
+               "uniform": uniform.columns() | dict.fromkeys(names.null_columns), "columns": list(kept)}
         _write_private(key_path(trace), json.dumps(key).encode())
     except OSError:
         Path(temp).unlink(missing_ok=True)
@@ -216,20 +219,21 @@ def build_copy(trace: Path, progress: bool | None = None) -> Copy | None:
         raise
     finally:
         release_freed_buffers()
-    return Copy(copy_path(trace), damage, uniform.columns())
+    return Copy(copy_path(trace), damage, key["uniform"], tuple(kept))
 
 
 class UniformColumns:
     """Which columns of the events seen so far hold one value in every event, or none."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema: dict[str, pl.DataType]) -> None:
+        self._schema = schema
         self._values: dict[str, object] | None = None  # per column still uniform: its value (None: all null)
 
     def see(self, events: pl.DataFrame) -> None:
-        """Take in one chunk of events (schema.COPY_SCHEMA)."""
+        """Take in one chunk of events (of the schema given)."""
         if not events.height:
             return
-        candidates = list(s.COPY_SCHEMA) if self._values is None else list(self._values)
+        candidates = list(self._schema) if self._values is None else list(self._values)
         firsts = events.select(candidates).head(1).row(0, named=True)
         values = {}
         for name in candidates:
@@ -264,14 +268,9 @@ def file_crc32(path: Path) -> int:
 def scan_copy(copy: Copy, file_ids: bool = False) -> pl.LazyFrame:
     """A copy's events, lazily (with their FILE_ID if asked); uniform columns as constants."""
     columns = s.COPY_SCHEMA if file_ids else s.EVENT_SCHEMA
-    return pl.scan_parquet(copy.path, schema=s.COPY_SCHEMA).select(
+    return pl.scan_parquet(copy.path, schema={name: s.COPY_SCHEMA[name] for name in copy.columns}).select(
         pl.lit(copy.uniform[name], dtype).alias(name) if name in copy.uniform else pl.col(name)
         for name, dtype in columns.items())
-
-
-def with_file_keys(events: pl.DataFrame) -> pl.DataFrame:
-    """Named events with their FILE_ID."""
-    return events.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID))
 
 
 def _write_private(target: Path, data: bytes) -> None:

@@ -16,9 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.trace import parse
 from ioobserve.trace.members import Damage, iter_members
 

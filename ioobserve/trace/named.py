@@ -11,9 +11,11 @@ from ioobserve import schema as s
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.naming import Names, with_context, with_names
 from ioobserve.trace import parse
+from ioobserve.model import ENV_JOB, ENV_STEP
 from ioobserve.trace.tables import (
     cgroup_table,
     context_table,
+    file_key,
     file_table,
     process_table,
     stack_frames,
@@ -28,14 +30,18 @@ class TraceNames:
     100 M-event trace three times slower per event than of a 5 M one."""
 
     def __init__(self, lines: pl.DataFrame) -> None:
-        self.files = file_table(lines).lazy()
-        self.second_files = self.files.select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
-        self.names = Names(processes=process_table(lines).lazy(), cgroups=cgroup_table(lines).lazy(),
-                           users=user_table(lines).lazy(), frames=stack_frames(lines).lazy(),
-                           contexts=context_table(lines), slack_ns=_context_slack(lines))
+        files = file_table(lines)
+        # FILE_ID per file, not per event: an event's comes with its path
+        self.files = files.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID)).lazy()
+        self.second_files = files.lazy().select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
+        cgroups, users, frames, contexts = cgroup_table(lines), user_table(lines), stack_frames(lines), context_table(lines)
+        self.names = Names(processes=process_table(lines).lazy(), cgroups=cgroups.lazy(), users=users.lazy(),
+                           frames=frames.lazy(), contexts=contexts, slack_ns=_context_slack(lines))
+        self.null_columns = _null_columns(cgroups, users, frames, contexts)
 
-    def name(self, raw: pl.DataFrame) -> pl.DataFrame:
-        """Raw events (parse.RAW_SCHEMA) with the columns of ioobserve.schema, sorted by time."""
+    def name(self, raw: pl.DataFrame, file_ids: bool = False) -> pl.DataFrame:
+        """Raw events (parse.RAW_SCHEMA) with the columns of ioobserve.schema (schema.COPY_SCHEMA's
+        with file_ids), sorted by time."""
         flags = pl.col("evflags").fill_null(0)
         ret = pl.col("ret")
         # Sorted while the rows are narrow (the members of a flush, one per shape, interleave in
@@ -64,20 +70,37 @@ class TraceNames:
                 pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME)).alias(s.PY_FRAME),
                 pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
                 pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
+                *([pl.col(s.FILE_ID)] if file_ids else []),
             )
             .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))
         )
-        columns = {name: dtype for name, dtype in s.EVENT_SCHEMA.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
+        schema = s.COPY_SCHEMA if file_ids else s.EVENT_SCHEMA
+        columns = {name: dtype for name, dtype in schema.items() if name not in s.PROCESS_CONTEXT_SCHEMA}
         # The in-memory engine: Polars' streaming one held 2-3x the rows' size in buffers here
         events = frame.cast(columns).collect(engine="in-memory")
         events = events if events.get_column(s.TS).is_sorted() else events.sort(s.TS)
-        return with_context(events, self.names).select(list(s.EVENT_SCHEMA)).cast(s.EVENT_SCHEMA)
+        return with_context(events, self.names).select(list(schema)).cast(schema)
 
 
 def name_events(raw: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
     """One file's raw events (parse.RAW_SCHEMA) with the columns of ioobserve.schema, named by
     the file's metadata lines and sorted by time (TraceNames, for a file read in chunks)."""
     return TraceNames(lines).name(raw)
+
+
+def _null_columns(cgroups: pl.DataFrame, users: pl.DataFrame, frames: pl.DataFrame, contexts: pl.DataFrame) -> frozenset[str]:
+    """The columns null in every event because the table that names them has no value for any
+    id (a node's events have no pod, no rank; a trace without Python stacks, no frames): the
+    copy leaves them out, as Parquet's cost is per column however empty."""
+    def empty(table: pl.DataFrame, column: str) -> bool:
+        values = table.get_column(column)
+        return values.null_count() == table.height or (isinstance(values.dtype, pl.List) and values.list.len().max() == 0)
+
+    null = {column for column in s.CGROUP_CONTEXT_SCHEMA if empty(cgroups, column)}
+    null -= {column for column, env in ((s.JOB, ENV_JOB), (s.STEP, ENV_STEP)) if not empty(contexts, env)}  # its fallback
+    null |= {column for column in s.PROCESS_CONTEXT_SCHEMA if empty(contexts, column)}
+    null |= {column for column in (s.PY_FUNCTION, s.PY_FILE, s.PY_LINE) if empty(frames, column)}
+    return frozenset(null | ({s.USER} if empty(users, s.USER) else set()))
 
 
 def _context_slack(lines: pl.DataFrame) -> int:

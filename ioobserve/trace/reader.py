@@ -19,7 +19,7 @@ from polars.io.plugins import register_io_source
 from ioobserve import schema as s
 from ioobserve.model import ACCOUNTING_SCHEMA
 from ioobserve.trace import parse
-from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy, with_file_keys
+from ioobserve.trace.columnar import BUILD_CHUNK_BYTES, build_copy, scan_copy, valid_copy
 from ioobserve.trace.finish import wait_for_finisher
 from ioobserve.trace.inflate import Selection, TraceError, as_paths, read_lines, run_all, run_chunks
 from ioobserve.trace.members import Damage, iter_members
@@ -100,7 +100,7 @@ def file_event_chunks(path: Path, selection: Selection, columns: list[str], rows
     if found is None:
         names = TraceNames(read_lines(path))
         for parts in run_chunks([path], replace(selection, lines=False), damage, progress, BUILD_CHUNK_BYTES):
-            yield selection.keep(with_file_keys(names.name(parts.file_events(path))).lazy()).select(columns).collect()
+            yield selection.keep(names.name(parts.file_events(path), file_ids=True).lazy()).select(columns).collect()
         return
     if damage is not None and (found.damage or found.damage.notes):
         damage.append(found.damage)

@@ -177,3 +177,17 @@ def test_a_copy_made_with_other_columns_is_of_another_version():
     """An older ioobserve's copy (one column fewer) is rebuilt, not read with missing columns."""
     fewer = {name: dtype for name, dtype in s.COPY_SCHEMA.items() if name != s.POD_NAME}
     assert columnar.copy_version(fewer) != columnar.VERSION == columnar.copy_version(dict(s.COPY_SCHEMA))
+
+
+def test_columns_the_tables_leave_null_are_not_in_the_copy(trace, tmp_path):
+    """Parquet's cost is per column, however empty: a column no table of the trace names (no
+    pod, no Python frames here) is left out of the file and read as null, as from the members."""
+    loaded = load(trace)
+    copy = valid_copy(trace)
+    in_file = set(pl.read_parquet_schema(copy_path(trace)))
+    assert in_file == set(copy.columns)
+    assert {s.POD_NAME, s.NAMESPACE, s.PY_FUNCTION} <= set(s.COPY_SCHEMA) - in_file
+    assert {s.TS, s.PID, s.PATH, s.FILE_ID} <= in_file
+    assert loaded.get_column(s.POD_NAME).null_count() == loaded.height
+    assert loaded.equals(_from_members(trace, tmp_path))
+    assert scan(trace).select(s.POD_NAME, s.PID).collect().equals(loaded.select(s.POD_NAME, s.PID))
