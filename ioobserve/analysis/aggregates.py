@@ -170,8 +170,8 @@ class Lanes(Aggregate):
 
     def chunk(self, inputs: ChunkInputs) -> dict[str, pl.DataFrame]:
         """The chunk's lanes of its processes' I/O."""
-        io = inputs.timing.unnamed.lazy().filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(inputs.on_host)
-        return {"lanes": lanes(io, inputs.lane_tolerance, LANE_KEYS).collect()}
+        io = inputs.timing.unnamed.filter(pl.col(s.LAYER).is_in(IO_LAYERS)).with_columns(inputs.on_host)
+        return {"lanes": lanes(io, inputs.lane_tolerance, LANE_KEYS)}
 
     def combine(self, values: list[pl.DataFrame]) -> pl.DataFrame:
         """Every partial's lanes merged."""
@@ -182,7 +182,7 @@ class Lanes(Aggregate):
         if value.height <= 4 * LANE_DETAIL:
             return value
         span = int(value.get_column(END).max() - value.get_column(START).min())
-        return lanes(value.lazy(), max(span // LANE_DETAIL, 1), LANE_KEYS).collect()
+        return lanes(value, max(span // LANE_DETAIL, 1), LANE_KEYS)
 
 
 SIZES = Summed("sizes", SIZE_KEYS, [COUNT],

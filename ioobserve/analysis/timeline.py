@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from ioobserve import schema as s
-from ioobserve.analysis.intervals import END, START, merge
+from ioobserve.analysis.intervals import END, START, merge_now
 
 BIN, COUNT = "bin", "count"  # BIN: the bin's start, ns since the epoch
 MS = 1_000_000
@@ -43,8 +43,8 @@ def rebin(bins: pl.LazyFrame, exponent: int, by: Sequence[str] = ()) -> pl.LazyF
     )
 
 
-def lanes(intervals: pl.LazyFrame, tolerance_ns: int, by: Sequence[str] = (s.PID,)) -> pl.LazyFrame:
+def lanes(intervals: pl.DataFrame, tolerance_ns: int, by: Sequence[str] = (s.PID,)) -> pl.DataFrame:
     """Intervals (START, END) merged per group with gaps shorter than `tolerance_ns` closed:
     a timeline's lanes, at the detail it can draw."""
     widened = intervals.with_columns(pl.col(END) + tolerance_ns)
-    return merge(widened, by).with_columns(pl.max_horizontal(pl.col(END) - tolerance_ns, pl.col(START)).alias(END))
+    return merge_now(widened, by).with_columns(pl.max_horizontal(pl.col(END) - tolerance_ns, pl.col(START)).alias(END))
