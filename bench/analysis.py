@@ -93,6 +93,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.trace or args.source):
         parser.error("give --source or --trace")
+    if args.scratch and not args.scratch.is_dir():
+        parser.error(f"--scratch {args.scratch}: no such directory (create it, or leave it out for one under /tmp)")
     scratch = Path(tempfile.mkdtemp(prefix="ioobserve-bench-analysis-", dir=args.scratch))
     memory = ["--memory", str(args.memory)] if args.memory else []
     try:
