@@ -20,11 +20,11 @@ from ioobserve.trace.reader import Selection, file_event_chunks, read_lines
 from ioobserve.trace.tables import (
     cgroup_table,
     context_table,
-    file_key,
     file_table,
     mount_table,
     process_table,
     stack_table,
+    with_file_ids,
 )
 
 CHUNK_ROWS = 1 << 18
@@ -49,8 +49,7 @@ def trace_tables(path: Path, damage: list[Damage] | None = None) -> TraceTables:
     """The tables of one trace, from its metadata records (event members are not read when
     the trace has an index)."""
     lines = read_lines(path, damage)
-    files = file_table(lines)
-    files = files.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID))
+    files = with_file_ids(file_table(lines))
     hosts = parse.metadata(lines, "HH")
     host = hosts.get_column("name").drop_nulls().first() if "name" in hosts.columns else None
     return TraceTables(

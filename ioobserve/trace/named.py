@@ -15,11 +15,11 @@ from ioobserve.model import ENV_JOB, ENV_STEP
 from ioobserve.trace.tables import (
     cgroup_table,
     context_table,
-    file_key,
     file_table,
     process_table,
     stack_frames,
     user_table,
+    with_file_ids,
 )
 
 
@@ -32,7 +32,7 @@ class TraceNames:
     def __init__(self, lines: pl.DataFrame) -> None:
         files = file_table(lines)
         # FILE_ID per file, not per event: an event's comes with its path
-        self.files = files.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID)).lazy()
+        self.files = with_file_ids(files).lazy()
         self.second_files = files.lazy().select(pl.col("fhash").alias("fhash2"), pl.col(s.PATH).alias(s.PATH2))
         cgroups, users, frames, contexts = cgroup_table(lines), user_table(lines), stack_frames(lines), context_table(lines)
         self.names = Names(processes=process_table(lines).lazy(), cgroups=cgroups.lazy(), users=users.lazy(),

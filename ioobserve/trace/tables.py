@@ -33,6 +33,11 @@ def file_key(path: pl.Expr, dev: pl.Expr, ino: pl.Expr) -> pl.Expr:
     return pl.when(path.is_not_null()).then(pl.struct(path.cast(pl.String), dev, ino).hash(_FILE_KEY_SEED)).cast(pl.UInt64)
 
 
+def with_file_ids(files: pl.DataFrame) -> pl.DataFrame:
+    """A file table (file_table) with each file's FILE_ID."""
+    return files.with_columns(file_key(pl.col(s.PATH), pl.col(s.DEV), pl.col(s.INO)).alias(s.FILE_ID))
+
+
 def file_table(lines: pl.DataFrame) -> pl.DataFrame:
     """fhash -> path, dev, ino from FH records."""
     fh = parse.metadata(lines, "FH")
