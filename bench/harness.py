@@ -7,6 +7,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -104,6 +105,46 @@ def tree_cpu(pid: int) -> float:
 def tree_rss(pid: int) -> int:
     """Bytes resident in a process and all its live descendants now."""
     return int(_tree_total(pid, _resident_bytes))
+
+
+def _proportional_bytes(pid: int) -> int:
+    """A process's proportional resident memory now (smaps_rollup's Pss): pages it shares with
+    its fork parent counted once between them, as they are once in the node's memory."""
+    with open(f"/proc/{pid}/smaps_rollup") as handle:
+        for line in handle:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakMemory:
+    """Samples a process tree's memory on a thread of its own until stop(): the peak of the
+    tree's sum (Pss) and each member's own peak, by its name (comm)."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak_bytes = 0
+        self.by_name: dict[str, int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.interval):
+            total = 0
+            for member in tree(self.pid):
+                try:
+                    size, name = _proportional_bytes(member), stat(member)[0]
+                except (OSError, IndexError, ValueError):
+                    continue  # ended between the walk and the read
+                total += size
+                self.by_name[name] = max(self.by_name.get(name, 0), size)
+            self.peak_bytes = max(self.peak_bytes, total)
+
+    def stop(self) -> None:
+        """End the sampling (call once the tree has ended or is about to)."""
+        self._done.set()
+        self._thread.join()
 
 
 def build(source: str, out_dir: Path) -> Path:

@@ -7,8 +7,9 @@ from the moment it says it is recording to its exit) per event recorded; the fin
 per event (the Parquet copy, and recompression where the writer hurried: the end record's
 `writer_hurried_members`), run here as the bench's child after `record --no-compact`; the
 writer's lag (the end record's `writer_lag_max_us`: how long after its call an event reached
-the writer, at worst); the tail (the flood's end to `record` returning); loss; and the trace's
-bytes per event. Rates at which the recorder kept up (no loss, lag <= 1 s) are sustained.
+the writer, at worst); the tail (the flood's end to `record` returning); loss; the trace's
+bytes per event; and the recorder's peak memory (its tree's Pss, sampled every 50 ms, and
+each process's own peak). Rates at which the recorder kept up (no loss, lag <= 1 s) are sustained.
 
   sudo .venv/bin/python bench/recorder_cpu.py [--rates 100000 300000 1000000] [--seconds 10]
       [--writer-threads 1 2] [--procs 2]
@@ -27,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import ROOT, build, start_record, tree_cpu
+from harness import ROOT, PeakMemory, build, start_record, tree_cpu
 from ioobserve.trace.reader import own_records
 
 
@@ -55,6 +56,7 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
         options += ["--writer-threads", str(writer_threads)]
     recorder, _ = start_record(options, stdout=subprocess.DEVNULL, env=_environment(checkout))
     start_cpu = tree_cpu(recorder.pid)
+    memory = PeakMemory(recorder.pid)
     calls = int(rate * seconds / procs) if rate else unpaced_calls
     flood = subprocess.run([str(binary), str(work / "flood.dat"), str(procs), str(calls), str(rate)],
                            capture_output=True, text=True, check=True)
@@ -63,6 +65,7 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
     recorder.stderr.read()
     _, status, usage = os.wait4(recorder.pid, 0)
     tail = time.monotonic() - flood_end
+    memory.stop()
     if status:
         raise RuntimeError(f"record exited with status {status}")
     cpu = usage.ru_utime + usage.ru_stime - start_cpu
@@ -78,7 +81,8 @@ def run(binary: Path, work: Path, procs: int, rate: int, seconds: float, writer_
     return {"rate": rate, "threads": writer_threads or "default", "issued": issued, "flood_s": float(flood.stdout.split('"seconds": ')[1].split(",")[0]),
             "events": events, "lost": end["args"]["lost_total"], "cpu_us": cpu / max(events, 1) * 1e6,
             "finisher_us": finish / max(events, 1) * 1e6, "lag_s": counters.get("writer_lag_max_us", 0) / 1e6,
-            "tail_s": tail, "bytes": size / max(events, 1)}
+            "tail_s": tail, "bytes": size / max(events, 1), "peak_mb": memory.peak_bytes / 2**20,
+            "peaks_mb": {name: round(size / 2**20) for name, size in sorted(memory.by_name.items())}}
 
 
 def main() -> None:
@@ -99,8 +103,8 @@ def main() -> None:
     try:
         binary = build("flood.c", work)
         print("| rate asked (ev/s) | writer threads | flood rate | events | lost | recorder CPU µs/event | finisher CPU µs/event"
-              " | writer lag max s | tail s | trace B/event | kept up |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              " | writer lag max s | tail s | trace B/event | peak memory MB (Pss) | by process | kept up |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for _ in range(args.rounds):
             for rate in args.rates:
                 for threads in args.writer_threads:

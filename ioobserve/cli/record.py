@@ -27,6 +27,7 @@ from ioobserve.cli.filters import (
     build_layers,
     build_python,
 )
+from ioobserve.collect.backlog import SPILL_FALLBACK, BacklogLimits, spill_directory
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
 
 EPILOG = """Examples:
@@ -71,7 +72,8 @@ def record(
     rotate_mb: Annotated[Optional[float], typer.Option("--rotate-mb", help="Start a new trace file (-1, -2, ...) after this many MB on disk.")] = None,
     rotate_s: Annotated[Optional[float], typer.Option("--rotate-s", help="Start a new trace file after this many seconds.")] = None,
     ring_pages: Annotated[int, typer.Option("--ring-pages", help="Event ring buffer size in pages (a power of two; 4096 = 16 MiB).")] = 4096,
-    backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events held in memory while the disk is behind (default 1024, ~10 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
+    backlog_mb: Annotated[Optional[float], typer.Option("--backlog-mb", help="MB of events a burst may queue while the recorder is behind (default 1024, ~8 M events); beyond it the kernel drops new ones and counts them as lost.")] = None,
+    backlog_memory_mb: Annotated[Optional[float], typer.Option("--backlog-memory-mb", help="Of the backlog, MB held in memory (default 64); the rest waits in an unlinked file in the output directory (page cache, written back under memory pressure). At least --backlog-mb: all in memory.")] = None,
     writer_threads: Annotated[Optional[int], typer.Option("--writer-threads", min=1, help="Most threads formatting and compressing the trace (default: the cores but one, at most 4); one does the work until the event rate needs more.")] = None,
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, write its Parquet copy for fast reading (and recompress what was written in a hurry, while the writer was behind), in the background at the lowest priority.")] = True,
@@ -120,18 +122,16 @@ def record(
             raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
         if precision not in PRECISIONS:
             raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
-        if backlog_mb is not None and backlog_mb < 1:
-            raise UserError(f"--backlog-mb {backlog_mb:g}: must be at least 1")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
         chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
+        backlog = backlog_limits(backlog_mb, backlog_memory_mb, directory)
     except (UserError, OutputError) as exc:
         fail(str(exc))
 
     try:
         recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options,
-                              stop_timeout=stop_timeout, probe_stats=probe_stats,
-                              **({"backlog_bytes": int(backlog_mb * (1 << 20))} if backlog_mb is not None else {}))
+                              stop_timeout=stop_timeout, probe_stats=probe_stats, backlog=backlog)
     except ProbeError as exc:
         fail_probes(exc)
     except KeyboardInterrupt:
@@ -177,3 +177,16 @@ def record(
     if not command and incomplete:
         raise typer.Exit(EXIT_INCOMPLETE)
 
+
+def backlog_limits(total_mb: float | None, memory_mb: float | None, directory: Path) -> BacklogLimits:
+    """The capture process's backlog from the options: what is beyond the memory part waits
+    in an unlinked file on a local disk (the output directory's, else /var/tmp's), or in
+    memory too where there is none."""
+    for flag, value in (("--backlog-mb", total_mb), ("--backlog-memory-mb", memory_mb)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} {value:g}: must be at least 1")
+    default = BacklogLimits()
+    total = int(total_mb * (1 << 20)) if total_mb is not None else default.total_bytes
+    memory = int(memory_mb * (1 << 20)) if memory_mb is not None else default.memory_bytes
+    spill = spill_directory([str(directory), SPILL_FALLBACK]) if memory < total else None
+    return BacklogLimits(total, memory if spill else total, spill)

@@ -130,10 +130,12 @@ def _cost(summary: Summary) -> str:
                   f"({runs:,} probe runs, {run_ns / 1e9:.2f} s)")
     else:
         probes = "probes' kernel time not counted (--probe-stats, or sysctl kernel.bpf_stats_enabled=1)"
-    if "writer_lag_max_us" not in counters:
-        return probes
-    return (f"{probes}; events reached the writer at most {counters['writer_lag_max_us'] / 1e6:.2f} s after their "
-            f"call ended (median {counters['writer_lag_median_us'] / 1e6:.2f} s)")
+    if "writer_lag_max_us" in counters:
+        probes += (f"; events reached the writer at most {counters['writer_lag_max_us'] / 1e6:.2f} s after their "
+                   f"call ended (median {counters['writer_lag_median_us'] / 1e6:.2f} s)")
+    if counters.get("capture_spilled_peak_bytes"):
+        probes += f"; a burst waited in the spill file ({counters['capture_spilled_peak_bytes'] / 2**20:,.0f} MiB at most)"
+    return probes
 
 
 def _accounting_rows(totals: Table, summary: Summary, result) -> None:

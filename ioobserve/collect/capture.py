@@ -4,10 +4,12 @@ A separate process, not a thread, because the drain must never wait: a thread sh
 GIL with the worker and writer, and when those run niced (the observed applications come
 first) a preempted GIL holder would stall the drain until the rings overflow. The child
 runs above the jobs' priority (ioobserve.collect.priority.drain_priority), holds only the
-ring fds and two pipes, buffers a burst in memory (up to `backlog_bytes`) when the recorder
-falls behind, and stops reading the rings beyond that, so the kernel counts the loss.
+ring fds, two pipes and the spill file, buffers a burst (up to `backlog_bytes`: in memory,
+then in the spill file, collect.backlog) when the recorder falls behind, and stops reading
+the rings beyond that, so the kernel counts the loss.
 
-Stream format, per message: u64 event bytes, u64 aux bytes, then the fixed-size event
+Stream format, per message: u64 event bytes, u64 aux bytes, u64 the most the spill file
+has held so far (bytes), then the fixed-size event
 records as they lay in the ring (each after its 8-byte ring header: ring_dtype),
 then the auxiliary records as they lay in the ring too (RingReader.read_blob). A
 message with both sizes zero ends the stream.
@@ -23,7 +25,7 @@ of fixed-size records become one numpy array, and a batch of variable-size ones 
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import ctypes
 import fcntl
 import functools
@@ -38,6 +40,7 @@ import numpy as np
 
 from ioobserve import _core
 from ioobserve import events as ev
+from ioobserve.collect.backlog import Backlog, BacklogLimits, SpillFile, open_spill
 from ioobserve.collect.priority import drain_priority
 from ioobserve.memory import keep_freed_buffers
 from ioobserve.thread_names import name_this_thread
@@ -142,7 +145,7 @@ class RingReader:
 
 # The capture process.
 
-HEADER = struct.Struct("<QQ")
+HEADER = struct.Struct("<QQQ")
 F_SETPIPE_SZ = 1031
 PIPE_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -152,10 +155,10 @@ DRAIN_RECORDS = 1 << 14
 RECORD_STRIDE = ring_dtype(ev.EVENT).itemsize
 
 
-def encode(raw_events: bytes, aux_blob: bytes) -> list[bytes]:
+def encode(raw_events: bytes, aux_blob: bytes, spilled_peak: int = 0) -> list[bytes]:
     """One stream message, as the pieces to write (written one after the other, not joined:
     the records are copied only from the ring, then by the kernel into the pipe)."""
-    return [HEADER.pack(len(raw_events), len(aux_blob)), raw_events, aux_blob]
+    return [HEADER.pack(len(raw_events), len(aux_blob), spilled_peak), raw_events, aux_blob]
 
 
 def decode(events_blob, aux_blob) -> tuple[np.ndarray, memoryview]:
@@ -180,8 +183,13 @@ def _read_exactly(fd: int, size: int) -> bytearray | None:
 class CaptureProcess:
     """Parent side: start the drain child, read its batches, stop it."""
 
-    def __init__(self, rings: dict[str, tuple[int, int]], poll_interval: float, backlog_bytes: int,
+    def __init__(self, rings: dict[str, tuple[int, int]], poll_interval: float, limits: BacklogLimits,
                  nice: int | None = None):
+        spill_fd = None
+        if limits.spill_dir is not None and limits.memory_bytes < limits.total_bytes:
+            with contextlib.suppress(OSError):  # record checked the directory and said so: in memory then
+                spill_fd = open_spill(limits.spill_dir)
+        self.spilled_peak = 0  # the most the capture process's spill file held, bytes
         data_read, data_write = os.pipe()
         stop_read, self._stop_write = os.pipe()
         self.pid = os.fork()
@@ -190,19 +198,22 @@ class CaptureProcess:
             try:
                 if os.read(stop_read, 1) != b"g":  # wait for go(): the recorder first excludes us
                     os._exit(1)  # the recorder went away before starting us
-                keep = {0, 1, 2, data_write, stop_read} | {fd for fd, _ in rings.values()}
+                keep = {0, 1, 2, data_write, stop_read, spill_fd} | {fd for fd, _ in rings.values()}
                 for fd in _open_fds():
                     if fd not in keep:  # above all the probes' link fds: detaching must not wait on us
                         try:
                             os.close(fd)
                         except OSError:
                             pass  # the directory listing's own fd
-                _drain(rings, data_write, stop_read, poll_interval, backlog_bytes, nice)
+                backlog = Backlog(limits.memory_bytes, SpillFile(spill_fd) if spill_fd is not None else None)
+                _drain(rings, data_write, stop_read, poll_interval, backlog, limits.total_bytes, nice)
                 status = 0
             finally:
                 os._exit(status)
         os.close(data_write)
         os.close(stop_read)
+        if spill_fd is not None:
+            os.close(spill_fd)
         self._data = data_read
 
     def go(self) -> None:
@@ -215,7 +226,7 @@ class CaptureProcess:
             header = _read_exactly(self._data, HEADER.size)
             if header is None:
                 raise RuntimeError("the capture process ended without finishing its stream")
-            events_size, aux_size = HEADER.unpack(header)
+            events_size, aux_size, self.spilled_peak = HEADER.unpack(header)
             if not events_size and not aux_size:
                 return
             payload = _read_exactly(self._data, events_size + aux_size)
@@ -250,7 +261,8 @@ def _open_fds() -> list[int]:
     return [int(name) for name in os.listdir("/proc/self/fd")]
 
 
-def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int, nice: int | None) -> None:
+def _drain(rings, out: int, stop: int, poll_interval: float, backlog: Backlog, total_bytes: int,
+           nice: int | None) -> None:
     """The child's loop: drain, buffer, write without blocking, until asked to stop and the
     rings are empty."""
     for signum in (signal.SIGINT, signal.SIGTERM):  # the recorder decides when to stop
@@ -267,45 +279,26 @@ def _drain(rings, out: int, stop: int, poll_interval: float, backlog_bytes: int,
     os.set_blocking(out, False)
     events = RingReader(*rings["events"])
     aux = RingReader(*rings["aux"])
-    pending: collections.deque = collections.deque()
-    pending_bytes = 0
     stopping = False
     while True:
         stopping = stopping or bool(select.select([stop], [], [], 0)[0])
         raw = b""
-        if pending_bytes < backlog_bytes:  # beyond the backlog the rings overflow: counted loss
+        if backlog.size < total_bytes:  # beyond the backlog the rings overflow: counted loss
             raw = events.read_raw(ev.EVENT, DRAIN_RECORDS)
             records = aux.read_blob()  # after events: every name/path they need is in
             if raw or records:
-                for piece in encode(raw, records):
-                    if piece:
-                        pending.append(memoryview(piece))
-                        pending_bytes += len(piece)
-        pending_bytes -= _write_some(out, pending)
+                for piece in encode(raw, records, backlog.spilled_peak):
+                    backlog.add(piece)
+        backlog.write_to(out)
         empty = not events.pending_bytes() and not aux.pending_bytes()
-        if stopping and empty and not pending:
+        if stopping and empty and not backlog:
             break  # the probes are detached and everything is out
-        if len(raw) == DRAIN_RECORDS * RECORD_STRIDE and pending_bytes < backlog_bytes:
+        if len(raw) == DRAIN_RECORDS * RECORD_STRIDE and backlog.size < total_bytes:
             continue  # a whole chunk, and more behind it: the pipe can wait, the rings cannot
-        if pending:
+        if backlog:
             select.select([], [out], [], poll_interval)  # until the recorder reads
         elif empty:
             time.sleep(poll_interval)
     os.set_blocking(out, True)
-    os.write(out, HEADER.pack(0, 0))
+    os.write(out, HEADER.pack(0, 0, backlog.spilled_peak))
 
-
-def _write_some(fd: int, pending: collections.deque) -> int:
-    """Write queued messages until the pipe is full; returns the bytes written."""
-    written = 0
-    while pending:
-        try:
-            n = os.write(fd, pending[0])
-        except BlockingIOError:
-            break
-        written += n
-        if n == len(pending[0]):
-            pending.popleft()
-        else:
-            pending[0] = pending[0][n:]
-    return written

@@ -29,6 +29,7 @@ from ioobserve.collect.accounting import (
     AccountingCheck,
     ExitAccounting,
 )
+from ioobserve.collect.backlog import BacklogLimits
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
@@ -44,7 +45,6 @@ from ioobserve.thread_names import name_this_thread
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together
 ACCOUNTING_WAIT_S = 30.0  # an exit not matched to a process traced from its start by then is dropped
-DEFAULT_BACKLOG_BYTES = 1 << 30  # ~10M events held by the capture process after a burst
 # Read ahead of the worker up to this many event bytes (beyond it the capture process holds
 # the backlog): by bytes, not batches, so that a worker behind on many small batches (a
 # burst of process starts) does not hold up the reader, which probes libraries and finds
@@ -92,7 +92,7 @@ class Collector:
     """Owns the drain loop and the context tables for one recording."""
 
     def __init__(self, probes, sinks: list[Sink], poll_interval: float = 0.01, loss_interval: float = 1.0,
-                 path_prefixes: list[str] | None = None, backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+                 path_prefixes: list[str] | None = None, backlog: BacklogLimits = BacklogLimits(),
                  capture_nice: int | None = None, accounting: ExitAccounting | None = None,
                  cgroups: CgroupTable | None = None):
         self.probes = probes
@@ -102,7 +102,7 @@ class Collector:
         self.context = ContextTables(cgroups=cgroups) if cgroups is not None else ContextTables()
         self.enricher = Enricher(self.context, monotonic_to_epoch_offset())
         self._rings = {name: probes.tables.ring(name) for name in ("events", "aux")}
-        self._backlog_bytes = backlog_bytes
+        self._backlog = backlog
         self._capture_nice = capture_nice
         self._capture: CaptureProcess | None = None
         self._lost_seen = np.zeros(ev.LOST_SLOTS, dtype=np.uint64)
@@ -132,7 +132,7 @@ class Collector:
         gc.set_threshold(*GC_THRESHOLDS)
         self.context.processes.seed_from_proc()
         seed_from_proc(self.context.timeline, list(self.context.processes.by_pid))
-        self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog_bytes, self._capture_nice)
+        self._capture = CaptureProcess(self._rings, self.poll_interval, self._backlog, self._capture_nice)
         self.probes.tables.exclude_helper(self._capture.pid)
         self._capture.go()
         self._reader.start()
@@ -301,6 +301,8 @@ class Collector:
                   "py_chains_unknown": self.context.stacks.unknown_chains, "requests_garbled": self.enricher.requests.garbled}
         if self._accounting is not None:
             counts["accounting_overruns"] = self._accounting.overruns
+        if self._capture is not None and self._capture.spilled_peak:
+            counts["capture_spilled_peak_bytes"] = self._capture.spilled_peak
         if self._lags_ns:
             counts["writer_lag_max_us"] = max(self._lags_ns) // 1000
             counts["writer_lag_median_us"] = int(np.median(self._lags_ns)) // 1000

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
-from ioobserve.collect.collector import DEFAULT_BACKLOG_BYTES, Collector
+from ioobserve.collect.backlog import BacklogLimits
+from ioobserve.collect.collector import Collector
 from ioobserve.sink import Sink
 from ioobserve.collect.priority import restore_priority
 from ioobserve.context.cgroups import CgroupTable
@@ -123,12 +124,12 @@ class Recording:
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
                  original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
                  python: PythonOptions = PythonOptions(), stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
-                 backlog_bytes: int = DEFAULT_BACKLOG_BYTES, probe_stats: bool = False):
+                 backlog: BacklogLimits = BacklogLimits(), probe_stats: bool = False):
         self.filters = filters
         self.probe_stats = probe_stats  # the kernel counts the probes' run time while recording
         self.original_nice = original_nice
         self.sinks = sinks
-        self.backlog_bytes = backlog_bytes
+        self.backlog = backlog
         self.deadline = StopDeadline(stop_timeout)  # how long writing out what is left may take
         btf = kernel_btf()
         self.probes = load_probes(sizes, btf, layers, python)
@@ -165,7 +166,7 @@ class Recording:
             self.probes.configure(self.filters)
             self._start_accounting()
             collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
-                                  backlog_bytes=self.backlog_bytes, capture_nice=self.original_nice,
+                                  backlog=self.backlog, capture_nice=self.original_nice,
                                   accounting=self.accounting, cgroups=self.cgroups)
             if child:
                 collector.account_from_start(child.pid)

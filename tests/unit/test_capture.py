@@ -10,7 +10,8 @@ import numpy as np
 from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve.collect import capture as capture_module
-from ioobserve.collect.capture import CaptureProcess, decode, encode, ring_dtype
+from ioobserve.collect.backlog import BacklogLimits
+from ioobserve.collect.capture import HEADER, CaptureProcess, decode, encode, ring_dtype
 from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
 from tests.unit.fake_ring import SIZE, FakeRing, ring_blob
 
@@ -28,7 +29,7 @@ def test_message_round_trip():
     for name in ev.EVENT.names:
         in_ring[name] = batch[name]
     raw = b"".join(encode(in_ring.tobytes(), aux))
-    got_events, got_aux = decode(raw[16 : 16 + in_ring.nbytes], raw[16 + in_ring.nbytes :])
+    got_events, got_aux = decode(raw[HEADER.size : HEADER.size + in_ring.nbytes], raw[HEADER.size + in_ring.nbytes :])
     assert got_events.tobytes() == in_ring.tobytes() and got_aux == aux
     assert _core.aux_split(got_aux) == ([b"abc", b"", b"0123456789"], b"", None)
     assert all((got_events[name] == batch[name]).all() for name in ev.EVENT.names)
@@ -40,7 +41,7 @@ def test_streams_everything_then_drains_on_stop():
         for record in _events(0, 100):  # 100 x 112 bytes fit the 16 KiB fake ring
             events_ring.put(record.tobytes())
         aux_ring.put(b"path-record")
-        capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, 1 << 20)
+        capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, BacklogLimits(1 << 20))
         capture.go()
         seen, aux_seen = [], []
         batches = capture.batches()
@@ -70,7 +71,7 @@ def test_the_rings_are_drained_in_chunks_in_order(monkeypatch):
     try:
         for record in _events(0, 100):
             events_ring.put(record.tobytes())
-        capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, 1 << 20)
+        capture = CaptureProcess({"events": (events_ring.fd, SIZE), "aux": (aux_ring.fd, SIZE)}, 0.005, BacklogLimits(1 << 20))
         capture.go()
         capture.stop()
         sizes, seen = [], []
