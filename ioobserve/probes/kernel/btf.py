@@ -69,6 +69,9 @@ class Btf:
         # for, as a layout needs a few dozen of a kernel's ~130,000 types.
         self._at: list[int] = [-1]
         self._structs_by_name_offset: dict[int, int] = {}  # first struct of each name (its string's offset)
+        # The first typedef and function of each name, likewise: the attach points asked for by
+        # name (named_ids), found in the one pass over the types rather than a pass per question.
+        self._named_by_kind: dict[int, dict[int, int]] = {_TYPEDEF: {}, _FUNC: {}}
         self._parse_types(self._types_start, self._types_start + type_len)
 
     @classmethod
@@ -86,13 +89,16 @@ class Btf:
 
     def _parse_types(self, pos: int, end: int) -> None:
         blob, unpack, at, structs = self._blob, _TYPE.unpack_from, self._at, self._structs_by_name_offset
+        typedefs, functions = self._named_by_kind[_TYPEDEF], self._named_by_kind[_FUNC]
         fixed = [_extra_bytes(kind, 0) for kind in range(32)]
         per_member = [_extra_bytes(kind, 1) - fixed[kind] for kind in range(32)]
         while pos < end:
             name_off, info, _ = unpack(blob, pos)
             kind, vlen = (info >> 24) & 0x1F, info & 0xFFFF
-            if kind == _STRUCT and name_off and name_off not in structs:
-                structs[name_off] = len(at)
+            if name_off:
+                named = structs if kind == _STRUCT else functions if kind == _FUNC else typedefs if kind == _TYPEDEF else None
+                if named is not None and name_off not in named:
+                    named[name_off] = len(at)
             at.append(pos)
             pos += _TYPE.size + fixed[kind] + per_member[kind] * vlen
 
@@ -180,20 +186,13 @@ class Btf:
     def named_ids(self, kind: str, names: list[str]) -> dict[str, int]:
         """{name: type id} of the `kind` ("typedef" or "function") types named in `names`
         that the kernel has: the attach points of BTF programs (tp_btf, fentry)."""
-        wanted_kind = {"typedef": _TYPEDEF, "function": _FUNC}[kind]
+        named = self._named_by_kind[{"typedef": _TYPEDEF, "function": _FUNC}[kind]]
         strings = bytes(self._blob[self._strings_start:self._strings_end])
-        by_offset = {}
+        found = {}
         for name in names:
             at = strings.find(b"\0" + name.encode() + b"\0")  # BTF keeps each distinct string once
-            if at >= 0:
-                by_offset[at + 1] = name
-        found, unpack = {}, _TYPE.unpack_from
-        for type_id, pos in enumerate(self._at):
-            if pos < 0:
-                continue
-            name_off, info, _ = unpack(self._blob, pos)
-            if name_off in by_offset and (info >> 24) & 0x1F == wanted_kind:
-                found.setdefault(by_offset[name_off], type_id)
+            if at >= 0 and at + 1 in named:
+                found[name] = named[at + 1]
         return found
 
     def function_proto(self, function_id: int) -> int:
