@@ -112,6 +112,7 @@ def main() -> None:
                     kept_up = r["lost"] == 0 and r["lag_s"] <= 1.0
                     print(f"| {f'{rate:,}' if rate else 'unpaced'} | {r['threads']} | {r['issued'] / r['flood_s']:,.0f} | {r['events']:,} | {r['lost']:,} | "
                           f"{r['cpu_us']:.2f} | {r['finisher_us']:.2f} | {r['lag_s']:.2f} | {r['tail_s']:.2f} | {r['bytes']:.1f} | "
+                          f"{r['peak_mb']:.0f} | {', '.join(f'{name} {mb}' for name, mb in r['peaks_mb'].items())} | "
                           f"{'yes' if kept_up else 'no'} |", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
