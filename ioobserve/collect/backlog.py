@@ -1,6 +1,6 @@
 """The capture process's backlog: the stream bytes the recorder has not read yet, first in
 first out. The first `memory_bytes` wait in memory; beyond them, while a spill file is
-open, they wait in that file (unlinked, 0600, beside the trace), so a burst the recorder is
+open, they wait in that file (unlinked, 0600, on a local disk: spill_directory), so a burst the recorder is
 behind on sits in the page cache, which the kernel can write back under pressure, rather
 than in the capture process's own memory. Nothing is dropped here: the caller stops
 reading the rings once `size` reaches its bound, and the kernel counts the loss."""
@@ -8,6 +8,7 @@ reading the rings once `size` reaches its bound, and the kernel counts the loss.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import os
 from dataclasses import dataclass
@@ -97,7 +98,8 @@ class SpillFile:
         data = os.pread(self.fd, min(limit, self.size), self._read)
         self._read += len(data)
         if self._read == self._written:
-            os.ftruncate(self.fd, 0)
+            with contextlib.suppress(OSError):  # only gives the space back early: writing restarts at 0 either way
+                os.ftruncate(self.fd, 0)
             self._read = self._written = 0
         else:  # the page cache and disk blocks of what was read go back now, not at the end
             _libc.fallocate(self.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, self._read & ~4095)

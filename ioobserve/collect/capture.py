@@ -4,9 +4,9 @@ A separate process, not a thread, because the drain must never wait: a thread sh
 GIL with the worker and writer, and when those run niced (the observed applications come
 first) a preempted GIL holder would stall the drain until the rings overflow. The child
 runs above the jobs' priority (ioobserve.collect.priority.drain_priority), holds only the
-ring fds, two pipes and the spill file, buffers a burst (up to `backlog_bytes`: in memory,
-then in the spill file, collect.backlog) when the recorder falls behind, and stops reading
-the rings beyond that, so the kernel counts the loss.
+ring fds, two pipes and the spill file, buffers a burst (up to the backlog's total bytes: in
+memory, then in the spill file, collect.backlog) when the recorder falls behind, and stops
+reading the rings beyond that, so the kernel counts the loss.
 
 Stream format, per message: u64 event bytes, u64 aux bytes, u64 the most the spill file
 has held so far (bytes), then the fixed-size event
@@ -187,7 +187,7 @@ class CaptureProcess:
                  nice: int | None = None):
         spill_fd = None
         if limits.spill_dir is not None and limits.memory_bytes < limits.total_bytes:
-            with contextlib.suppress(OSError):  # record checked the directory and said so: in memory then
+            with contextlib.suppress(OSError):  # record chose a directory that could make one; if not now, in memory
                 spill_fd = open_spill(limits.spill_dir)
         self.spilled_peak = 0  # the most the capture process's spill file held, bytes
         data_read, data_write = os.pipe()
