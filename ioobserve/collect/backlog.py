@@ -1,9 +1,10 @@
 """The capture process's backlog: the stream bytes the recorder has not read yet, first in
 first out. The first `memory_bytes` wait in memory; beyond them, while a spill file is
-open, they wait in that file (unlinked, 0600, on a local disk: spill_directory), so a burst the recorder is
-behind on sits in the page cache, which the kernel can write back under pressure, rather
-than in the capture process's own memory. Nothing is dropped here: the caller stops
-reading the rings once `size` reaches its bound, and the kernel counts the loss."""
+open, they wait in that file (unlinked, 0600, on a local disk: spill_directory), so a
+burst the recorder is behind on sits in the page cache, which the kernel can write back
+under pressure, rather than in the capture process's own memory. Nothing is dropped here:
+the caller stops reading the rings once `size` reaches its bound, and the kernel counts
+the loss."""
 
 from __future__ import annotations
 
