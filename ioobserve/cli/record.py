@@ -78,6 +78,7 @@ def record(
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, write its Parquet copy for fast reading (and recompress what was written in a hurry, while the writer was behind), in the background at the lowest priority.")] = True,
     probe_stats: Annotated[bool, typer.Option("--probe-stats", help="Have the kernel count the probes' own run time while recording (its BPF stats, a few tens of ns per probe run), for the summary's cost line.")] = False,
+    exec_gate: Annotated[bool, typer.Option("--exec-gate/--no-exec-gate", help="Hold the exec of a program that loads a library or Python copy no probe covers yet (a new container root's libc or python) until its probes are on, at most 0.2 s, so a short job's first calls are seen; invisible to the job (fanotify, not a signal). --no-exec-gate: such a copy is probed when first mapped, tens of ms late.")] = True,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
     """Record the file I/O of every process (or of the ones the filters select) into a trace.
@@ -131,7 +132,7 @@ def record(
 
     try:
         recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options,
-                              stop_timeout=stop_timeout, probe_stats=probe_stats, backlog=backlog)
+                              stop_timeout=stop_timeout, probe_stats=probe_stats, backlog=backlog, exec_gate=exec_gate)
     except ProbeError as exc:
         fail_probes(exc)
     except KeyboardInterrupt:

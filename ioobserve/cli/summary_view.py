@@ -42,6 +42,8 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("layers", ", ".join(f"{layer} {n:,}" for layer, n in layers) or "-")
     if result.layers:
         totals.add_row("probed", "; ".join(f"{layer}: {how}" for layer, how in result.layers.items()))
+    if getattr(result, "exec_gate", None):
+        totals.add_row("exec gate", result.exec_gate)
     refused = sorted((pid, why) for pid, why in result.frames_not_walked.items() if pid in summary.pids)
     for pid, why in refused[:NOT_WALKED_SHOWN]:
         totals.add_row("no frames", f"pid {pid}: {why}; its I/O is recorded without Python frames")

@@ -306,6 +306,11 @@ class Collector:
         if self._lags_ns:
             counts["writer_lag_max_us"] = max(self._lags_ns) // 1000
             counts["writer_lag_median_us"] = int(np.median(self._lags_ns)) // 1000
+        gate = getattr(self.probes, "gate", None)
+        if gate is not None:
+            counts["exec_gate_held"] = gate.report.held
+            counts["exec_gate_longest_us"] = int(gate.report.longest_s * 1e6)
+            counts["exec_gate_ran_on"] = len(gate.report.ran_on)
         stats = {name: ran for name, ran in self.probes.run_stats().items() if ran[1]}
         if stats:
             counts["probe_run_ns"] = sum(run_ns for run_ns, _ in stats.values())

@@ -25,6 +25,7 @@ from ioobserve.probes.build.headers import HeadersMissing, find_headers
 from ioobserve.probes.kernel.kernel_layout import layout_from_btf
 from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
 from ioobserve.probes.load.loader import Probes, ProbeSizes
+from ioobserve.probes.attach.exec_gate import ExecGate
 from ioobserve.probes.attach.python import PythonOptions
 from ioobserve.probes.attach.syscall import MechanismUnavailable
 from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
@@ -43,6 +44,7 @@ class RecordingResult:
     dropped_at_stop: int = 0  # events captured but not handed on: the stop deadline passed
     stop_overran: bool = False  # the stop deadline passed (or a second signal hurried it)
     frames_not_walked: dict[int, str] = field(default_factory=dict)  # pid -> why its Python frames were not read
+    exec_gate: str | None = None  # what the exec gate did, or why it was off (None: not asked for)
 
 
 class GatedCommand:
@@ -124,8 +126,9 @@ class Recording:
     def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
                  original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
                  python: PythonOptions = PythonOptions(), stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
-                 backlog: BacklogLimits = BacklogLimits(), probe_stats: bool = False):
+                 backlog: BacklogLimits = BacklogLimits(), probe_stats: bool = False, exec_gate: bool = True):
         self.filters = filters
+        self.exec_gate = exec_gate  # hold the exec of a program loading a copy not probed yet (exec_gate.py)
         self.probe_stats = probe_stats  # the kernel counts the probes' run time while recording
         self.original_nice = original_nice
         self.sinks = sinks
@@ -183,6 +186,7 @@ class Recording:
             raise
         started = time.monotonic()
         status = None
+        gate, gate_off = None, None
         try:
             collector.start()
             # Before saying it records, and before the command starts: the library copies
@@ -190,6 +194,11 @@ class Recording:
             # h5py's calls under load; a command that enters a running container's root uses
             # that root's libc from its first call). A few ms for a few hundred processes.
             self.probes.scan_running()
+            if self.exec_gate and self.probes.has_uprobe_layers():
+                gate = self.probes.gate = ExecGate(self.probes.prepare_exec)
+                gate_off = gate.start()
+                if gate_off is not None:
+                    gate = self.probes.gate = None
             if on_start:
                 on_start()
             if child:
@@ -205,6 +214,8 @@ class Recording:
                 self._stop.wait(0.05)
         finally:
             self._stop.set()  # however it ends: a signal now hurries the stop
+            if gate is not None:
+                gate.stop()  # before no probe may attach: nothing is held for probes that will not come
             self.probes.stop_selecting()
             # Detaching waits on the kernel (~0.4 s here, most of it for the classic tracepoints
             # and the library uprobes): done beside the drain, nothing new entering the rings.
@@ -224,7 +235,8 @@ class Recording:
         return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
                                self.probes.layer_report(), collector.dropped_at_stop,
                                collector.abandoned or self.deadline.passed(),
-                               dict(self.probes.python.refused) if self.probes.python is not None else {})
+                               dict(self.probes.python.refused) if self.probes.python is not None else {},
+                               gate.describe() if gate is not None else gate_off and f"off: {gate_off}")
 
     def _start_accounting(self) -> None:
         if self.accounting is None:

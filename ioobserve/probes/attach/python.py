@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ioobserve import events as ev
-from ioobserve.mappings import mapped_files
+from ioobserve.mappings import MappedFile, mapped_files
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.uprobes import LibraryProbes
 from ioobserve.probes.build.compile import ProbeError
@@ -147,6 +147,24 @@ class PythonLayer:
         for child in _children(pid):
             if ctypes.c_uint32(child) not in table:
                 self.consider(child)
+        return True
+
+    def wants(self, mapped: MappedFile) -> bool:
+        """Whether `mapped` may be an interpreter file not given to the kernel yet."""
+        return bool(INTERPRETER_FILE.match(os.path.basename(mapped.inside))) and not (mapped.idents & self._image_files)
+
+    def prepare(self, mapped: MappedFile) -> bool:
+        """Give the kernel an interpreter file before any process runs it (the exec gate): the
+        kernel then places its runtime in each process that execs or maps it, from its first
+        call. False if it holds no supported interpreter."""
+        interpreter = self.finder.in_file(mapped)
+        if interpreter is None:
+            return False
+        index = self._layout_index(interpreter)
+        if index is None:
+            return False
+        self._add_image_files(mapped.idents, index)
+        self.calls.attach_mapped(mapped)
         return True
 
     def _layout_index(self, interpreter: Interpreter) -> int | None:

@@ -212,6 +212,10 @@ class LibraryProbes:
             with contextlib.suppress(Exception):  # bcc raises bare Exceptions
                 self.bpf.detach_uprobe_event(name)
 
+    def wants(self, mapped: MappedFile) -> bool:
+        """Whether `mapped` is a copy of this layer's library that is not probed yet."""
+        return bool(self.pattern.match(os.path.basename(mapped.inside))) and mapped.ident not in self.files
+
     def consider(self, pid: int, path: str, ident: tuple[int, int], mapped_ns: int = 0) -> int:
         """The kernel saw process `pid` map `path` (inode `ident`) executable at `mapped_ns`
         (CLOCK_MONOTONIC): probe it if it is one of this layer's libraries, as that process

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ioobserve import __version__
 from ioobserve import events as ev
+from ioobserve.mappings import MappedFile
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.block import BlockLayer
 from ioobserve.probes.attach.cache import CacheLayer
@@ -156,6 +157,7 @@ class Probes:
         self.libraries = {layer: LibraryLayer(self.bpf, layer) for layer in ly.LIBRARY_LAYERS if layer in layers}
         self.python = PythonLayer(self.bpf, python, self.tail_calls, entry.enter) if ly.PYTHON in layers else None
         self._uprobe_layers = [*([self.python] if self.python is not None else []), *self.libraries.values()]
+        self.gate = None  # the recording's ExecGate while it runs (its report goes in the end record)
         self._preloading = self._preload()
 
     def _layers(self) -> list:
@@ -292,6 +294,30 @@ class Probes:
                     self.attached_layers[library.name] = library.describe()
             if self.python is not None and self.python.consider(pid, path, mapped_ns):
                 self.attached_layers[ly.PYTHON] = self.python.describe()
+
+    def has_uprobe_layers(self) -> bool:
+        """Whether a layer probes library or interpreter files (what the exec gate waits for)."""
+        return any(layer.name not in self.unavailable_layers for layer in self._uprobe_layers)
+
+    def prepare_exec(self, pid: int, files: list[MappedFile]) -> bool:
+        """Process `pid`, held at the exec gate, will load `files` (the program first): probe
+        the copies of a library layer's library or of an interpreter among them that no probe
+        covers yet; True if there was one."""
+        wanted = [mapped for mapped in files
+                  if any(library.probes.wants(mapped) for library in self.libraries.values())
+                  or (self.python is not None and self.python.wants(mapped))]
+        if not wanted or self.stopping:
+            return False
+        with self._attaching:
+            if self.stopping:
+                return False
+            for mapped in wanted:
+                for library in self.libraries.values():
+                    if library.probes.wants(mapped) and library.probes.attach_mapped(mapped):
+                        self.attached_layers[library.name] = library.describe()
+                if self.python is not None and self.python.wants(mapped) and self.python.prepare(mapped):
+                    self.attached_layers[ly.PYTHON] = self.python.describe()
+        return True
 
     def program_started(self, pid: int, exe: tuple[int, int] = (0, 0), started_ns: int = 0) -> None:
         """A selected process exec'd the file `exe` at `started_ns` (CLOCK_MONOTONIC): read its

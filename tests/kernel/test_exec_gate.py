@@ -1,0 +1,88 @@
+"""The exec gate (ioobserve/probes/attach/exec_gate.py): a short job in a root whose libc and
+interpreter no process maps when the recording starts, with no holder process, is recorded
+exact from its first call; and the hold is one its parent's waitpid() and SIGCHLD handler
+cannot see. Without the gate the stdio job below loses all 1000 of its fwrite calls (its libc
+is probed ~20 ms after its first mapping, when it is done)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import polars as pl
+import pytest
+
+from ioobserve import schema as s
+from ioobserve.trace.reader import load
+from tests.conftest import ROOT
+from tests.kernel.python_checks import check_imports, reads_of, why_unwalked
+from tests.kernel.recorder import json_line, record_command
+from tests.kernel.test_libc_layer import check_stdio_workload
+from tests.roots import INTERPRETERS, WAYS
+
+WORKLOADS = ROOT / "tests" / "workloads"
+PYTHON = INTERPRETERS["3.15"]
+
+
+def _summary(done: subprocess.CompletedProcess) -> str:
+    return " ".join(done.stdout.split())
+
+
+def _held(done: subprocess.CompletedProcess) -> None:
+    """The summary says the gate held an exec, and let none run on before its probes."""
+    summary = _summary(done)
+    assert "exec gate held" in summary and "ran on at the" not in summary, summary
+
+
+def _line(stdout: str, key: str) -> dict:
+    return next(json.loads(line) for line in stdout.splitlines() if line.startswith(f'{{"{key}"'))
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("way", WAYS)
+def test_stdio_calls_of_a_short_job_in_a_new_root(job_root, tmp_path, way):
+    """1000 fwrite calls through the root's libc, by a program done in a few ms, each in the
+    trace; its parent (tests/workloads/wait_watch.c) sees only its exit: no stop, no continue."""
+    inside, host = job_root.scratch()
+    for name in ("stdio_workload", "wait_watch"):
+        subprocess.run(["cc", "-O2", "-o", str(host / name), str(WORKLOADS / f"{name}.c")], check=True)
+    data = f"{inside}/records.txt"
+    command = job_root.command(way, [f"{inside}/wait_watch", f"{inside}/stdio_workload", data])
+    done = record_command(tmp_path / "trace", command, "--layers", "libc", "--precision", "ns")
+    assert done.returncode == 0, done.stderr
+    _held(done)
+    watched = _line(done.stdout, "waited")
+    assert watched["waited"] == ["exited 0"], watched
+    assert watched["sigchld"]["stopped"] == watched["sigchld"]["continued"] == watched["sigcont_seen"] == 0, watched
+    report = _line(done.stdout, "pid")
+    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(
+        (pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == job_root.traced_path(data, way)))
+    check_stdio_workload(frame, report)
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("way", WAYS)
+def test_python_in_a_new_root_from_its_first_call(job_root, tmp_path, way):
+    """A fresh CPython 3.15 of the root reading a dataset, no process of it running before:
+    its imports (module loads, each holding its reads) and every read of the dataset, with
+    the frame that made it, from the first."""
+    inside, host = job_root.scratch()
+    imports = job_root.copy_in(WORKLOADS / "python_imports.py", host)
+    dataset = job_root.copy_in(WORKLOADS / "shard_dataset.py", host)
+    (host / "both.sh").write_text(f"{PYTHON} {imports} {inside}/mods && exec {PYTHON} {dataset} {inside}/data spawn 2\n")
+    done = record_command(tmp_path / "trace", job_root.command(way, ["/bin/sh", f"{inside}/both.sh"]))
+    assert done.returncode == 0, done.stderr
+    _held(done)
+    traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
+    events = load(traces)
+    modules = json_line(done.stdout, "dir")
+    check_imports(events.filter(pl.col(s.PID) == modules["pid"]), modules, lambda path: job_root.traced_path(path, way))
+    report = json_line(done.stdout, "workers")
+    files = [job_root.traced_path(path, way) for path in report["files"]]
+    reads = reads_of(events).filter(pl.col(s.PATH).is_in(files))
+    for pid, counted in report["workers"].items():
+        mine = reads.filter(pl.col(s.PID) == int(pid))
+        assert (mine.height, mine.get_column(s.BYTES).sum()) == (counted["reads"], counted["bytes"]), pid
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
+    assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
+        ("ShardDataset.__getitem__", report["file"], report["read_line"])]
