@@ -267,12 +267,25 @@ def _reap(child: GatedCommand) -> int | None:
 
 
 def install_stop_signals(recording: Recording) -> None:
-    """SIGINT and SIGTERM end the recording cleanly; a second one ends the stop at once."""
+    """SIGINT and SIGTERM end the recording cleanly; a second one ends the stop at once.
+    SIGTSTP (Ctrl-Z) opens the exec gate before the recorder stops, and closes it again once
+    continued: a stopped recorder must not hold the node's execs."""
     def handle(signum: int, _frame) -> None:
         if recording.stopping:
             recording.hurry()
         else:
             recording.request_stop(signal.Signals(signum).name)
 
+    def suspend(_signum: int, _frame) -> None:
+        gate = recording.probes.gate
+        if gate is not None:
+            gate.stop()
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until SIGCONT
+        signal.signal(signal.SIGTSTP, suspend)
+        if gate is not None and not recording.stopping:
+            gate.start()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, handle)
+    signal.signal(signal.SIGTSTP, suspend)

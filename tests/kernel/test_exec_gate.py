@@ -7,6 +7,8 @@ is probed ~20 ms after its first mapping, when it is done)."""
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
 
 import polars as pl
@@ -15,10 +17,12 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
+from tests.kernel.kernel_side import ran
 from tests.kernel.python_checks import check_imports, reads_of, why_unwalked
-from tests.kernel.recorder import json_line, record_command
+from tests.kernel.recorder import IOOBSERVE, STOP, json_line, record_command
 from tests.kernel.test_libc_layer import check_stdio_workload
 from tests.roots import INTERPRETERS, WAYS
+from tests.waiting import wait_until
 
 WORKLOADS = ROOT / "tests" / "workloads"
 PYTHON = INTERPRETERS["3.15"]
@@ -38,25 +42,31 @@ def _line(stdout: str, key: str) -> dict:
     return next(json.loads(line) for line in stdout.splitlines() if line.startswith(f'{{"{key}"'))
 
 
-@pytest.mark.kernel
-@pytest.mark.parametrize("way", WAYS)
-def test_stdio_calls_of_a_short_job_in_a_new_root(job_root, tmp_path, way):
-    """1000 fwrite calls through the root's libc, by a program done in a few ms, each in the
-    trace; its parent (tests/workloads/wait_watch.c) sees only its exit: no stop, no continue."""
+def _record_stdio(side, job_root, way: str) -> dict:
+    """tests/workloads/stdio_workload.c under wait_watch.c, both new to the root, recorded."""
     inside, host = job_root.scratch()
     for name in ("stdio_workload", "wait_watch"):
         subprocess.run(["cc", "-O2", "-o", str(host / name), str(WORKLOADS / f"{name}.c")], check=True)
     data = f"{inside}/records.txt"
     command = job_root.command(way, [f"{inside}/wait_watch", f"{inside}/stdio_workload", data])
-    done = record_command(tmp_path / "trace", command, "--layers", "libc", "--precision", "ns")
+    done = record_command(side.out / "trace", command, "--layers", "libc", "--precision", "ns")
+    return ran(done) | {"data": job_root.traced_path(data, way)}
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("way", [pytest.param("chroot", marks=pytest.mark.matrix), "pivot"])
+def test_stdio_calls_of_a_short_job_in_a_new_root(job_root, kernel_side, way):
+    """1000 fwrite calls through the root's libc, by a program done in a few ms, each in the
+    trace; its parent (tests/workloads/wait_watch.c) sees only its exit: no stop, no continue."""
+    recorded = kernel_side(_record_stdio, job_root, way)
+    done = recorded.done()
     assert done.returncode == 0, done.stderr
     _held(done)
     watched = _line(done.stdout, "waited")
     assert watched["waited"] == ["exited 0"], watched
     assert watched["sigchld"]["stopped"] == watched["sigchld"]["continued"] == watched["sigcont_seen"] == 0, watched
     report = _line(done.stdout, "pid")
-    frame = load(sorted((tmp_path / "trace").glob("*.pfw.gz"))).filter(
-        (pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == job_root.traced_path(data, way)))
+    frame = load(recorded.traces()).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.PATH) == recorded["data"]))
     check_stdio_workload(frame, report)
 
 
@@ -86,3 +96,34 @@ def test_python_in_a_new_root_from_its_first_call(job_root, tmp_path, way):
     assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
     assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
         ("ShardDataset.__getitem__", report["file"], report["read_line"])]
+
+
+@pytest.mark.kernel
+def test_a_stopped_recorder_holds_no_exec(tmp_path):
+    """Ctrl-Z (SIGTSTP) stops the recorder with its gate open: a program nobody exec'd
+    before runs at once meanwhile; once continued, the recording goes on and ends cleanly."""
+    fresh = tmp_path / "fresh_true"
+    shutil.copy("/bin/true", fresh)  # an inode no ignore mark covers
+    # The command is `cat`: it ends when the test closes the recorder's stdin, which it shares.
+    recorder = subprocess.Popen([IOOBSERVE, "record", "-o", str(tmp_path / "trace"), *STOP, "--layers", "libc", "--", "cat"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                process_group=0)  # a group of its own, its parent outside: SIGTSTP stops it
+    try:
+        while "recording to" not in (line := recorder.stderr.readline()):
+            assert line, "the recorder ended before it recorded"
+        recorder.send_signal(signal.SIGTSTP)
+        wait_until(lambda: _state(recorder.pid) == "T", what="the recorder to stop")
+        assert subprocess.run([str(fresh)], timeout=30).returncode == 0
+        recorder.send_signal(signal.SIGCONT)
+        wait_until(lambda: _state(recorder.pid) != "T", what="the recorder to go on")
+    finally:
+        recorder.send_signal(signal.SIGCONT)
+        out, err = recorder.communicate(input="", timeout=120)
+    assert recorder.returncode == 0, err
+    summary = " ".join(out.split())
+    assert "stopped: command exited" in summary and "exec gate" in summary, summary
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]

@@ -30,7 +30,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
-from ioobserve.probes.attach.linked_files import linked_files
+from ioobserve.probes.attach.linked_files import linked_files, openat2_available
 from ioobserve.probes.kernel.fanotify import ExecEvent, ExecPermissions
 
 BOUND_S = 0.2  # the longest an exec waits for its probes
@@ -119,20 +119,25 @@ class ExecGate:
         self._marked: set[int] = set()
         self._wake_r, self._wake_w = -1, -1
         self._thread: threading.Thread | None = None
-        # One worker: preparing takes the probes' attach lock anyway; an exec waits its own bound.
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare")
+        self._worker: ThreadPoolExecutor | None = None
 
     def start(self) -> str | None:
         """Mark the file systems and start answering; None, or why the gate is off."""
+        if not openat2_available():
+            return "the kernel has no openat2 (Linux 5.6+), which finds a root's libraries inside it"
         try:
             self._group = ExecPermissions()
         except OSError as exc:
             return f"fanotify is unavailable ({exc.strerror}; the kernel needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS)"
+        self._marked = set()
         self._mark_new()
         if not self._marked:
             self._group.close()
+            self._group = None
             return "no file system could be marked"
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        # One worker: preparing takes the probes' attach lock anyway; an exec waits its own bound.
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare")
         self._thread = threading.Thread(target=self._run, name="ioobserve-exec-gate", daemon=True)
         self._thread.start()
         return None
@@ -238,4 +243,7 @@ class ExecGate:
             os.close(self._wake_w)
         if self._group is not None:
             self._group.close()  # the kernel lets what it still holds go on
-        self._worker.shutdown(wait=False, cancel_futures=True)
+            self._group = None
+        if self._worker is not None:
+            self._worker.shutdown(wait=False, cancel_futures=True)
+            self._worker = None
