@@ -1,8 +1,16 @@
 /* Block layer: a request from its first bio's submission to its completion. The bio is
  * submitted in the context of whoever caused it, so a traced syscall in flight on that
  * thread is its parent; writeback and async readahead come from kernel threads (no parent).
- * Bios merged into a request ride on it. */
+ * Bios merged into a request ride on it. Every submission is noted, a selected process's with
+ * what the event needs and any other's as not selected, and every issue too: a request issued
+ * with no origin at all is one the recording could not attribute, and is counted when it
+ * completes (block_no_origin). A request the driver gives back is issued again: the second
+ * issue keeps the first's record. */
 #define REQ_OP_MASK_ 0xff
+#define REQ_OP_DRV_IN_ 34  /* and above: passthrough commands, never submitted as bios */
+#define ORIGIN_OTHER 0     /* submitted by a process the recording does not select */
+#define ORIGIN_SELECTED 1
+#define ORIGIN_UNKNOWN 2   /* issued, never seen submitted: its note evicted, or made before we attached */
 #define PF_KTHREAD_ 0x00200000
 #define SECTOR_SHIFT_ 9
 
@@ -16,6 +24,8 @@ struct block_origin {
 	u32 uid;
 	u32 kernel_thread;  /* submitted by a kernel thread: a write is writeback */
 	u32 wanted;         /* event_wanted() for its cgroup, decided in the submitter's context */
+	u32 selected;       /* ORIGIN_OTHER, ORIGIN_SELECTED or ORIGIN_UNKNOWN */
+	u32 pad;            /* comm 8-byte aligned: the verifier refuses a misaligned 8-byte store */
 	char comm[IOO_COMM_LEN];
 };
 
@@ -36,9 +46,12 @@ static __always_inline void note_origin(u64 key, void *bdev)
 	struct ioo_config *cfg = get_config();
 	u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct inflight *st = cfg ? selected_inflight(cfg, pid_tgid >> 32) : NULL;
-	if (!st)
-		return;
 	struct block_origin origin = {};
+	if (!st) {
+		block_origins.update(&key, &origin);  /* known, and not ours */
+		return;
+	}
+	origin.selected = ORIGIN_SELECTED;
 	origin.start_ts = bpf_ktime_get_ns();
 	origin.parent_ts = syscall_as_parent(st);
 	origin.cgroup_id = current_cgroup_id();
@@ -82,16 +95,33 @@ int on_block_rq_issue(struct bpf_raw_tracepoint_args *ctx)
 		key = (u64)read_ptr((void *)rq, OFF_REQUEST_BIO);  /* noted by its first bio */
 		origin = block_origins.lookup(&key);
 	}
-	if (!origin)
-		return 0;  /* not submitted by a selected process */
+	if (!origin && block_requests.lookup(&rq))
+		return 0;  /* issued again (requeued): the first issue's record stands */
 	struct block_request req = {};
-	req.origin = *origin;
+	if (origin)
+		req.origin = *origin;
+	else
+		req.origin.selected = ORIGIN_UNKNOWN;
 	req.issue_ts = bpf_ktime_get_ns();
 	req.sector = read_u64((void *)rq, OFF_REQUEST_SECTOR);
 	req.bytes = read_u32((void *)rq, OFF_REQUEST_DATA_LEN);
 	req.op = read_u32((void *)rq, OFF_REQUEST_CMD_FLAGS) & REQ_OP_MASK_;
 	block_requests.update(&rq, &req);
-	block_origins.delete(&key);
+	if (origin)
+		block_origins.delete(&key);
+	return 0;
+}
+
+/* args: (struct request *rq), merged into another request and about to be freed: its note
+ * (by request, or before 6.5 by its first bio) must not pass to the next request allocated
+ * at its address. */
+int on_block_rq_merge(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 rq = ctx->args[0];
+	block_origins.delete(&rq);
+	u64 bio = (u64)read_ptr((void *)rq, OFF_REQUEST_BIO);
+	if (bio)
+		block_origins.delete(&bio);
 	return 0;
 }
 
@@ -112,7 +142,17 @@ int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
 	u64 rq = ctx->args[0];
 	struct block_request *req = block_requests.lookup(&rq);
 	if (!req)
+		return 0;  /* issued before the recording began */
+	if (!ctx->args[1] && (u32)ctx->args[2] < read_u32((void *)rq, OFF_REQUEST_DATA_LEN))
+		return 0;  /* a part of it: the request ends with its last part */
+	if (req->origin.selected != ORIGIN_SELECTED) {
+		/* A request with data whose submitter was never seen: the trace lacks it. A flush
+		 * the kernel makes for a barrier carries none. */
+		if (req->origin.selected == ORIGIN_UNKNOWN && req->bytes && req->op < REQ_OP_DRV_IN_)
+			count_lost(LOST_BLOCK_NO_ORIGIN);
+		block_requests.delete(&rq);
 		return 0;
+	}
 	struct ioo_event ev = {};
 	ev.op = block_op(req->op);
 	ev.flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC) |

@@ -292,6 +292,8 @@ PY_CODE_RECORD = np.dtype(
 
 FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
 
-# Per-CPU `lost` array: op codes index event losses, then AUX_KINDS auxiliary-record kinds.
+# Per-CPU `lost` array: op codes index event losses, then AUX_KINDS auxiliary-record kinds, then
+# the block requests that could not be attributed.
 LOST_AUX_BASE = MAX_OPS
-LOST_SLOTS = MAX_OPS + AUX_KINDS
+LOST_BLOCK_NO_ORIGIN = MAX_OPS + AUX_KINDS  # block requests issued with no submitter known (block.bpf.c)
+LOST_SLOTS = MAX_OPS + AUX_KINDS + 1

@@ -69,10 +69,14 @@ _NOTHING = object()  # no queue item held back (None is one: the stream's end)
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
+BLOCK_NO_ORIGIN = "block_no_origin"  # block requests whose submitter was never seen (not attributed)
+
+
 def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     """Per-op / per-record-kind loss counts with names, zeros left out."""
     names = list(ev.OP_NAMES) + [f"op{i}" for i in range(len(ev.OP_NAMES), ev.MAX_OPS)]
     names += list(ev.AUX_KIND_NAMES) + [f"aux{i}" for i in range(len(ev.AUX_KIND_NAMES), ev.AUX_KINDS)]
+    names.append(BLOCK_NO_ORIGIN)
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 

@@ -41,6 +41,7 @@ class ServeConfig:
     layers: str | None = None  # the layers aggregated, as record's --layers (of SERVE_LAYERS; default all)
     retain_days: float | None = None  # job traces older than this are removed
     retain_gb: float | None = None  # ... and the oldest while record-dir holds more than this
+    probe_stats: bool = False  # the kernel counts the probes' run time (BPF stats) while serving, for /metrics
 
     def serve_layers(self) -> frozenset[str]:
         """The layers to aggregate: `layers` as record's --layers reads it, within SERVE_LAYERS."""
@@ -80,7 +81,7 @@ class ServeConfig:
 
 _TYPES = {"listen": str, "node": str, "socket": str, "socket_group": str, "record_dir": str, "record_job": list,
           "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list, "stop_timeout": (int, float),
-          "layers": str, "retain_days": (int, float), "retain_gb": (int, float)}
+          "layers": str, "retain_days": (int, float), "retain_gb": (int, float), "probe_stats": bool}
 
 
 def load_config(path: Path | None, overrides: dict) -> ServeConfig:
@@ -99,7 +100,7 @@ def load_config(path: Path | None, overrides: dict) -> ServeConfig:
             name = key.replace("-", "_")
             if name not in known:
                 raise ConfigError(f"config {path}: unknown key {key!r} (known: {', '.join(sorted(k.replace('_', '-') for k in known))})")
-            if not isinstance(value, _TYPES[name]) or isinstance(value, bool):
+            if not isinstance(value, _TYPES[name]) or (isinstance(value, bool) and _TYPES[name] is not bool):
                 raise ConfigError(f"config {path}: {key} has the wrong type ({type(value).__name__})")
             if isinstance(value, list) and not all(isinstance(item, str | int) for item in value):
                 raise ConfigError(f"config {path}: {key} must be a list of names or numbers")

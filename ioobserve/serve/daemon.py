@@ -64,7 +64,7 @@ class Daemon:
         try:
             recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
                                   layers=self.config.serve_layers(),
-                                  stop_timeout=self.config.stop_timeout)
+                                  stop_timeout=self.config.stop_timeout, probe_stats=self.config.probe_stats)
         except BaseException:
             self.http.shutdown()
             _close_socket(server)

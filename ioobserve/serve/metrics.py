@@ -8,7 +8,7 @@ import threading
 import time
 
 import polars as pl
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from ioobserve import events as ev
@@ -17,6 +17,7 @@ from ioobserve.context.mounts import node_mounts
 from ioobserve.context.users import UserNames
 from ioobserve.net.connections import endpoint_name
 from ioobserve.serve import aggregates as agg
+from ioobserve.serve.own_cost import own_usage, probe_stats_on
 
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 FORGET_AFTER_S = 60.0  # a gone cgroup stays named this long, for the recording's last events of it
@@ -119,6 +120,37 @@ class KernelCollector(Collector):
                                    labels=["node"])
         lost.add_metric([self.maps.node], int(self.probes.tables.lost_counts().sum()))
         yield lost
+        yield from self._own_cost()
+
+    def _own_cost(self):
+        """What the observer costs the node: each of its BPF programs' runs and run time (in
+        the observed processes' own context, counted by the kernel while its BPF stats are on),
+        and its own processes' CPU time and memory."""
+        node = self.maps.node
+        on = GaugeMetricFamily("ioobserve_probe_stats_enabled", "1 while the kernel counts BPF programs' run time "
+                               "(serve --probe-stats, or sysctl kernel.bpf_stats_enabled=1); the probe families "
+                               "count only then.", labels=["node"])
+        on.add_metric([node], int(probe_stats_on()))
+        yield on
+        runs = CounterMetricFamily("ioobserve_probe_runs", "Runs of each of the observer's BPF programs.", labels=["node", "program"])
+        seconds = CounterMetricFamily("ioobserve_probe_seconds", "Time spent in each of the observer's BPF programs, "
+                                      "taken from the processes whose calls ran them.", labels=["node", "program"])
+        for program, (run_ns, count) in sorted(self.probes.run_stats().items()):
+            if count:
+                runs.add_metric([node, program], count)
+                seconds.add_metric([node, program], run_ns / 1e9)
+        yield runs
+        yield seconds
+        usage = own_usage()
+        cpu = CounterMetricFamily("ioobserve_agent_cpu_seconds", "CPU time of the observer's own processes "
+                                  "(the service and its capture process), by mode.", labels=["node", "mode"])
+        cpu.add_metric([node, "user"], usage.user_s)
+        cpu.add_metric([node, "system"], usage.system_s)
+        yield cpu
+        memory = GaugeMetricFamily("ioobserve_agent_resident_bytes", "Resident memory of the observer's own processes.",
+                                   labels=["node"])
+        memory.add_metric([node], usage.resident_bytes)
+        yield memory
 
     @staticmethod
     def _histogram(name: str, text: str, buckets: pl.DataFrame, sums: pl.DataFrame, sum_column: str, divisor: float):

@@ -34,13 +34,13 @@ from tests.waiting import wait_until, wait_until_async
 JOB = "5151"
 STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
 WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
-# The syscall, io_uring, AIO, block (kernel 6.5+: block_io_start) and page cache layers'
+# The syscall, io_uring, AIO, block (kernel 6.5+: block_io_start; block_rq_merge) and page cache layers'
 # programs, by the kernel's 15-character names; the older kernels' bio_queue program may be
 # loaded too.
 SERVE_PROGRAMS = {name[:15] for name in (
     "on_sys_enter", "on_sys_exit", "on_fork", "on_exec", "on_exit", "on_cgroup_mkdir",
     "on_uring_complete", "on_uring_submit", "on_uring_create", "aio_submitted", "aio_reaped",
-    "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete",
+    "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete", "on_block_rq_merge",
     "on_filemap_add", "on_readahead_sync", "on_readahead_async")}
 MAYBE_LOADED = {"on_block_bio_queue"[:15]}
 # Moves itself into the job's cgroup, then makes exactly these file calls (and one failed open).
@@ -524,7 +524,8 @@ def test_layers_left_out_load_no_programs_and_old_job_traces_are_removed(root_re
         names = programs.loaded()
         held = {names[i][:15] for i in service.programs}
         cache_and_block = {n[:15] for n in ("on_filemap_add", "on_readahead_sync", "on_readahead_async",
-                                             "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete")}
+                                             "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete",
+                                             "on_block_rq_merge")}
         assert not held & (cache_and_block | MAYBE_LOADED) and {"on_sys_enter", "on_uring_submit"} <= held
         service.logged(f"retention: removed {old}")
         assert not old.exists() and not old.with_name(old.name + ".ioidx").exists() and young.exists()

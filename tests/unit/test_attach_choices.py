@@ -70,6 +70,9 @@ def test_block_takes_the_bios_queueing_where_block_io_start_is_missing():
     chosen, why = block.choose_tracepoints(_has("block/block_rq_complete", "block/block_rq_issue",
                                                 "block/block_io_start", "block/block_bio_queue"))
     assert chosen[-1] == ("block_io_start", "on_block_io_start")
+    chosen, why = block.choose_tracepoints(_has("block/block_rq_complete", "block/block_rq_issue",
+                                                "block/block_io_start", "block/block_rq_merge"))
+    assert why is None and chosen[-2:] == [("block_io_start", "on_block_io_start"), ("block_rq_merge", "on_block_rq_merge")]
     assert block.choose_tracepoints(_has("block/block_rq_issue"))[1].startswith("no block tracepoint block_rq_complete")
 
 

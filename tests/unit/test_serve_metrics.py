@@ -9,6 +9,7 @@ import re
 import time
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -58,6 +59,9 @@ class _Probes:
     def lost_counts(self):
         return np.array([3, 4], dtype=np.uint64)
 
+    def run_stats(self):  # the probes' (run ns, runs) per program, as the kernel's BPF stats give them
+        return {"on_sys_enter": (9_000, 100), "on_sys_exit": (12_000, 100), "on_block_rq_merge": (0, 0)}
+
 
 class _Cgroups:
     def __init__(self):
@@ -88,6 +92,11 @@ def _scrape(probes, collector=None) -> dict:
     text = generate_latest(registry).decode()
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _io(metrics: dict) -> dict:
+    """The I/O series, without the observer's own CPU and memory (which change at each scrape)."""
+    return {key: value for key, value in metrics.items() if not key[0].startswith("ioobserve_agent_")}
 
 
 def _get(metrics: dict, name: str, **labels) -> float:
@@ -202,7 +211,7 @@ def test_the_dashboard_asks_only_for_exposed_series():
     assert asked and asked <= exposed, asked - exposed
     for expr in exprs:  # labels the panels group or filter by are ours
         for label in re.findall(r"by \(([^)]*)\)", expr):
-            assert {part.strip() for part in label.split(",")} <= {*agg.LABELS, "le"}, expr
+            assert {part.strip() for part in label.split(",")} <= {*agg.LABELS, "le", "program", "mode"}, expr
         # a read's bytes and time are in the syscall and block layers both: a sum picks its layers
         for selector in re.findall(r"ioobserve_(?:read_bytes|write_bytes|call_seconds)_total\{([^}]*)\}", expr):
             assert "layer=" in selector, expr
@@ -217,7 +226,7 @@ def test_a_removed_cgroup_is_carried_so_counters_never_go_down():
     cgroups.removed = {JOB_CG, OTHER_CG}  # both cgroups removed: their kernel entries go
     after = _scrape(probes, collector)
     assert len(probes.entries) == 0
-    assert after == before  # the same series with the same values, from the carry
+    assert _io(after) == _io(before)  # the same series with the same values, from the carry
     assert not collector.maps.jobs.keys() & {JOB_CG, OTHER_CG}
     assert not cgroups.forgotten  # the shared table keeps naming them a while: the recording's last events
     # later the job's series are let go (it has no cgroup left); those of no job stay
@@ -226,3 +235,15 @@ def test_a_removed_cgroup_is_carried_so_counters_never_go_down():
     assert cgroups.forgotten == {JOB_CG, OTHER_CG}  # bounded
     assert _get(later, "ioobserve_calls_total", job="77") == 0 and _get(later, "ioobserve_calls_total", job="") == 3
     assert _get(later, "ioobserve_request_size_bytes_bucket", job="", le="16.0") == 3
+
+
+def test_the_observers_own_cost():
+    """Each program that ran: its runs and seconds (none for a program that never ran); the
+    observer's processes' CPU by mode, their memory, and whether the stats are counting."""
+    metrics = _scrape(_Probes(_entries([], [])))
+    assert _get(metrics, "ioobserve_probe_runs_total", program="on_sys_enter") == 100
+    assert _get(metrics, "ioobserve_probe_seconds_total", program="on_sys_exit") == pytest.approx(12e-6)
+    assert not any(dict(labels).get("program") == "on_block_rq_merge" for _, labels in metrics)
+    assert _get(metrics, "ioobserve_agent_cpu_seconds_total", mode="user") > 0  # this test's own process
+    assert _get(metrics, "ioobserve_agent_resident_bytes") > 10 << 20
+    assert ("ioobserve_probe_stats_enabled", (("node", "n1"),)) in metrics

@@ -16,16 +16,21 @@ STEPS = (
     (("block_rq_issue", "on_block_rq_issue"),),
     (("block_io_start", "on_block_io_start"), ("block_bio_queue", "on_block_bio_queue")),
 )
+# Steps the layer does without where the kernel lacks them: a merged request's note is then
+# left to be replaced by the next request's at its address.
+OPTIONAL_STEPS = ((("block_rq_merge", "on_block_rq_merge"),),)
 
 
 def choose_tracepoints(has_tracepoint=first_tracepoint) -> tuple[list[tuple[str, str]], str | None]:
     """([(tracepoint, program)] for each step, None), or ([], why the kernel cannot give it)."""
     chosen = []
-    for candidates in STEPS:
-        found = has_tracepoint(*(f"block/{name}" for name, _ in candidates))
-        if found is None:
-            return [], f"no block tracepoint {' or '.join(name for name, _ in candidates)}"
-        chosen.append(next(pair for pair in candidates if pair[0] == found.split("/")[1]))
+    for required, steps in ((True, STEPS), (False, OPTIONAL_STEPS)):
+        for candidates in steps:
+            found = has_tracepoint(*(f"block/{name}" for name, _ in candidates))
+            if found is None and required:
+                return [], f"no block tracepoint {' or '.join(name for name, _ in candidates)}"
+            if found is not None:
+                chosen.append(next(pair for pair in candidates if pair[0] == found.split("/")[1]))
     return chosen, None
 
 
