@@ -4,7 +4,10 @@ the floor: empty programs on the same two tracepoints.
 
 1. Daemon cost: bench/flood.c issues pread(64 B) paced to --rate for --seconds while the
    observer runs system-wide and /metrics is scraped every 5 s; CPU is the observer's
-   user+system time over the flood as a share of one core, memory its peak RSS.
+   user+system time over the flood as a share of one core, memory its peak RSS. serve runs
+   with --probe-stats, and its own /metrics families (each program's runs and seconds, the
+   agent's CPU and memory, events lost) over the flood make the second table: the README's
+   figures are these.
 2. Overhead: bench/microbench.c (N x pread 4 KiB from the page cache, ns per call as it
    measures itself) with nothing, the empty probes, a record per call (the second floor: the
    entry's time per thread and one 120-byte ring record at the exit, what any tracer that
@@ -14,6 +17,7 @@ the floor: empty programs on the same two tracepoints.
    added ns also as a multiple of the floor's.
 
   sudo .venv/bin/python bench/serve.py --rate 100000 --seconds 10 --rounds 5
+  sudo .venv/bin/python bench/serve.py --rounds 0     # the daemon's cost alone
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ class Observer:
         self.kind, self.port = kind, _free_port()
         if kind == "serve":
             argv = [str(IOOBSERVE), "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(work / "serve.sock"),
-                    "--record-dir", str(work / "jobs")]
+                    "--record-dir", str(work / "jobs"), "--probe-stats"]
             ready = "metrics on"
         elif kind == "record":
             argv = [str(IOOBSERVE), "record", "-o", tempfile.mkdtemp(dir=work, prefix="trace-")]
@@ -137,7 +141,31 @@ class Observer:
         return harness.peak_rss_mb(self.proc.pid)
 
     def scrape(self) -> int:
-        return len(urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read())
+        return len(self.metrics_text())
+
+    def metrics_text(self) -> str:
+        return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read().decode()
+
+    def own_cost(self) -> dict:
+        """serve's own cost as its /metrics gives it: {("program", name): (runs, seconds)},
+        ("cpu",): seconds, ("rss",): bytes, ("lost",): events."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        found: dict = {}
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                program = sample.labels.get("program")
+                if sample.name == "ioobserve_probe_runs_total":
+                    found[("program", program)] = (sample.value, found.get(("program", program), (0, 0))[1])
+                elif sample.name == "ioobserve_probe_seconds_total":
+                    found[("program", program)] = (found.get(("program", program), (0, 0))[0], sample.value)
+                elif sample.name == "ioobserve_agent_cpu_seconds_total":
+                    found[("cpu",)] = found.get(("cpu",), 0) + sample.value
+                elif sample.name == "ioobserve_agent_resident_bytes":
+                    found[("rss",)] = sample.value
+                elif sample.name == "ioobserve_lost_events_total":
+                    found[("lost",)] = sample.value
+        return found
 
     def stop(self) -> None:
         harness.stop(self.proc)
@@ -149,6 +177,7 @@ def daemon_cost(kind: str, rate: int, seconds: float, flood: Path, work: Path, o
     observer = observer or Observer(kind, work)
     try:
         time.sleep(1.0)
+        own0 = observer.own_cost() if kind == "serve" else {}
         cpu0, wall0 = observer.cpu_seconds(), time.perf_counter()
         generator = subprocess.Popen([str(flood), str(work / "flood.dat"), "1", str(int(rate * seconds)), str(rate)],
                                      stdout=subprocess.PIPE, text=True)
@@ -158,11 +187,40 @@ def daemon_cost(kind: str, rate: int, seconds: float, flood: Path, work: Path, o
             if kind == "serve" and generator.poll() is None:
                 scraped = observer.scrape()
         achieved = json.loads(generator.stdout.read())["rate"]
-        cpu = (observer.cpu_seconds() - cpu0) / (time.perf_counter() - wall0)
+        wall = time.perf_counter() - wall0
+        cpu = (observer.cpu_seconds() - cpu0) / wall
+        own = _delta(own0, observer.own_cost(), wall) if kind == "serve" else {}
         rss = observer.peak_rss_mb()
     finally:
         observer.stop()
-    return {"kind": kind, "achieved": achieved, "cpu": cpu, "peak_rss_mb": rss, "scrape_bytes": scraped}
+    return {"kind": kind, "achieved": achieved, "cpu": cpu, "peak_rss_mb": rss, "scrape_bytes": scraped, "own": own}
+
+
+def _delta(before: dict, after: dict, wall: float) -> dict:
+    """The flood's share of serve's own figures: counters as differences, per second of it."""
+    own = {key: tuple(a - b for a, b in zip(value, before.get(key, (0, 0)))) for key, value in after.items() if key[0] == "program"}
+    own[("cpu",)] = (after.get(("cpu",), 0) - before.get(("cpu",), 0)) / wall
+    own[("rss",)] = after.get(("rss",), 0)
+    own[("lost",)] = after.get(("lost",), 0) - before.get(("lost",), 0)
+    own[("wall",)] = wall
+    return own
+
+
+def print_own_cost(own: dict, rate: int) -> None:
+    """serve's own /metrics over the flood, as the README's table."""
+    wall = own[("wall",)]
+    print(f"\nserve's own figures over the flood, from its /metrics (--probe-stats):\n")
+    print("| program | runs/s | ns per run | share of a core |")
+    print("|---|---|---|---|")
+    programs = sorted(((key[1], runs, seconds) for key, (runs, seconds) in
+                       ((k, v) for k, v in own.items() if k[0] == "program")), key=lambda row: -row[2])
+    for name, runs, seconds in programs:
+        if runs:
+            print(f"| {name} | {runs / wall:,.1f} | {seconds / runs * 1e9:,.0f} | {seconds / wall:.2%} |")
+    total = sum(seconds for _, _, seconds in programs)
+    print(f"| all programs | | | {total / wall:.1%} |")
+    print(f"\nagent CPU {own[('cpu',)]:.1%} of a core, resident {own[('rss',)] / 1e6:.0f} MB, "
+          f"events lost {own[('lost',)]:.0f} (at {rate:,} pread/s)")
 
 
 def overhead(rounds: int, calls: int, work: Path) -> dict[str, list[float]]:
@@ -196,9 +254,14 @@ def main() -> None:
     print(f"Observer cost at {args.rate:,} pread/s for {args.seconds:g} s (system-wide):\n")
     print("| observer | achieved rate | CPU (share of a core) | peak RSS |")
     print("|---|---|---|---|")
+    own = {}
     for kind in ("serve", "record"):
         r = daemon_cost(kind, args.rate, args.seconds, flood, work)
+        own = r["own"] or own
         print(f"| {kind} | {r['achieved']:,.0f}/s | {r['cpu']:.1%} | {r['peak_rss_mb']:.0f} MB |", flush=True)
+    print_own_cost(own, args.rate)
+    if args.rounds < 1:
+        return
     results = overhead(args.rounds, args.calls, work)
     base = statistics.median(results["baseline"])
     print(f"\npread(4 KiB) microbenchmark, {args.calls:,} calls, {args.rounds} interleaved rounds:\n")

@@ -76,7 +76,8 @@ class Daemon:
                            rotate_seconds=self.config.rotate_s, stop_timeout=self.config.stop_timeout)
         self.jobs = jobs
         self.stream = EventStream(server, self._command, lambda on: probes.tables.emit_some(not on))
-        registry.register(KernelCollector(probes, self.config.node, cgroups=recording.cgroups))
+        registry.register(KernelCollector(probes, self.config.node, cgroups=recording.cgroups,
+                                          probe_stats=self.config.probe_stats))
         recording.sinks = [jobs, self.stream]
         self.stream.start()
         started = threading.Event()

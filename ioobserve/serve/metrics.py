@@ -39,8 +39,9 @@ COUNTERS = (  # (family, help, column, divisor to the family's unit)
 class KernelCollector(Collector):
     """Reads the probes' aggregate tables at each scrape (no per-event work anywhere)."""
 
-    def __init__(self, probes, node: str, cgroups: CgroupTable | None = None) -> None:
+    def __init__(self, probes, node: str, cgroups: CgroupTable | None = None, probe_stats: bool = False) -> None:
         self.probes = probes
+        self.probe_stats = probe_stats  # the service holds the kernel's BPF stats on
         self.maps = agg.LabelMaps(node)
         self.cgroups = cgroups if cgroups is not None else CgroupTable()
         self.users = UserNames()
@@ -130,7 +131,7 @@ class KernelCollector(Collector):
         on = GaugeMetricFamily("ioobserve_probe_stats_enabled", "1 while the kernel counts BPF programs' run time "
                                "(serve --probe-stats, or sysctl kernel.bpf_stats_enabled=1); the probe families "
                                "count only then.", labels=["node"])
-        on.add_metric([node], int(probe_stats_on()))
+        on.add_metric([node], int(self.probe_stats or probe_stats_on()))
         yield on
         runs = CounterMetricFamily("ioobserve_probe_runs", "Runs of each of the observer's BPF programs.", labels=["node", "program"])
         seconds = CounterMetricFamily("ioobserve_probe_seconds", "Time spent in each of the observer's BPF programs, "

@@ -1,6 +1,6 @@
 """What the observer itself costs the node: the CPU time and resident memory of its own
 processes (the service and the children it runs, its capture process among them), read
-from /proc at each scrape, and whether the kernel is counting its programs' run time."""
+from /proc at each scrape, and whether the sysctl has the kernel count programs' run time."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def own_usage(pid: int | None = None) -> OwnUsage:
 
 
 def probe_stats_on() -> bool:
-    """Whether the kernel counts BPF programs' run time now (the sysctl, or a process holding
-    its switch on, as `serve --probe-stats` does)."""
+    """Whether the sysctl has the kernel count BPF programs' run time (it does not say whether
+    a process holds the count on through bpf(BPF_ENABLE_STATS), as `--probe-stats` does)."""
     try:
         with open(STATS_SWITCH) as switch:
             return switch.read().strip() == "1"

@@ -219,6 +219,33 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
 
 
 @pytest.mark.kernel
+def test_metrics_give_the_observers_own_cost(job_cgroup, tmp_path):
+    """With --probe-stats: each program's runs and time, counting the job's calls; the
+    service's own CPU and memory. The kernel's switch is off again once it stops."""
+    was_on = Path("/proc/sys/kernel/bpf_stats_enabled").read_text().strip() == "1"
+    service = Service(tmp_path, "--probe-stats")
+    try:
+        _run_workload(job_cgroup, tmp_path / "data.bin")
+        metrics = service.metrics()
+        assert _value(metrics, "ioobserve_probe_stats_enabled") == 1
+        calls = _value(metrics, "ioobserve_calls_total", job=JOB, layer="syscall")
+        assert calls >= WRITES + READS
+        entries = [program for program in ("on_sys_enter", "syscall_fentry", "on_sys_enter_raw")
+                   if _value(metrics, "ioobserve_probe_runs_total", program=program)]
+        assert entries, "no syscall entry program counted"
+        assert _value(metrics, "ioobserve_probe_runs_total", program=entries[0]) >= calls  # every process's syscalls run it
+        assert 0 < _value(metrics, "ioobserve_probe_seconds_total", program=entries[0]) < 60
+        assert _value(metrics, "ioobserve_agent_cpu_seconds_total", mode="user") > 0
+        assert _value(metrics, "ioobserve_agent_resident_bytes") > 50 << 20
+        later = service.metrics()
+        assert _value(later, "ioobserve_probe_runs_total", program=entries[0]) >= _value(metrics, "ioobserve_probe_runs_total", program=entries[0])
+    finally:
+        service.stop()
+    if not was_on:
+        assert Path("/proc/sys/kernel/bpf_stats_enabled").read_text().strip() == "0"
+
+
+@pytest.mark.kernel
 def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
     fio = shutil.which("fio")
     if fio is None:
