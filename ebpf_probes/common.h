@@ -211,6 +211,8 @@ struct ioo_config {
 	__u32 stopped;        /* the recording is ending: no process is selected any more */
 	__u32 select_gen;     /* bumped at each change of the process filters' tables: a thread's
 			       * verdict kept under another generation is decided again */
+	__u32 flood_limit;    /* events a second one cgroup may send out of the kernel (0: no limit);
+			       * past it they are counted in `flood_states` instead */
 };
 
 /* Bits of ioo_config.layers. */

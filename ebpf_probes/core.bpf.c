@@ -29,6 +29,7 @@
 #define MAX_ERRNO_ 4095
 #define LOST_AUX_BASE IOO_MAX_OPS
 #define LOST_BLOCK_NO_ORIGIN (IOO_MAX_OPS + IOO_AUX_KINDS)  /* block requests issued with no submitter known */
+#define LOST_THROTTLED (IOO_MAX_OPS + IOO_AUX_KINDS + 1)    /* events a cgroup's flood limit kept in the kernel */
 
 /* known_files values: what was decided for a file, and of which generation of its inode
  * (a new file with a reused inode number is walked and named again) */
@@ -232,7 +233,7 @@ BPF_TABLE("lru_hash", u64, struct file_verdict, file_cache, KNOWN_FILES);
 #ifdef IOO_AGGREGATE
 BPF_TABLE("lru_hash", u32, struct ioo_endpoint, endpoint_names, 4096);  /* a hash -> the service end it names */
 #endif
-BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS + 1);
+BPF_PERCPU_ARRAY(lost, u64, IOO_MAX_OPS + IOO_AUX_KINDS + 2);
 BPF_PERCPU_ARRAY(path_scratch, struct ioo_path_record, 1);
 BPF_PERCPU_ARRAY(name_scratch, struct ioo_name_record, 1);
 BPF_PERCPU_ARRAY(head_scratch, struct ioo_head_record, 1);

@@ -4,8 +4,10 @@
  *           file_traced, a block request's origin, ...): nothing below runs for the others.
  *   gate    event_gate(): with IOO_AGGREGATE (`serve`) the event is added to the aggregates
  *           and leaves the kernel only if its cgroup is streamed or recorded (emit_cgroups);
- *           a recording lets every event out. The gate reads what the aggregates key and
- *           sum: op, flags, ret, dur_ns, bytes_req, dev, cgroup_id and uid.
+ *           a recording lets every event out. Then, with a flood limit, a cgroup past its
+ *           events for this second has the rest counted instead (flood_allows). The gate
+ *           reads what the aggregates key and sum: op, flags, ret, dur_ns, bytes_req, dev,
+ *           cgroup_id and uid.
  *   fill    the layer fills the rest of its ioo_event (file, offset, parent, the task's
  *           ids and comm with event_task, a Python chain): work only a trace needs.
  *   submit  event_submit(): one copy into the events ring; a full ring counts the op lost.
@@ -124,6 +126,51 @@ static __always_inline int event_wanted(u64 cgroup_id)
 }
 #endif
 
+/* A cgroup's flood control: the events it caused this second (sent or not), and those held
+ * back past the limit over the recording, which user space reads each second to mark the
+ * throttle's start and end in the trace. Shared by the CPUs without a lock: a second's first
+ * events may be counted in the one before; the totals are exact. */
+struct flood_state {
+	u64 window;            /* the second counted (ktime / 1 s) */
+	u64 count;             /* events this second */
+	u64 dropped;           /* events held back, since the start */
+	u64 last_drop_ns;
+	u64 throttle_start_ns; /* the first held back after a second with none */
+};
+BPF_TABLE("lru_hash", u64, struct flood_state, flood_states, 4096);
+#define NS_PER_SECOND 1000000000ULL
+
+/* Whether one more event of this cgroup may leave the kernel this second. */
+static __always_inline int flood_allows(u64 cgroup_id)
+{
+	struct ioo_config *cfg = get_config();
+	if (!cfg || !cfg->flood_limit)
+		return 1;
+	u64 now = bpf_ktime_get_ns();
+	u64 window = now / NS_PER_SECOND;
+	struct flood_state *st = flood_states.lookup(&cgroup_id);
+	if (!st) {
+		struct flood_state fresh = {.window = window};
+		flood_states.insert(&cgroup_id, &fresh);  /* may lose a race to create it: then count in the winner's */
+		st = flood_states.lookup(&cgroup_id);
+		if (!st)
+			return 1;
+	}
+	if (st->window != window) {
+		st->window = window;
+		st->count = 0;
+	}
+	__sync_fetch_and_add(&st->count, 1);
+	if (st->count <= cfg->flood_limit)
+		return 1;
+	if (now - st->last_drop_ns > NS_PER_SECOND)
+		st->throttle_start_ns = now;
+	st->last_drop_ns = now;
+	__sync_fetch_and_add(&st->dropped, 1);
+	count_lost(LOST_THROTTLED);
+	return 0;
+}
+
 #define GATE_OWNER 2  /* event_gate: decide for the event's cgroup now (the current task's) */
 
 /* Select → gate: aggregate the event, and say whether it leaves the kernel. `wanted` is
@@ -134,7 +181,9 @@ static __always_inline int event_gate(struct ioo_event *ev, int wanted)
 #ifdef IOO_AGGREGATE
 	aggregate_event(ev);
 #endif
-	return wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted;
+	if (!(wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted))
+		return 0;
+	return flood_allows(ev->cgroup_id);
 }
 
 /* Fill → submit: the event into the events ring. */

@@ -3,13 +3,14 @@
 `ioobserve.load(paths)` reads traces into a Polars DataFrame and `ioobserve.scan(paths)`
 into a LazyFrame, with the columns of ioobserve.schema; `ioobserve.tag("epoch")` is the
 expression for one application tag's value; `ioobserve.accounting(paths)` sets each exited
-process's traced calls and bytes beside the kernel's own accounting. They raise
+process's traced calls and bytes beside the kernel's own accounting; `ioobserve.throttles(paths)`
+lists the throttles flood control marked (whose events the traces lack). They raise
 `ioobserve.TraceError` for a file that is not a readable trace; damaged members of a trace
 are skipped and reported, naming the file, the member and the line.
 """
 
 __version__ = "0.1.0"
-__all__ = ["TraceError", "accounting", "load", "scan", "tag"]
+__all__ = ["TraceError", "accounting", "load", "scan", "tag", "throttles"]
 
 
 def tag(key: str):
@@ -25,7 +26,7 @@ def tag(key: str):
 
 def __getattr__(name: str):
     # Imported on first use: the command line should not pay for Polars to print --help.
-    if name in ("load", "scan", "accounting"):
+    if name in ("load", "scan", "accounting", "throttles"):
         from ioobserve.trace import reader
 
         return getattr(reader, name)

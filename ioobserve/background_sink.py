@@ -59,6 +59,10 @@ class BackgroundSink(Sink):
         """A loss report, queued."""
         self._put("lost", ts_ns, counts)
 
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """A throttle's start or end, queued."""
+        self._put("throttled", ts_ns, mark)
+
     def forget(self, pids: list[int]) -> None:
         """Processes long exited, queued."""
         self._put("forget", pids)

@@ -185,8 +185,13 @@ CONFIG = np.dtype(
         ("self_tgid", "<u4"), ("filter_pid", "<u4"), ("filter_cgroup", "<u4"),
         ("filter_comm", "<u4"), ("filter_path", "<u4"), ("layers", "<u4"),
         ("emit_some", "<u4"), ("emit_gen", "<u4"), ("emit_count", "<u4"), ("stopped", "<u4"), ("select_gen", "<u4"),
+        ("flood_limit", "<u4"),
     ]
 )
+# A cgroup's flood control (flood_states in emit.bpf.c): its events this second, and those the
+# limit kept in the kernel over the recording, the last of them and the first of its throttle.
+FLOOD_STATE = np.dtype([("window", "<u8"), ("count", "<u8"), ("dropped", "<u8"), ("last_drop_ns", "<u8"),
+                        ("throttle_start_ns", "<u8")])
 
 AGG_KEY = np.dtype([("cgroup_id", "<u8"), ("uid", "<u4"), ("dev", "<u4"), ("op", "<u2"), ("out", "<u2"), ("pad", "<u4")])
 AGG_LATENCY, AGG_SIZE, AGG_SLOTS = 0, 1, 40  # IOO_AGG_*
@@ -293,7 +298,8 @@ PY_CODE_RECORD = np.dtype(
 FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
 
 # Per-CPU `lost` array: op codes index event losses, then AUX_KINDS auxiliary-record kinds, then
-# the block requests that could not be attributed.
+# the block requests that could not be attributed and the events a flood limit held back.
 LOST_AUX_BASE = MAX_OPS
 LOST_BLOCK_NO_ORIGIN = MAX_OPS + AUX_KINDS  # block requests issued with no submitter known (block.bpf.c)
-LOST_SLOTS = MAX_OPS + AUX_KINDS + 1
+LOST_THROTTLED = MAX_OPS + AUX_KINDS + 1  # events a cgroup's flood limit kept in the kernel (emit.bpf.c)
+LOST_SLOTS = MAX_OPS + AUX_KINDS + 2

@@ -25,6 +25,11 @@ class Sink:
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Records lost since the last call, by op or record kind (epoch ns)."""
 
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """A cgroup's throttle started or ended (epoch ns): flood control kept its events past
+        the limit in the kernel. `mark`: throttle ("start"/"end"), cgroup_id, cgroup_path, job, unit,
+        dropped (events held back over the throttle, at its end) and limit (events a second)."""
+
     def forget(self, pids: list[int]) -> None:
         """Processes that exited a while ago: drop what is kept about them."""
 
@@ -70,6 +75,10 @@ class Sinks(Sink):
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """A loss report, to every sink."""
         self._each("lost", ts_ns, counts)
+
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """A throttle's start or end, to every sink."""
+        self._each("throttled", ts_ns, mark)
 
     def forget(self, pids: list[int]) -> None:
         """Processes long exited, to every sink."""

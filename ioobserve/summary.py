@@ -20,6 +20,24 @@ _COPY_OUT = "_copy_out"
 
 
 @dataclass
+class Throttle:
+    """One cgroup's throttle: flood control held back its events past `limit` a second."""
+
+    cgroup: str  # its path, or its id where it was not named
+    job: str | None
+    start_ns: int
+    end_ns: int | None = None  # None: not ended when the summary was made
+    dropped: int = 0
+    limit: int = 0
+
+    def describe(self) -> str:
+        """'job 81234 (/slurm/.../step_0): 2.1 s, 1,234,567 events held back (limit 200,000/s)'."""
+        who = f"job {self.job} ({self.cgroup})" if self.job else self.cgroup
+        lasted = f"{(self.end_ns - self.start_ns) / 1e9:.1f} s" if self.end_ns is not None else "until the end"
+        return f"{who}: {lasted}, {self.dropped:,} events held back (limit {self.limit:,}/s)"
+
+
+@dataclass
 class Summary:
     """Totals of one recording."""
 
@@ -44,6 +62,7 @@ class Summary:
     request_bytes: int = 0  # their answers' bytes
     tls_pids: set[int] = field(default_factory=set)  # processes with TLS-layer events (a probed libssl)
     handshake_pids: dict[int, str] = field(default_factory=dict)  # pid -> comm: TLS handshakes on their sockets
+    throttles: list[Throttle] = field(default_factory=list)  # cgroups flood control held back, in order
 
     @property
     def own_tls(self) -> dict[int, str]:
@@ -132,6 +151,17 @@ class SummarySink(Sink):
                 values = out.tag_values.setdefault(key, set())
                 if len(values) < MAX_TAG_VALUES:
                     values.add(value)
+
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """Note a throttle's start, or end it with its count."""
+        name = mark["cgroup_path"] or f"cgroup id {mark['cgroup_id']}"
+        if mark["throttle"] == "start":
+            self.summary.throttles.append(Throttle(name, mark["job"], ts_ns, limit=mark["limit"]))
+            return
+        for throttle in reversed(self.summary.throttles):
+            if throttle.end_ns is None and throttle.cgroup == name:
+                throttle.end_ns, throttle.dropped = ts_ns, mark["dropped"]
+                return
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Add a loss report."""

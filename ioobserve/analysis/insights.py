@@ -291,9 +291,25 @@ def _fetched_unread(a: Analysis) -> Insight | None:
              lambda r: f"{format_bytes(r[FETCHED])} fetched, {format_bytes(r[COPY_READ])} read from its copy"))
 
 
+def _throttled(a: Analysis) -> Insight | None:
+    """Flood control held back a cgroup's events: the figures above lack them."""
+    if a.throttles is None or not a.throttles.height:
+        return None
+    dropped = int(a.throttles.get_column("dropped").sum())
+    evidence = [f"{row['job'] and 'job ' + row['job'] + ' (' + row['cgroup'] + ')' or row['cgroup']}: "
+                f"{(row['end_ns'] - row['start_ns']) / 1e9:.1f} s, {row['dropped']:,} events held back "
+                f"(limit {row['limit']:,}/s)" for row in a.throttles.head(TOP).iter_rows(named=True)]
+    cgroups = a.throttles.get_column("cgroup").n_unique()
+    return Insight("throttled", HIGH, f"Flood control held back {dropped:,} events of {cgroups} cgroup(s)",
+                   "Past its events-a-second limit a cgroup's events were counted in the kernel instead of "
+                   "recorded: this analysis lacks them, so its counts, bytes and times are low for those jobs.",
+                   "Record again with a higher --flood-limit (0: none) if that job's I/O is what you are after; "
+                   "its call rate alone may be the problem to look at.", evidence)
+
+
 RULES: tuple[Callable[[Analysis], Insight | None], ...] = (
     _small_io, _random_access, _metadata, _stat_then_open, _small_files, _rereads, _writes, _syncs, _imbalance,
-    _every_worker, _shared_imports, _fetched_unread,
+    _every_worker, _shared_imports, _fetched_unread, _throttled,
 )
 
 

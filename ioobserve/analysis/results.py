@@ -73,6 +73,7 @@ class Analysis:
     endpoints: pl.DataFrame  # ENDPOINT: requests, bytes, time, a count per latency bucket
     copies: pl.DataFrame  # objects fetched into local copies: bytes fetched, written, read (ioobserve.analysis.copies)
     insights: list = field(default_factory=list)
+    throttles: pl.DataFrame | None = None  # flood control's throttles (trace.reader.throttles), where read
 
 
 def _sums(kind: pl.Expr) -> list[pl.Expr]:

@@ -84,7 +84,7 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
     from ioobserve.analysis.results import results
     from ioobserve.analysis.engine import analyze_partial
     from ioobserve.analysis.trace_partial import DEFAULT_MEMORY_MB
-    from ioobserve.trace.reader import TraceError
+    from ioobserve.trace.reader import TraceError, throttles
 
     # SIGTERM ends the run as Ctrl-C does, through the exit handlers that remove its runs on disk
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -98,5 +98,6 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
             print(f"ioobserve: warning: {found.path}: {note}", file=sys.stderr)
         if found:
             print(f"ioobserve: warning: {found.describe()}", file=sys.stderr)
+    analysis.throttles = throttles(traces)
     analysis.insights = insights(analysis)
     return analysis

@@ -78,6 +78,7 @@ def record(
     precision: Annotated[str, typer.Option("--precision", help="Time resolution written: us (DFTracer's, the default) or ns (adds the sub-µs remainders; parent links are exact either way).")] = "us",
     compact: Annotated[bool, typer.Option("--compact/--no-compact", help="Once each trace file is closed, write its Parquet copy for fast reading (and recompress what was written in a hurry, while the writer was behind), in the background at the lowest priority.")] = True,
     probe_stats: Annotated[bool, typer.Option("--probe-stats", help="Have the kernel count the probes' own run time while recording (its BPF stats, a few tens of ns per probe run), for the summary's cost line.")] = False,
+    flood_limit: Annotated[Optional[int], typer.Option("--flood-limit", min=0, help="Events a second one cgroup may send; past it the kernel counts them instead, and the trace marks the throttle's start and end with the count (0: no limit). Default 200000 when every process is traced (--all, or no command), none for a command's own processes.")] = None,
     exec_gate: Annotated[bool, typer.Option("--exec-gate/--no-exec-gate", help="Hold the exec of a program that loads a library or Python copy no probe covers yet (a new container root's libc or python) until its probes are on, at most 0.2 s, so a short job's first calls are seen; invisible to the job (fanotify, not a signal). --no-exec-gate: such a copy is probed when first mapped, tens of ms late.")] = True,
     stop_timeout: Annotated[float, typer.Option("--stop-timeout", help="Seconds a stop may spend writing out what is queued; the rest is counted as lost (a second Ctrl-C: at once).", min=0.0)] = DEFAULT_STOP_TIMEOUT_S,
 ) -> None:
@@ -103,6 +104,7 @@ def record(
     from ioobserve.probes import layers as ly
     from ioobserve.probes.capabilities import capability_warnings, not_ready
     from ioobserve.probes.load.loader import ProbeError, ProbeSizes
+    from ioobserve.probes.maps.filters import DEFAULT_FLOOD_LIMIT
     from ioobserve.background_sink import BackgroundSink
     from ioobserve.summary import SummarySink
     from ioobserve.trace.lines import PRECISIONS
@@ -124,6 +126,8 @@ def record(
         if precision not in PRECISIONS:
             raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
+        filters.flood_limit = flood_limit if flood_limit is not None else (
+            DEFAULT_FLOOD_LIMIT if all_processes or not command else 0)
         chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
         backlog = backlog_limits(backlog_mb, backlog_memory_mb, directory)

@@ -24,6 +24,7 @@ LAYER_ORDER = (s.LAYER_HTTP, s.LAYER_PYTHON, s.LAYER_HDF5, s.LAYER_MPIIO, s.LAYE
 
 
 NOT_WALKED_SHOWN = 8  # processes named one a line whose Python frames were not read
+THROTTLES_SHOWN = 4  # flood control's throttles named one a line
 
 
 def print_summary(summary: Summary, result, trace_paths: list[Path], console: Console | None = None,
@@ -53,6 +54,10 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     lost = sum(dropped.values())
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) if lost else ""
     totals.add_row("lost", f"{lost:,}" + (f" ({detail})" if detail else ""))
+    for throttle in summary.throttles[:THROTTLES_SHOWN]:
+        totals.add_row("throttled", throttle.describe())
+    if len(summary.throttles) > THROTTLES_SHOWN:
+        totals.add_row("throttled", f"and {len(summary.throttles) - THROTTLES_SHOWN} more (the trace's throttle records)")
     totals.add_row("cost", _cost(summary))
     if unwritten:
         totals.add_row("not written", f"{unwritten:,} events captured but not in the trace (see the warning below)")

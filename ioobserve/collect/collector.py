@@ -33,6 +33,7 @@ from ioobserve.collect.backlog import BacklogLimits
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher, monotonic_to_epoch_offset
+from ioobserve.collect.throttles import ThrottleWatch
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.lifecycle import apply_lifecycle, seed_from_proc
 from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
@@ -70,13 +71,14 @@ GC_THRESHOLDS = (50_000, 20, 100)
 
 
 BLOCK_NO_ORIGIN = "block_no_origin"  # block requests whose submitter was never seen (not attributed)
+THROTTLED = "throttled"  # events a cgroup's flood limit kept in the kernel (marked in the trace)
 
 
 def lost_by_name(counts: np.ndarray) -> dict[str, int]:
     """Per-op / per-record-kind loss counts with names, zeros left out."""
     names = list(ev.OP_NAMES) + [f"op{i}" for i in range(len(ev.OP_NAMES), ev.MAX_OPS)]
     names += list(ev.AUX_KIND_NAMES) + [f"aux{i}" for i in range(len(ev.AUX_KIND_NAMES), ev.AUX_KINDS)]
-    names.append(BLOCK_NO_ORIGIN)
+    names += [BLOCK_NO_ORIGIN, THROTTLED]
     return {names[i]: int(c) for i, c in enumerate(counts) if c}
 
 
@@ -110,6 +112,8 @@ class Collector:
         self._capture_nice = capture_nice
         self._capture: CaptureProcess | None = None
         self._lost_seen = np.zeros(ev.LOST_SLOTS, dtype=np.uint64)
+        limit = getattr(getattr(probes, "tables", None), "flood_limit", 0)
+        self._throttles = ThrottleWatch(limit) if limit else None  # flood control's marks
         self.records = 0
         self._path_prefixes = path_prefixes or []
         self._announced: set[int] = set()
@@ -215,6 +219,7 @@ class Collector:
                 self._process(*item)
                 if time.monotonic() >= next_loss:
                     self._report_lost()
+                    self._report_throttles()
                     gone = self.context.forget_exited(time.monotonic_ns() - FORGET_EXITED_NS)
                     self._hand_over(*self.enricher.end_spans(gone))  # their calls have ended
                     self._announced.difference_update(gone)
@@ -293,6 +298,25 @@ class Collector:
             now = time.time_ns()
             self.sinks.lost(now, lost_by_name(delta))
 
+    def _report_throttles(self, final: bool = False) -> None:
+        """Mark in the sinks each cgroup's throttle that started or ended (flood control)."""
+        if self._throttles is None:
+            return
+        marks = self._throttles.look(self.probes.tables.flood_states(), time.monotonic_ns())
+        if final:
+            marks += self._throttles.end_all()
+        if not marks:
+            return
+        named = self.context.cgroups.lookup({mark.cgroup_id for mark in marks})
+        offset = self.enricher.clock_offset_ns
+        for mark in marks:
+            where = named.get(mark.cgroup_id)
+            # keys no other record of the trace uses with another type (a PR record's cgroup is its id)
+            self.sinks.throttled(mark.ts_ns + offset, {
+                "throttle": mark.state, "cgroup_id": mark.cgroup_id, "cgroup_path": where.path if where else None,
+                "job": where.job or where.pod if where else None, "unit": where.unit if where else None,
+                "dropped": mark.dropped, "limit": mark.limit})
+
     def lost_total(self) -> dict[str, int]:
         """Every loss since the start, by name."""
         return lost_by_name(self.probes.tables.lost_counts())
@@ -347,6 +371,7 @@ class Collector:
             self._accounting.stop()
         if self.error is None:
             self._report_lost()
+            self._report_throttles(final=True)
             if self.dropped_at_stop:  # so the traces' end records count them too
                 self.sinks.lost(time.time_ns(), {UNWRITTEN: self.dropped_at_stop})
             if not self._abandoned:

@@ -56,6 +56,8 @@ _ARGS = pl.Struct({
                      "traced_write_bytes"), pl.UInt64),
     "agrees": pl.Boolean,
     "flags": pl.Int64, "mode": pl.Int64,  # DFTracer's open/mkdir arguments
+    # throttle records: flood control held a cgroup's events back (ioobserve.collect.throttles)
+    "throttle": pl.String, "cgroup_id": pl.UInt64, "cgroup_path": pl.String, "dropped": pl.UInt64, "limit": pl.UInt64,
 })
 LINE_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64, "name": pl.String, "cat": pl.String, "type": pl.Int64, "pid": pl.UInt32, "tid": pl.UInt32,

@@ -120,6 +120,34 @@ def records(paths, name: str) -> pl.DataFrame:
     return pl.concat(lines).filter(pl.col("name") == name)
 
 
+THROTTLE_SCHEMA = {"cgroup": pl.String, "job": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                   "dropped": pl.Int64, "limit": pl.Int64}
+
+
+def throttles(paths) -> pl.DataFrame:
+    """Flood control's throttles in the traces (their `throttle` records): per throttle, the
+    cgroup and job, its start and end (epoch ns) and the events held back in the kernel past
+    the limit (events a second). A throttle never ended in a trace ends at its last record."""
+    found = records(paths, "throttle")
+    if not found.height or "args" not in found.columns:
+        return pl.DataFrame(schema=THROTTLE_SCHEMA)
+    fields = {name.name for name in found.schema["args"].fields}
+    marks = found.select((pl.col("ts") * 1000).alias("ts_ns"), *(
+        pl.col("args").struct.field(name) if name in fields else pl.lit(None).alias(name)
+        for name in ("throttle", "cgroup_path", "cgroup_id", "job", "dropped", "limit"))).sort("ts_ns")
+    rows, open_ = [], {}
+    for mark in marks.iter_rows(named=True):
+        key = mark["cgroup_path"] or f"cgroup id {mark['cgroup_id']}"
+        if mark["throttle"] == "start":
+            open_[key] = {"cgroup": key, "job": mark["job"], "start_ns": mark["ts_ns"], "end_ns": None,
+                          "dropped": 0, "limit": mark["limit"]}
+        elif key in open_:
+            throttle = open_.pop(key)
+            rows.append({**throttle, "end_ns": mark["ts_ns"], "dropped": mark["dropped"] or 0})
+    rows += [{**throttle, "end_ns": throttle["start_ns"]} for throttle in open_.values()]
+    return pl.DataFrame(rows, schema=THROTTLE_SCHEMA).sort("start_ns")
+
+
 def accounting(paths) -> pl.DataFrame:
     """Per exited process (TS records): traced read/write calls and bytes beside the kernel's
     taskstats counters, and whether they agree (ioobserve.collect.accounting)."""

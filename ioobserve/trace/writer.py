@@ -160,6 +160,11 @@ class TraceWriter(Sink):
         self._handoffs.put(Line(complete_line(self._rotation.take_id(), "lost", self._pid, self._pid, ts_ns // 1000,
                                               {"hhash": self._hhash, "lost": counts})))
 
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """A throttle record: a cgroup's flood control started or ended holding its events back."""
+        self._handoffs.put(Line(complete_line(self._rotation.take_id(), "throttle", self._pid, self._pid, ts_ns // 1000,
+                                              {"hhash": self._hhash, **mark})))
+
     def counters(self, counts: dict[str, int]) -> None:
         """Recording-wide counters, for the end record."""
         self.counts.update(counts)

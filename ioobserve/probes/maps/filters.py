@@ -18,6 +18,12 @@ def excluded_devices(mountinfo: str = MOUNTINFO) -> set[int]:
     return {(mount.major << 20) | mount.minor for mount in read_mounts(mountinfo) if mount.fstype in PSEUDO_FS}
 
 
+# Events a second one cgroup may send out of the kernel by default where the whole node is
+# traced (`record --all` or with no command, `serve`'s streams and job traces): the recorder
+# writes about a million a second on two cores, so one runaway job cannot take it all.
+DEFAULT_FLOOD_LIMIT = 200_000
+
+
 @dataclass
 class KernelFilters:
     """The filter maps' contents: empty sets mean "no filter of that kind"."""
@@ -29,3 +35,4 @@ class KernelFilters:
     prefix_dirs: set[tuple[int, int]] = field(default_factory=set)  # (kernel dev, ino)
     prefixes: list[str] = field(default_factory=list)
     excluded_devs: set[int] = field(default_factory=excluded_devices)
+    flood_limit: int = 0  # events a second one cgroup may send (0: no limit); the rest are counted in the kernel

@@ -27,6 +27,7 @@ class ProbeTables:
         self.bpf = bpf
         self.pages = {"events": events_pages, "aux": aux_pages}
         self.aggregating = aggregating
+        self.flood_limit = 0  # configure() sets it
         self.closed = False  # the probes were closed: nothing is written any more
         self._config: np.ndarray | None = None  # ev.CONFIG as last written, once configure() ran
         self._lock = threading.Lock()  # threads change the config (helpers, serve's stream and jobs)
@@ -68,6 +69,7 @@ class ProbeTables:
         cfg["filter_path"] = bool(filters.prefix_dirs or filters.prefixes)
         cfg["emit_some"] = self.aggregating  # aggregating: no events until asked for
         cfg["select_gen"] = 1  # threads' kept verdicts (0: none yet) are of these filters
+        cfg["flood_limit"] = self.flood_limit = min(filters.flood_limit, 0xFFFFFFFF)
         cfg["layers"] = layer_bits | (ev.LAYER_LIBS if call_specs else 0)
         with self._lock:
             self._config = cfg
@@ -138,6 +140,13 @@ class ProbeTables:
     def ring(self, name: str) -> tuple[int, int]:
         """(map fd, data size in bytes) of the ring buffer `name` ("events" or "aux")."""
         return self.bpf[name].map_fd, self.pages[name] * os.sysconf("SC_PAGE_SIZE")
+
+    def flood_states(self) -> np.ndarray:
+        """Each cgroup's flood control as the kernel keeps it: ("cgroup_id", u8) and the
+        fields of events.FLOOD_STATE, one row per cgroup seen since the limit was set."""
+        table = self.bpf["flood_states"]
+        rows = [(key.value, *np.frombuffer(bytes(leaf), dtype=ev.FLOOD_STATE)[0].tolist()) for key, leaf in table.items()]
+        return np.array(rows, dtype=[("cgroup_id", "<u8"), *ev.FLOOD_STATE.descr])
 
     def lost_counts(self) -> np.ndarray:
         """Failed reserves so far, summed over CPUs: index = op code, or LOST_AUX_BASE + kind."""
