@@ -67,6 +67,16 @@ class FaultyFs:
         """Writes succeed from now on."""
         self.heal_file.touch()
 
+    def abort(self) -> None:
+        """Abort the connection: every request held, and every later one, fails at once."""
+        _abort(self.point)
+
+
+def _abort(point: Path) -> None:
+    with contextlib.suppress(OSError):  # aborted already, or not mounted
+        minor = os.minor(os.stat(point).st_dev)
+        (FUSE_CONNECTIONS / str(minor) / "abort").write_text("1")
+
 
 @contextlib.contextmanager
 def faulty_fs(*options: str) -> Iterator[FaultyFs]:
@@ -83,9 +93,7 @@ def faulty_fs(*options: str) -> Iterator[FaultyFs]:
         assert server.poll() is None, f"faulty_fs.py ended: {server.stderr.read()}"
         yield FaultyFs(point, heal_file)
     finally:
-        with contextlib.suppress(OSError):
-            minor = os.minor(os.stat(point).st_dev)
-            (FUSE_CONNECTIONS / str(minor) / "abort").write_text("1")
+        _abort(point)
         subprocess.run(["umount", "-l", str(point)], check=False)
         server.kill()  # libfuse's loop runs in C: a SIGTERM handler of Python's would never run
         server.communicate(timeout=30)

@@ -94,3 +94,4 @@ def test_cold_reads_reach_the_disk_linked_to_their_syscalls(root_required, kerne
     for row in inside.iter_rows(named=True):
         parent = reads.filter((pl.col(s.TID) == row[s.TID]) & (pl.col(s.TS) == row[s.PARENT_TS])).row(0, named=True)
         assert parent[s.TS] <= row[s.TS] <= parent[s.TS] + parent[s.DUR]
+
