@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
+from ioobserve.collect.priority import restore_priority
 from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
 from ioobserve.probes.kernel.fanotify import ExecEvent, ExecPermissions
@@ -111,9 +112,12 @@ class ExecGate:
     (or BOUND_S has passed), on a thread of its own; start() says why it cannot, stop()
     lets every held exec go."""
 
-    def __init__(self, prepare: Prepare, bound_s: float = BOUND_S):
+    def __init__(self, prepare: Prepare, bound_s: float = BOUND_S, nice: int | None = None):
         self.prepare = prepare
         self.bound_s = bound_s
+        # The gate's threads run at the jobs' priority (`nice`), not the recorder's: a held exec
+        # waits on them, and a niced worker under busy cores ran past the bound here.
+        self.nice = nice
         self.report = GateReport()
         self._group: ExecPermissions | None = None
         self._marked: set[int] = set()
@@ -137,7 +141,8 @@ class ExecGate:
             return "no file system could be marked"
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         # One worker: preparing takes the probes' attach lock anyway; an exec waits its own bound.
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare")
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare",
+                                          initializer=self._unniced)
         self._thread = threading.Thread(target=self._run, name="ioobserve-exec-gate", daemon=True)
         self._thread.start()
         return None
@@ -162,7 +167,12 @@ class ExecGate:
             else:
                 self.report.unmarked.append(points[0])
 
+    def _unniced(self) -> None:
+        if self.nice is not None:
+            restore_priority(self.nice)
+
     def _run(self) -> None:
+        self._unniced()
         poller = select.poll()
         poller.register(self._group.fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
