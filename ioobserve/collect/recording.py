@@ -195,7 +195,8 @@ class Recording:
             # that root's libc from its first call). A few ms for a few hundred processes.
             self.probes.scan_running()
             if self.exec_gate and self.probes.has_uprobe_layers():
-                gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.original_nice)
+                gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.original_nice,
+                                                   exclude=self.probes.tables.exclude_helper)
                 gate_off = gate.start()
                 if gate_off is not None:
                     gate = self.probes.gate = None

@@ -10,6 +10,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -127,3 +128,37 @@ def test_a_stopped_recorder_holds_no_exec(tmp_path):
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+# In a process of its own: a gate whose preparing takes a second, and execs of fresh files by
+# this same process (subprocess: a vfork, which holds the GIL until the child's exec, which
+# the gate holds). Each exec goes on at the bound, and the report says each ran on.
+BOUNDED = """
+import json, shutil, subprocess, sys, tempfile, time
+from ioobserve.probes.attach.exec_gate import ExecGate
+gate = ExecGate(lambda pid, files: time.sleep(1) or True, bound_s=0.2)
+assert gate.start() is None
+took = []
+for i in range(3):
+    fresh = tempfile.mktemp()
+    shutil.copy("/bin/true", fresh)
+    start = time.monotonic()
+    subprocess.run([fresh], check=True)
+    took.append(time.monotonic() - start)
+time.sleep(1.5)  # the worker's late answers: ignored, the execs went on already
+gate.stop()
+print(json.dumps({"took": took, "ran_on": len(gate.report.ran_on), "held": gate.report.held,
+                  "longest": gate.report.longest_s}))
+"""
+
+
+@pytest.mark.kernel
+def test_an_exec_waits_the_bound_at_most_whatever_the_recorder_does(root_required):
+    """Held by a gate whose recorder side is slow and whose own process vforks (its GIL held
+    until the child's exec): each file exec'd goes on at 0.2 s (the program, then its ELF
+    interpreter: two per exec here, the slow side never done with either), each reported."""
+    done = subprocess.run([sys.executable, "-c", BOUNDED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert all(0.15 < took < 1.0 for took in report["took"]), report
+    assert report["ran_on"] == report["held"] >= 3 and 0.15 < report["longest"] < 0.5, report

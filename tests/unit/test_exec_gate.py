@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.probes.attach.exec_gate import filesystems
+from ioobserve.probes.kernel.fanotify import filesystems
 from ioobserve.probes.attach.linked_files import CACHE_NEW, CACHE_OLD, cache_entries, close_all, elf_links, linked_files
 
 PROGRAM = Path("/usr/bin/true")  # dynamic, needs libc.so.6, interpreter /lib64/ld-linux-x86-64.so.2

@@ -7,8 +7,11 @@ Uprobes go on a file (an inode); a copy new to the recording is otherwise probed
 the kernel reports its first mapping, tens of ms late, when a short job is already done. The
 wait is fanotify's (ioobserve.probes.kernel.fanotify): the kernel holds the exec before the
 program is loaded, which the job's signal handlers, its threads and its parent's waitpid()
-cannot see (a SIGSTOP would be seen by all three). Each exec'd file is looked at once: once
-answered it is ignored (an evictable mark), so later execs of it do not wait at all.
+cannot see (a SIGSTOP would be seen by all three). A keeper process of its own
+(gate_keeper.py) holds the group and keeps the bound, so a recorder that is busy, stopped or
+wedged (a vfork of its own holds its GIL until the child's exec, which the gate holds) delays
+an exec by the bound at most. Each exec'd file is looked at once: once answered it is ignored
+(an evictable mark), so later execs of it do not wait at all.
 
 Covered: the program, its ELF interpreter and its DT_NEEDED closure (linked_files.py), on the
 file systems this mount namespace sees, and those mounted later (a pod's overlay root is
@@ -21,25 +24,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
+import socket
+import struct
+import subprocess
+import sys
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from ioobserve.collect.priority import restore_priority
 from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
-from ioobserve.probes.kernel.fanotify import ExecEvent, ExecPermissions
+from ioobserve.probes.attach.gate_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
 
 BOUND_S = 0.2  # the longest an exec waits for its probes
-# File systems no program is exec'd from (or that fanotify cannot mark).
-PSEUDO_FILESYSTEMS = frozenset({
-    "proc", "sysfs", "cgroup", "cgroup2", "devpts", "devtmpfs", "mqueue", "tracefs", "debugfs", "securityfs",
-    "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "autofs", "binfmt_misc", "efivarfs", "rpc_pipefs", "nsfs",
-})
+KEEPER_START_S = 10.0  # the keeper says what it marked within this, and ends within it when asked
 # Prepares the copies process `pid` will load (the files it execs and links, with the program
 # first); True if it probed one that no probe covered yet.
 Prepare = Callable[[int, list[MappedFile]], bool]
@@ -54,24 +54,6 @@ class GateReport:
     ran_on: list[str] = field(default_factory=list)  # programs let go at BOUND_S before their probes were on
     unmarked: list[str] = field(default_factory=list)  # file systems (by mount point) the gate cannot hear
     failures: int = 0  # execs whose files could not be read (let go at once)
-
-
-def filesystems(mountinfo: str) -> dict[int, list[str]]:
-    """{kernel dev_t: [mount points]} of the file systems programs may be exec'd from, as a
-    /proc/PID/mountinfo text lists them."""
-    found: dict[int, list[str]] = {}
-    for line in mountinfo.splitlines():
-        fields = line.split()
-        try:
-            separator = fields.index("-")
-            kind, (major, minor) = fields[separator + 1], fields[2].split(":")
-        except (ValueError, IndexError):
-            continue
-        if kind in PSEUDO_FILESYSTEMS:
-            continue
-        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-        found.setdefault((int(major) << 20) | int(minor), []).append(point)
-    return found
 
 
 def program_files(pid: int, program_fd: int) -> list[tuple[MappedFile, int]]:
@@ -108,118 +90,110 @@ def program_files(pid: int, program_fd: int) -> list[tuple[MappedFile, int]]:
 
 
 class ExecGate:
-    """Holds each exec of a file not seen yet until `prepare` has probed what it will load
-    (or BOUND_S has passed), on a thread of its own; start() says why it cannot, stop()
-    lets every held exec go."""
+    """Holds each exec of a file not seen yet until `prepare` has probed what it will load,
+    or BOUND_S has passed: the keeper process (gate_keeper.py) holds and answers the execs,
+    this side prepares them on a thread of its own. start() says why it cannot; stop() lets
+    every held exec go."""
 
-    def __init__(self, prepare: Prepare, bound_s: float = BOUND_S, nice: int | None = None):
+    def __init__(self, prepare: Prepare, bound_s: float = BOUND_S, nice: int | None = None,
+                 exclude: Callable[[int], None] | None = None):
         self.prepare = prepare
         self.bound_s = bound_s
-        # The gate's threads run at the jobs' priority (`nice`), not the recorder's: a held exec
-        # waits on them, and a niced worker under busy cores ran past the bound here.
+        # The keeper and the worker run at the jobs' priority (`nice`), not the recorder's: a
+        # held exec waits on them, and a niced worker under busy cores ran past the bound here.
         self.nice = nice
+        self.exclude = exclude  # the keeper is ours: its reads of /proc are not the node's I/O
         self.report = GateReport()
-        self._group: ExecPermissions | None = None
-        self._marked: set[int] = set()
-        self._wake_r, self._wake_w = -1, -1
+        self._keeper: subprocess.Popen | None = None
+        self._channel: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._worker: ThreadPoolExecutor | None = None
+        self._new: dict[int, tuple[bool, str]] = {}  # event id -> (a copy was new, the program's name)
 
     def start(self) -> str | None:
-        """Mark the file systems and start answering; None, or why the gate is off."""
+        """Start the keeper and answer what it holds; None, or why the gate is off."""
         if not openat2_available():
             return "the kernel has no openat2 (Linux 5.6+), which finds a root's libraries inside it"
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        nice = self.nice if self.nice is not None else os.getpriority(os.PRIO_PROCESS, 0)
+        # A session of its own: a terminal's Ctrl-Z, which stops the recorder, must not stop it.
+        self._keeper = subprocess.Popen([sys.executable, "-m", "ioobserve.probes.attach.gate_keeper", str(theirs.fileno()),
+                                         str(int(self.bound_s * 1000)), str(nice)],
+                                        pass_fds=[theirs.fileno()], start_new_session=True)
+        theirs.close()
+        self._channel = ours
+        if self.exclude is not None:
+            self.exclude(self._keeper.pid)
+        ours.settimeout(KEEPER_START_S)
         try:
-            self._group = ExecPermissions()
-        except OSError as exc:
-            return f"fanotify is unavailable ({exc.strerror}; the kernel needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS)"
-        self._marked = set()
-        self._mark_new()
-        if not self._marked:
-            self._group.close()
-            self._group = None
+            kind, marked, error, _ = TO_RECORDER.unpack(ours.recv(TO_RECORDER.size))
+        except (OSError, struct.error):
+            self.stop()
+            return "its keeper process did not start"
+        ours.settimeout(None)
+        if not marked:
+            self.stop()
+            if error:
+                return f"fanotify is unavailable ({os.strerror(error)}; the kernel needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS)"
             return "no file system could be marked"
-        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        # One worker: preparing takes the probes' attach lock anyway; an exec waits its own bound.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare",
                                           initializer=self._unniced)
         self._thread = threading.Thread(target=self._run, name="ioobserve-exec-gate", daemon=True)
         self._thread.start()
         return None
 
-    def _mark_new(self) -> None:
-        """Mark each file system of our mount namespace not marked yet."""
-        try:
-            with open("/proc/self/mountinfo") as info:
-                found = filesystems(info.read())
-        except OSError:
-            return
-        for device, points in found.items():
-            if device in self._marked:
-                continue
-            for point in points:
-                try:
-                    self._group.mark_filesystem(point)
-                except OSError:
-                    continue
-                self._marked.add(device)
-                break
-            else:
-                self.report.unmarked.append(points[0])
-
     def _unniced(self) -> None:
         if self.nice is not None:
             restore_priority(self.nice)
 
     def _run(self) -> None:
+        """The keeper's messages: execs to prepare, answers to count."""
         self._unniced()
-        poller = select.poll()
-        poller.register(self._group.fd, select.POLLIN)
-        poller.register(self._wake_r, select.POLLIN)
-        with contextlib.suppress(OSError), open("/proc/self/mountinfo") as mounts:
-            poller.register(mounts.fileno(), select.POLLPRI)  # a mount or unmount in our namespace
-            while True:
-                ready = {fd: what for fd, what in poller.poll()}
-                if self._wake_r in ready:
-                    return
-                if mounts.fileno() in ready:
-                    mounts.seek(0)
-                    mounts.read()  # re-arms POLLPRI
-                    self._mark_new()
-                for event in self._group.read():
-                    self._answer(event)
-
-    def _answer(self, event: ExecEvent) -> None:
-        """Prepare what the exec will load, wait for it up to the bound, then let it go on."""
-        started = time.monotonic()
-        held = done = False
-        try:
-            future = self._worker.submit(self._prepare, event.pid, os.dup(event.fd))
+        channel = self._channel
+        while True:
             try:
-                held, done = future.result(timeout=self.bound_s), True
-            except FutureTimeout:
-                self.report.ran_on.append(self._name(event))
-                held = True
-        except Exception:  # noqa: BLE001 (the exec must go on whatever failed here)
-            self.report.failures += 1
-        finally:
-            if held:
-                self.report.held += 1
-                self.report.longest_s = max(self.report.longest_s, time.monotonic() - started)
-            if done:
-                self._group.ignore(event.fd)  # all it loads is probed now: its later execs go straight on
-            self._group.allow(event)
+                data, fds, _, _ = socket.recv_fds(channel, 4096, 1)
+            except OSError:
+                return
+            if not data:
+                return  # the keeper ended (stop())
+            kind, event_id, first, second = TO_RECORDER.unpack_from(data)
+            if kind == UNMARKED:
+                self.report.unmarked.append(os.fsdecode(data[TO_RECORDER.size:]))
+            elif kind == HELD and fds:
+                self._worker.submit(self._prepare, event_id, first, fds[0])
+            elif kind == ANSWER:
+                self._answered(event_id, first / 1e6, bool(second))
+            for fd in fds[1:]:
+                os.close(fd)
 
-    def _prepare(self, pid: int, program_fd: int) -> bool:
-        files = []
+    def _prepare(self, event_id: int, pid: int, program_fd: int) -> None:
+        files, new, done = [], False, False
         try:
+            name = _name(program_fd, pid)
             files = program_files(pid, program_fd)
-            return self.prepare(pid, [mapped for mapped, _ in files])
+            new = self.prepare(pid, [mapped for mapped, _ in files])
+            done = True
+        except Exception:  # noqa: BLE001 (the exec goes on at its bound whatever failed here)
+            self.report.failures += 1
+            name = f"a program of pid {pid}"
         finally:
             os.close(program_fd)
             for _, fd in files:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self._new[event_id] = (new, name)
+        with contextlib.suppress(OSError):
+            # all it loads is probed now: its later execs need not wait (the keeper's ignore mark)
+            self._channel.send(FROM_RECORDER.pack(event_id, int(done)))
+
+    def _answered(self, event_id: int, held_s: float, ran_on: bool) -> None:
+        new, name = self._new.pop(event_id, (False, None))
+        if ran_on:
+            self.report.ran_on.append(name or "a program")
+        if new or ran_on:
+            self.report.held += 1
+            self.report.longest_s = max(self.report.longest_s, held_s)
 
     def describe(self) -> str:
         """What the gate did, for the summary."""
@@ -236,24 +210,31 @@ class ExecGate:
             what += f"; not watched: execs from {', '.join(report.unmarked[:4])}"
         return what
 
-    @staticmethod
-    def _name(event: ExecEvent) -> str:
-        try:
-            return os.readlink(f"/proc/self/fd/{event.fd}")
-        except OSError:
-            return f"a program of pid {event.pid}"
-
     def stop(self) -> None:
         """Let every held exec go on and stop hearing them (safe to call twice)."""
+        if self._keeper is not None:
+            with contextlib.suppress(OSError):
+                self._channel.shutdown(socket.SHUT_RDWR)  # the keeper reads its end: it exits
+            try:
+                self._keeper.wait(timeout=KEEPER_START_S)
+            except subprocess.TimeoutExpired:
+                self._keeper.kill()  # closing its group lets what it holds go on
+                self._keeper.wait()
+            self._keeper = None
         if self._thread is not None:
-            os.write(self._wake_w, b"x")
             self._thread.join()
             self._thread = None
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-        if self._group is not None:
-            self._group.close()  # the kernel lets what it still holds go on
-            self._group = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
         if self._worker is not None:
             self._worker.shutdown(wait=False, cancel_futures=True)
             self._worker = None
+
+
+def _name(fd: int, pid: int) -> str:
+    """The exec'd file's path, as this process sees it."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"a program of pid {pid}"

@@ -20,6 +20,11 @@ FAN_MARK_FILESYSTEM, FAN_MARK_EVICTABLE = 0x100, 0x200
 FAN_ALLOW = 0x01
 FAN_NOFD = -1
 AT_FDCWD = -100
+# File systems no program is exec'd from (or that fanotify cannot mark).
+PSEUDO_FILESYSTEMS = frozenset({
+    "proc", "sysfs", "cgroup", "cgroup2", "devpts", "devtmpfs", "mqueue", "tracefs", "debugfs", "securityfs",
+    "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "autofs", "binfmt_misc", "efivarfs", "rpc_pipefs", "nsfs",
+})
 _EVENT = struct.Struct("<IBBHQii")  # event_len, vers, reserved, metadata_len, mask, fd, pid
 _RESPONSE = struct.Struct("<iI")
 
@@ -91,3 +96,21 @@ class ExecPermissions:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
+
+
+def filesystems(mountinfo: str) -> dict[int, list[str]]:
+    """{kernel dev_t: [mount points]} of the file systems programs may be exec'd from, as a
+    /proc/PID/mountinfo text lists them."""
+    found: dict[int, list[str]] = {}
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        try:
+            separator = fields.index("-")
+            kind, (major, minor) = fields[separator + 1], fields[2].split(":")
+        except (ValueError, IndexError):
+            continue
+        if kind in PSEUDO_FILESYSTEMS:
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        found.setdefault((int(major) << 20) | int(minor), []).append(point)
+    return found
