@@ -50,25 +50,28 @@ def file_ident(path: str) -> tuple[int, int] | None:
     return kernel_dev(info.st_dev), info.st_ino
 
 
-def mount_device(pid: int, path: str) -> int | None:
+def mount_device(pid: int, path: str, mountinfo: str | None = None) -> int | None:
     """The kernel dev_t of the mount that holds `path` (as process `pid` names it), from the
-    process's own mountinfo: the last of the longest mount points above it."""
+    process's own mountinfo (`mountinfo`: its text, read already): the last of the longest
+    mount points above it."""
     device, longest = None, -1
     try:
-        with open(f"/proc/{pid}/mountinfo") as lines:
-            for line in lines:
-                fields = line.split()
-                # id parent major:minor root mountpoint ...; a space in a mount point is \040
-                point = fields[4].replace("\\040", " ")
-                if len(point) >= longest and (path == point or path.startswith(point.rstrip("/") + "/")):
-                    major, minor = fields[2].split(":")
-                    device, longest = (int(major) << 20) | int(minor), len(point)
+        if mountinfo is None:
+            with open(f"/proc/{pid}/mountinfo") as info:
+                mountinfo = info.read()
+        for line in mountinfo.splitlines():
+            fields = line.split()
+            # id parent major:minor root mountpoint ...; a space in a mount point is \040
+            point = fields[4].replace("\\040", " ")
+            if len(point) >= longest and (path == point or path.startswith(point.rstrip("/") + "/")):
+                major, minor = fields[2].split(":")
+                device, longest = (int(major) << 20) | int(minor), len(point)
     except (OSError, ValueError, IndexError):  # gone, or a line not as documented
         return None
     return device
 
 
-def opened_ident(pid: int, inside: str) -> tuple[int, int] | None:
+def opened_ident(pid: int, inside: str, mountinfo: str | None = None) -> tuple[int, int] | None:
     """(kernel dev_t, inode) of the file process `pid` opens or execs as `inside`, as the kernel's
     exec and mmap see it. On overlayfs that is the overlay's inode, on the overlay's device, where
     before Linux 6.8 maps and the mapping name the layer's file (the inode number is the same)."""
@@ -76,7 +79,7 @@ def opened_ident(pid: int, inside: str) -> tuple[int, int] | None:
         number = os.stat(f"/proc/{pid}/root{inside}").st_ino
     except OSError:
         return None
-    device = mount_device(pid, inside)
+    device = mount_device(pid, inside, mountinfo)
     return None if device is None else (device, number)
 
 

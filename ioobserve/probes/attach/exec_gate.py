@@ -30,7 +30,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ioobserve.collect.priority import restore_priority
@@ -63,6 +62,8 @@ def program_files(pid: int, program_fd: int) -> list[tuple[MappedFile, int]]:
     root = process_root(pid)
     try:
         root_fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        with open(f"/proc/{pid}/mountinfo") as info:
+            mounts = info.read()  # once for all its files
     except OSError:
         return []
     try:
@@ -82,7 +83,7 @@ def program_files(pid: int, program_fd: int) -> list[tuple[MappedFile, int]]:
             continue
         ident = (kernel_dev(info.st_dev), info.st_ino)
         idents = {ident}
-        opened = opened_ident(pid, inside)
+        opened = opened_ident(pid, inside, mounts)
         if opened is not None and opened[1] == ident[1]:  # overlayfs: the overlay's inode, as exec and mmap see it
             idents.add(opened)
         found.append((MappedFile(pid, inside, inside, f"/proc/self/fd/{fd}", ident, frozenset(idents), 0, shown), fd))
@@ -107,7 +108,6 @@ class ExecGate:
         self._keeper: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
         self._thread: threading.Thread | None = None
-        self._worker: ThreadPoolExecutor | None = None
         self._new: dict[int, tuple[bool, str]] = {}  # event id -> (a copy was new, the program's name)
 
     def start(self) -> str | None:
@@ -136,19 +136,15 @@ class ExecGate:
             if error:
                 return f"fanotify is unavailable ({os.strerror(error)}; the kernel needs CONFIG_FANOTIFY_ACCESS_PERMISSIONS)"
             return "no file system could be marked"
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ioobserve-gate-prepare",
-                                          initializer=self._unniced)
         self._thread = threading.Thread(target=self._run, name="ioobserve-exec-gate", daemon=True)
         self._thread.start()
         return None
 
-    def _unniced(self) -> None:
+    def _run(self) -> None:
+        """The keeper's messages: execs to prepare (one at a time: preparing takes the probes'
+        attach lock anyway, and the keeper keeps each exec's bound), answers to count."""
         if self.nice is not None:
             restore_priority(self.nice)
-
-    def _run(self) -> None:
-        """The keeper's messages: execs to prepare, answers to count."""
-        self._unniced()
         channel = self._channel
         while True:
             try:
@@ -161,7 +157,7 @@ class ExecGate:
             if kind == UNMARKED:
                 self.report.unmarked.append(os.fsdecode(data[TO_RECORDER.size:]))
             elif kind == HELD and fds:
-                self._worker.submit(self._prepare, event_id, first, fds[0])
+                self._prepare(event_id, first, fds[0])
             elif kind == ANSWER:
                 self._answered(event_id, first / 1e6, bool(second))
             for fd in fds[1:]:
@@ -227,9 +223,6 @@ class ExecGate:
         if self._channel is not None:
             self._channel.close()
             self._channel = None
-        if self._worker is not None:
-            self._worker.shutdown(wait=False, cancel_futures=True)
-            self._worker = None
 
 
 def _name(fd: int, pid: int) -> str:
