@@ -155,7 +155,23 @@ def run_checks(try_fentry: bool = True) -> list[Check]:
     checks.append(Check("BPF ring buffer", ring, "BPF_MAP_TYPE_RINGBUF" if ring else "cannot create one (kernel < 5.8?)", True))
     cgroup = cgroup2_mount()
     checks.append(Check("cgroup v2", cgroup is not None, str(cgroup) if cgroup else "not mounted: --cgroup unavailable"))
+    checks.append(exec_gate_check())
     return checks
+
+
+def exec_gate_check() -> Check:
+    """Whether the exec gate can hold execs here (fanotify permission events, openat2)."""
+    from ioobserve.probes.attach.linked_files import openat2_available
+    from ioobserve.probes.kernel.fanotify import ExecPermissions
+
+    if not openat2_available():
+        return Check("exec gate", False, "no openat2 (Linux 5.6+): a new root's library copies are probed when first mapped")
+    try:
+        ExecPermissions().close()
+    except OSError as exc:
+        return Check("exec gate", False, f"fanotify permission events unavailable ({exc.strerror}; "
+                     "CONFIG_FANOTIFY_ACCESS_PERMISSIONS): a new root's library copies are probed when first mapped")
+    return Check("exec gate", True, "fanotify FAN_OPEN_EXEC_PERM: execs wait (0.2 s at most) for a new root's library probes")
 
 
 def layer_plan(checks: list[Check]) -> dict[str, str]:
