@@ -127,6 +127,10 @@ def test_index_of_something_that_is_not_a_trace(tmp_path):
     assert_one_line_error(run("index", str(tmp_path / "missing.pfw.gz")), "no such trace file")
 
 
+def test_a_negative_flood_limit_is_refused(tmp_path, root_required):
+    assert_one_line_error(run("record", "-o", str(tmp_path / "out"), "--flood-limit", "-1", "--", "true"), "--flood-limit")
+
+
 @pytest.mark.parametrize("flag", ["--rotate-mb", "--rotate-s"])
 def test_rotation_needs_a_positive_size_or_age(tmp_path, flag, root_required):
     assert_one_line_error(run("record", "-o", str(tmp_path / "out"), flag, "0"), flag)
@@ -146,6 +150,9 @@ def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
         ('socket-group = "no-such-group-xyz"\n', ["socket-group", "no such group"]),
         ('record-job = ["12;rm"]\n', ["job '12;rm'"]),
         ("stop-timeout = -1\n", ["stop-timeout -1", "0 or more"]),
+        ("flood-limit = -5\n", ["flood-limit -5", "0 (no limit) or more"]),
+        ('probe-stats = "yes"\n', ["probe-stats", "wrong type"]),
+        ("flood-limit = true\n", ["flood-limit", "wrong type"]),
     ],
 )
 def test_serve_refuses_a_bad_config_naming_the_key(tmp_path, config, words):
