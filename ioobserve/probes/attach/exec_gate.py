@@ -8,7 +8,7 @@ the kernel reports its first mapping, tens of ms late, when a short job is alrea
 wait is fanotify's (ioobserve.probes.kernel.fanotify): the kernel holds the exec before the
 program is loaded, which the job's signal handlers, its threads and its parent's waitpid()
 cannot see (a SIGSTOP would be seen by all three). A keeper process of its own
-(gate_keeper.py) holds the group and keeps the bound, so a recorder that is busy, stopped or
+(ioobserve/probes/kernel/exec_keeper.py) holds the group and keeps the bound, so a recorder that is busy, stopped or
 wedged (a vfork of its own holds its GIL until the child's exec, which the gate holds) delays
 an exec by the bound at most. Each exec'd file is looked at once: once answered it is ignored
 (an evictable mark), so later execs of it do not wait at all.
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from ioobserve.collect.priority import restore_priority
 from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
-from ioobserve.probes.attach.gate_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
+from ioobserve.probes.kernel.exec_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
 
 BOUND_S = 0.2  # the longest an exec waits for its probes
 KEEPER_START_S = 10.0  # the keeper says what it marked within this, and ends within it when asked
@@ -92,7 +92,7 @@ def program_files(pid: int, program_fd: int) -> list[tuple[MappedFile, int]]:
 
 class ExecGate:
     """Holds each exec of a file not seen yet until `prepare` has probed what it will load,
-    or BOUND_S has passed: the keeper process (gate_keeper.py) holds and answers the execs,
+    or BOUND_S has passed: the keeper process (probes/kernel/exec_keeper.py) holds and answers the execs,
     this side prepares them on a thread of its own. start() says why it cannot; stop() lets
     every held exec go."""
 
@@ -117,7 +117,7 @@ class ExecGate:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         nice = self.nice if self.nice is not None else os.getpriority(os.PRIO_PROCESS, 0)
         # A session of its own: a terminal's Ctrl-Z, which stops the recorder, must not stop it.
-        self._keeper = subprocess.Popen([sys.executable, "-m", "ioobserve.probes.attach.gate_keeper", str(theirs.fileno()),
+        self._keeper = subprocess.Popen([sys.executable, "-m", "ioobserve.probes.kernel.exec_keeper", str(theirs.fileno()),
                                          str(int(self.bound_s * 1000)), str(nice)],
                                         pass_fds=[theirs.fileno()], start_new_session=True)
         theirs.close()
