@@ -1,7 +1,7 @@
 """The exec gate's keeper: a small process of its own that holds the fanotify group, marks the
 file systems, and answers every held exec by its bound, whatever the recorder is doing. The
-recorder (ioobserve/probes/attach/exec_gate.py) gets each exec (the file's fd, passed over a socket) and says
-when what it loads is probed; if it has not said so by the bound (busy, stopped, holding its
+recorder (ioobserve/probes/attach/exec_gate.py) gets each exec (the file's fd, passed over a
+socket) and says when what it loads is probed; if it has not said so by the bound (busy, stopped, holding its
 GIL through a vfork), the exec goes on all the same. When the recorder goes, the keeper's
 socket closes and it exits: the kernel lets every exec it held go on.
 
