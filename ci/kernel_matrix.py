@@ -469,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     accel = accelerator(kernels[0])
     if accel == "tcg":
         passed_env |= polars_compat()
+        # The exec gate's 0.2 s is a real node's; emulated, preparing a root's libc takes seconds.
+        passed_env.setdefault("IOOBSERVE_EXEC_GATE_BOUND_S", "10")
     # The guests run side by side: each one's emulation is a single host thread (TCG_THREADING),
     # so on a machine of two cores or more two guests take the time of the slower, not the sum.
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(kernels), os.cpu_count() or 1))) as pool:

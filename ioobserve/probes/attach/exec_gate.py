@@ -37,7 +37,9 @@ from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
 from ioobserve.probes.kernel.exec_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
 
-BOUND_S = 0.2  # the longest an exec waits for its probes
+# The longest an exec waits for its probes. IOOBSERVE_EXEC_GATE_BOUND_S raises it where every
+# instruction is emulated (the kernel matrix's guests, 10-50 times slower): never on a node.
+BOUND_S = float(os.environ.get("IOOBSERVE_EXEC_GATE_BOUND_S", "0.2"))
 KEEPER_START_S = 10.0  # the keeper says what it marked within this, and ends within it when asked
 # Prepares the copies process `pid` will load (the files it execs and links, with the program
 # first); True if it probed one that no probe covered yet.
@@ -158,6 +160,8 @@ class ExecGate:
                 self.report.unmarked.append(os.fsdecode(data[TO_RECORDER.size:]))
             elif kind == HELD and fds:
                 self._prepare(event_id, first, fds[0])
+            elif kind == HELD:  # its fd did not come: it goes on at its bound
+                self._new[event_id] = (False, f"a program of pid {first}")
             elif kind == ANSWER:
                 self._answered(event_id, first / 1e6, bool(second))
             for fd in fds[1:]:
@@ -165,14 +169,13 @@ class ExecGate:
 
     def _prepare(self, event_id: int, pid: int, program_fd: int) -> None:
         files, new, done = [], False, False
+        name = _name(program_fd, pid)
         try:
-            name = _name(program_fd, pid)
             files = program_files(pid, program_fd)
             new = self.prepare(pid, [mapped for mapped, _ in files])
             done = True
         except Exception:  # noqa: BLE001 (the exec goes on at its bound whatever failed here)
             self.report.failures += 1
-            name = f"a program of pid {pid}"
         finally:
             os.close(program_fd)
             for _, fd in files:
