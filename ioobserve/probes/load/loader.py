@@ -302,12 +302,13 @@ class Probes:
     def prepare_exec(self, pid: int, files: list[MappedFile]) -> bool:
         """Process `pid`, held at the exec gate, will load `files` (the program first): probe
         the copies of a library layer's library or of an interpreter among them that no probe
-        covers yet; True if there was one."""
+        covers yet; True if one was probed now."""
         wanted = [mapped for mapped in files
                   if any(library.probes.wants(mapped) for library in self.libraries.values())
                   or (self.python is not None and self.python.wants(mapped))]
         if not wanted or self.stopping:
             return False
+        probed = False
         with self._attaching:
             if self.stopping:
                 return False
@@ -315,9 +316,11 @@ class Probes:
                 for library in self.libraries.values():
                     if library.probes.wants(mapped) and library.probes.attach_mapped(mapped):
                         self.attached_layers[library.name] = library.describe()
+                        probed = True
                 if self.python is not None and self.python.wants(mapped) and self.python.prepare(mapped):
                     self.attached_layers[ly.PYTHON] = self.python.describe()
-        return True
+                    probed = True
+        return probed
 
     def program_started(self, pid: int, exe: tuple[int, int] = (0, 0), started_ns: int = 0) -> None:
         """A selected process exec'd the file `exe` at `started_ns` (CLOCK_MONOTONIC): read its
