@@ -32,7 +32,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ioobserve.collect.priority import restore_priority
 from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
 from ioobserve.probes.kernel.exec_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
@@ -146,7 +145,8 @@ class ExecGate:
         """The keeper's messages: execs to prepare (one at a time: preparing takes the probes'
         attach lock anyway, and the keeper keeps each exec's bound), answers to count."""
         if self.nice is not None:
-            restore_priority(self.nice)
+            with contextlib.suppress(OSError):  # stays niced: slower, never wrong
+                os.setpriority(os.PRIO_PROCESS, 0, self.nice)  # this thread only
         channel = self._channel
         while True:
             try:
