@@ -134,6 +134,22 @@ def test_linked_files_through_the_roots_cache_and_runpath(tmp_path):
         os.close(program_fd)
 
 
+def test_a_fifo_or_a_directory_at_a_librarys_path_is_passed_over(tmp_path):
+    """A user's root may hold anything at a library's path: a FIFO there must not hang the gate."""
+    root = _root(tmp_path)
+    (root / "usr/lib/x86_64-linux-gnu/libc.so.6").unlink()
+    os.mkfifo(root / "usr/lib/x86_64-linux-gnu/libc.so.6")
+    (root / "lib64/ld-linux-x86-64.so.2").unlink()
+    (root / "lib64/ld-linux-x86-64.so.2").mkdir()
+    root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    program_fd = os.open(root / "usr/bin/true", os.O_RDONLY)
+    try:
+        assert linked_files(root_fd, program_fd, "/usr/bin/true") == []  # the host's libc is not the root's
+    finally:
+        os.close(root_fd)
+        os.close(program_fd)
+
+
 def test_filesystems_to_mark():
     mountinfo = "\n".join([
         "22 27 0:21 / /proc rw,relatime - proc proc rw",

@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -43,13 +44,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def open_in_root(root_fd: int, path: str) -> int:
-    """A read-only fd of `path` resolved inside the directory `root_fd` (its root: `..` and
-    absolute symlinks stay in it); OSError if it is not there."""
-    how = _OpenHow(os.O_RDONLY | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+    """A read-only fd of the regular file `path` resolved inside the directory `root_fd` (its
+    root: `..` and absolute symlinks stay in it); OSError if it is not there or not a regular
+    file. Opened without blocking: a FIFO a user left at a library's path must not hang us."""
+    how = _OpenHow(os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
     fd = _libc.syscall(SYS_OPENAT2, root_fd, path.encode(), ctypes.byref(how), ctypes.sizeof(how))
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
     return fd
 
 
@@ -262,7 +267,7 @@ def openat2_available() -> bool:
     try:
         os.close(open_in_root(root, "/"))
     except OSError as exc:
-        return exc.errno != errno.ENOSYS
+        return exc.errno != errno.ENOSYS  # "/" is no regular file: EINVAL says openat2 answered
     finally:
         os.close(root)
     return True
