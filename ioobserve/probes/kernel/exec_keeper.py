@@ -70,9 +70,36 @@ class Keeper:
             self.group.ignore(event.fd)
         self.group.allow(event)
         held_us = (time.monotonic_ns() - read_ns) // 1000
-        self.channel.send(TO_RECORDER.pack(ANSWER, event_id, min(held_us, 0xFFFFFFFF), int(ran_on)))
+        self.tell(TO_RECORDER.pack(ANSWER, event_id, min(held_us, 0xFFFFFFFF), int(ran_on)))
+
+    def tell(self, message: bytes, fds: list[int] | None = None) -> None:
+        """A message to the recorder, never waiting: with its socket full (the recorder stuck)
+        the message is dropped, and the exec it is about goes on at its bound all the same."""
+        try:
+            if fds:
+                self.channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            else:
+                self.channel.send(message)
+        except BlockingIOError:
+            pass
+
+    def hear_recorder(self) -> bool:
+        """Let go the exec the recorder says is prepared; False once the recorder is gone."""
+        try:
+            data = self.channel.recv(FROM_RECORDER.size)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            return False
+        event_id, ignore = FROM_RECORDER.unpack(data)
+        if event_id in self.pending:
+            self.answer(event_id, bool(ignore), False)
+        return True
 
     def run(self) -> None:
+        """Until the recorder goes: execs out to it, its answers back, each exec's bound kept."""
         poller = select.poll()
         poller.register(self.group.fd, select.POLLIN)
         poller.register(self.channel.fileno(), select.POLLIN)
@@ -83,13 +110,8 @@ class Keeper:
                 due = min((read_ns + self.bound_ns for _, read_ns in self.pending.values()), default=None)
                 timeout = None if due is None else max(0, (due - now + 999_999) // 1_000_000)
                 ready = dict(poller.poll(timeout))
-                if self.channel.fileno() in ready:
-                    data = self.channel.recv(FROM_RECORDER.size)
-                    if not data:
-                        return  # the recorder is gone
-                    event_id, ignore = FROM_RECORDER.unpack(data)
-                    if event_id in self.pending:
-                        self.answer(event_id, bool(ignore), False)
+                if self.channel.fileno() in ready and not self.hear_recorder():
+                    return  # the recorder is gone
                 if mounts.fileno() in ready:
                     mounts.seek(0)
                     mounts.read()  # re-arms POLLPRI
@@ -98,10 +120,9 @@ class Keeper:
                     event_id, self.next_id = self.next_id, self.next_id % 0xFFFFFFFF + 1
                     self.pending[event_id] = (event, time.monotonic_ns())
                     try:
-                        self.channel.sendmsg([TO_RECORDER.pack(HELD, event_id, event.pid, 0)],
-                                             [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [event.fd]))])
+                        self.tell(TO_RECORDER.pack(HELD, event_id, event.pid, 0), [event.fd])
                     except OSError:
-                        return
+                        return  # the recorder is gone
                 now = time.monotonic_ns()
                 for event_id in [i for i, (_, read_ns) in self.pending.items() if now - read_ns >= self.bound_ns]:
                     self.answer(event_id, False, True)
@@ -118,9 +139,10 @@ def main() -> None:
         channel.send(TO_RECORDER.pack(MARKS, 0, exc.errno or 0, 0))
         return
     refused = keeper.mark_new()
-    channel.send(TO_RECORDER.pack(MARKS, len(keeper.marked), 0, 0))
+    channel.setblocking(False)  # from here on it never waits on the recorder
+    keeper.tell(TO_RECORDER.pack(MARKS, len(keeper.marked), 0, 0))
     for point in refused:
-        channel.send(TO_RECORDER.pack(UNMARKED, 0, 0, 0) + os.fsencode(point)[:4000])
+        keeper.tell(TO_RECORDER.pack(UNMARKED, 0, 0, 0) + os.fsencode(point)[:4000])
     if keeper.marked:
         keeper.run()
 
