@@ -56,6 +56,8 @@ BENCHMARKS = [
     Benchmark("analysis.py", [], ["--events", "200000"], source=True),
     Benchmark("top.py", [], ["--rates", "10000", "--seconds", "3"], needs="tmux"),
     Benchmark("serve.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1", "--calls", "100000"]),
+    Benchmark("exec_gate.py", ["--rounds", "5", "--root", "/var/cache/ioobserve/roots/unstable"], ["--rounds", "1", "--runs", "20"]),
+    Benchmark("flood_control.py", ["--rounds", "5"], ["--rounds", "1", "--calls", "100000"]),
     Benchmark("container.py", [], ["--rate", "20000", "--seconds", "3", "--rounds", "1"], needs="podman"),
     Benchmark("io_uring.py", ["--rounds", "5"], ["--rounds", "1", "--seconds", "1"], needs="fio"),
     Benchmark("trace_io.py", [], ["--events", "200000"], peers=True, source=True),
