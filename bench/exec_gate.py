@@ -24,7 +24,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import harness  # noqa: F401 (this checkout on the path first)
 from harness import IOOBSERVE, PYTHON
 
 # Run inside the recording: times N execs of each kind, prints them as JSON (µs each).
