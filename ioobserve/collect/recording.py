@@ -165,6 +165,7 @@ class Recording:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
         stats = None
+        gate = None
         try:
             self.probes.configure(self.filters)
             self._start_accounting()
@@ -174,8 +175,14 @@ class Recording:
             if child:
                 collector.account_from_start(child.pid)
             stats = _run_stats_on() if self.probe_stats else None
+            if self.exec_gate and self.probes.has_uprobe_layers():
+                gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.original_nice,
+                                                   exclude=self.probes.tables.exclude_helper)
+                gate.spawn()  # before the probes attach: nothing of the keeper's start is traced
             self.probes.attach()
         except BaseException:
+            if gate is not None:
+                gate.stop()
             if child:
                 child.abort()
             if stats is not None:
@@ -186,7 +193,7 @@ class Recording:
             raise
         started = time.monotonic()
         status = None
-        gate, gate_off = None, None
+        gate_off = None
         try:
             collector.start()
             # Before saying it records, and before the command starts: the library copies
@@ -194,9 +201,7 @@ class Recording:
             # h5py's calls under load; a command that enters a running container's root uses
             # that root's libc from its first call). A few ms for a few hundred processes.
             self.probes.scan_running()
-            if self.exec_gate and self.probes.has_uprobe_layers():
-                gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.original_nice,
-                                                   exclude=self.probes.tables.exclude_helper)
+            if gate is not None:
                 gate_off = gate.start()
                 if gate_off is not None:
                     gate = self.probes.gate = None

@@ -120,12 +120,13 @@ def _descendants(pid: int) -> set[int]:
 @pytest.mark.kernel
 def test_the_recorder_and_its_helper_processes_are_never_traced(root_required, tmp_path):
     """A system-wide recording holds a workload's writes, and nothing of the recorder, its
-    capture process or the process writing its trace: not even the trace's own writes."""
+    capture process, the process writing its trace or its exec gate's keeper: not even the
+    trace's own writes."""
     out = tmp_path / "trace"
     recorder = Recorder(out)
     (trace,) = recorder.traces()
     ours = {recorder.proc.pid} | _descendants(recorder.proc.pid)
-    assert len(ours) == 3, ours  # the recorder, its capture process, its disk process
+    assert len(ours) == 4, ours  # the recorder, its capture process, its disk process, its exec gate's keeper
     started = trace.stat().st_size
     writes = subprocess.run([sys.executable, "-c", WRITES, str(tmp_path / "w.bin")], capture_output=True, text=True,
                             check=True, timeout=120)

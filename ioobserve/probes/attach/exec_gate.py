@@ -111,10 +111,10 @@ class ExecGate:
         self._thread: threading.Thread | None = None
         self._new: dict[int, tuple[bool, str]] = {}  # event id -> (a copy was new, the program's name)
 
-    def start(self) -> str | None:
-        """Start the keeper and answer what it holds; None, or why the gate is off."""
-        if not openat2_available():
-            return "the kernel has no openat2 (Linux 5.6+), which finds a root's libraries inside it"
+    def spawn(self) -> None:
+        """Start the keeper, idle (before the probes attach: its own start is not traced)."""
+        if self._keeper is not None or not openat2_available():
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         nice = self.nice if self.nice is not None else os.getpriority(os.PRIO_PROCESS, 0)
         # A session of its own: a terminal's Ctrl-Z, which stops the recorder, must not stop it.
@@ -125,8 +125,17 @@ class ExecGate:
         self._channel = ours
         if self.exclude is not None:
             self.exclude(self._keeper.pid)
+
+    def start(self) -> str | None:
+        """Have the keeper mark the file systems and answer what it holds (spawn() first, or
+        now); None, or why the gate is off."""
+        if not openat2_available():
+            return "the kernel has no openat2 (Linux 5.6+), which finds a root's libraries inside it"
+        self.spawn()
+        ours = self._channel
         ours.settimeout(KEEPER_START_S)
         try:
+            ours.send(b"g")
             kind, marked, error, _ = TO_RECORDER.unpack(ours.recv(TO_RECORDER.size))
         except (OSError, struct.error):
             self.stop()

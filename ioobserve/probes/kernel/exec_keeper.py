@@ -8,6 +8,7 @@ socket closes and it exits: the kernel lets every exec it held go on.
     python -m ioobserve.probes.kernel.exec_keeper SOCKET_FD BOUND_MS NICE
 
 Messages on the SOCK_SEQPACKET socket, little-endian:
+  recorder -> keeper  one byte, once: mark the file systems and start holding execs
   keeper -> recorder  HELD   (kind 0, id, pid, 0) with the file's fd
                       ANSWER (kind 1, id, held µs, ran on: 0/1)
                       MARKS  (kind 2, file systems marked, 0, 0), then UNMARKED (kind 3, ...) + mount point
@@ -133,6 +134,10 @@ def main() -> None:
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, nice)  # the jobs' priority, not the recorder's: they wait on it
     channel = socket.socket(fileno=channel_fd)
+    # Started before the probes attach, so that nothing of its start is traced; the recorder
+    # says when to take up the gate (once it has told the kernel to leave this process out).
+    if not channel.recv(1):
+        return
     try:
         keeper = Keeper(channel, bound_ms * 1_000_000)
     except OSError as exc:
