@@ -209,7 +209,7 @@ def _delta(before: dict, after: dict, wall: float) -> dict:
 def print_own_cost(own: dict, rate: int) -> None:
     """serve's own /metrics over the flood, as the README's table."""
     wall = own[("wall",)]
-    print(f"\nserve's own figures over the flood, from its /metrics (--probe-stats):\n")
+    print("\nserve's own figures over the flood, from its /metrics (--probe-stats):\n")
     print("| program | runs/s | ns per run | share of a core |")
     print("|---|---|---|---|")
     programs = sorted(((key[1], runs, seconds) for key, (runs, seconds) in
