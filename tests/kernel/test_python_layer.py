@@ -269,7 +269,9 @@ def test_a_cached_import_is_no_event_and_no_trap(root_required, tmp_path, python
                if name.startswith("probe_runs.") and ("call" in name or "py_import" in name))
     assert runs < CACHED_IMPORTS // 2, end["args"]["counters"]
     imports = load(traces).filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.OP) == "import"))
-    assert imports.filter(pl.col(s.PY_MODULE) == "os").is_empty(), imports
+    # At most the interpreter's own first load of os, at its start (site imports it; 3.11 on
+    # has it frozen), seen where the exec gate probed the interpreter before it started.
+    assert imports.filter(pl.col(s.PY_MODULE) == "os").height <= 1, imports
 
 
 @pytest.mark.kernel
