@@ -65,3 +65,15 @@ def check_imports(frame: pl.DataFrame, report: dict, traced_path=lambda path: pa
         assert reads.height > 0, name  # how many reads an import makes of its source is the interpreter's choice
         assert reads.get_column(s.PARENT_TS).unique().to_list() == [event[s.TS]], (name, reads)
         assert event[s.PATH].startswith(traced_path(report["dir"])), event
+
+
+def check_shard_reads(traces, reads: pl.DataFrame, report: dict, output: str) -> None:
+    """tests/workloads/shard_dataset.py: each worker's reads of the shards (`reads`) are all
+    there, with their bytes, each with its Python stack, made at ShardDataset.__getitem__'s read
+    line (`output`: the recorder's, to say why a stack is missing)."""
+    for pid, counted in report["workers"].items():
+        mine = reads.filter(pl.col(s.PID) == int(pid))
+        assert (mine.height, mine.get_column(s.BYTES).sum()) == (counted["reads"], counted["bytes"]), pid
+    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, output)
+    assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
+        ("ShardDataset.__getitem__", report["file"], report["read_line"])]

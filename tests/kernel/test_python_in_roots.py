@@ -19,7 +19,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
-from tests.kernel.python_checks import check_imports, check_item_spans, reads_of, stacks_of, why_unwalked
+from tests.kernel.python_checks import check_imports, check_item_spans, check_shard_reads, reads_of, stacks_of
 from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 from tests.roots import INTERPRETERS, WAYS
@@ -72,12 +72,7 @@ def test_dataset_workers_in_a_root_of_their_own(job_root, kernel_side, python, w
     workers = [int(pid) for pid in report["workers"]]
     files = [job_root.traced_path(path, way) for path in report["files"]]
     reads = reads_of(load(traces)).filter(pl.col(s.PID).is_in(workers) & pl.col(s.PATH).is_in(files))
-    for pid, counted in report["workers"].items():
-        mine = reads.filter(pl.col(s.PID) == int(pid))
-        assert (mine.height, mine.get_column(s.BYTES).sum()) == (counted["reads"], counted["bytes"]), pid
-    assert reads.get_column(s.PY_STACK).null_count() == 0, why_unwalked(traces, reads, done.stdout + done.stderr)
-    assert reads.select(s.PY_FUNCTION, s.PY_FILE, s.PY_LINE).unique().rows() == [
-        ("ShardDataset.__getitem__", report["file"], report["read_line"])]
+    check_shard_reads(traces, reads, report, done.stdout + done.stderr)
     stacks = stacks_of(traces)
     for stack_id in reads.get_column(s.PY_STACK).unique().to_list():
         callers = [frame["function"] for frame in stacks[stack_id]]
