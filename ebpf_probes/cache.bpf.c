@@ -37,7 +37,7 @@ int on_filemap_add(void *ctx)
 		return 0;
 	}
 	if (cache_file_selected(cfg, dev, ino))
-		submit_page_event(IOO_OP_CACHE_MISS, now, dev, ino, index, pages, pages, 0);
+		submit_page_event(IOO_OP_CACHE_MISS, now, dev, ino, index, pages, pages, 0, GATE_OWNER);
 	return 0;
 }
 
@@ -53,7 +53,7 @@ static __always_inline int on_readahead(void *ctx, u16 op)
 	if (!parent_ts && !cache_file_selected(cfg, dev, ino))
 		return 0;
 	u64 pages = tp_u64(ctx, TP_READAHEAD_REQ_COUNT);
-	submit_page_event(op, bpf_ktime_get_ns(), dev, ino, tp_u64(ctx, TP_READAHEAD_INDEX), pages, pages, parent_ts);
+	submit_page_event(op, bpf_ktime_get_ns(), dev, ino, tp_u64(ctx, TP_READAHEAD_INDEX), pages, pages, parent_ts, GATE_OWNER);
 	return 0;
 }
 

@@ -88,6 +88,7 @@ struct inflight {
 #define HAVE_CHILD 0x10   /* an event of a layer below names this call as its parent */
 #define HAVE_SOCKET 0x20  /* the file is an Internet socket (the net layer): op is the spec's net_op */
 #define HAVE_IN_IMPORT 0x40  /* made inside an import the Python layer recorded: its parent names the module */
+#define HAVE_HELD 0x80    /* its events stay in the kernel (event_let_out said no at its entry) */
 
 /* A thread's Python calls (python_stacks.bpf.c walks them): the call instances of the walk
  * made for the syscall in flight, and those of the last event sent with a stack. An event

@@ -4,10 +4,12 @@
  *           file_traced, a block request's origin, ...): nothing below runs for the others.
  *   gate    event_gate(): with IOO_AGGREGATE (`serve`) the event is added to the aggregates
  *           and leaves the kernel only if its cgroup is streamed or recorded (emit_cgroups);
- *           a recording lets every event out. Then, in a recording with a flood limit, a
- *           cgroup past its events for this second has the rest counted instead (flood_allows). The gate
- *           reads what the aggregates key and sum: op, flags, ret, dur_ns, bytes_req, dev,
- *           cgroup_id and uid.
+ *           a recording lets every event out. Then, with a flood limit, a cgroup past its
+ *           events for this second has the rest counted instead (flood_allows). A syscall is
+ *           decided once, at its entry (event_let_out), for all its events: serve's exit
+ *           program has no verifier budget left for the check at each of its submits. The
+ *           gate reads what the aggregates key and sum: op, flags, ret, dur_ns, bytes_req,
+ *           dev, cgroup_id and uid.
  *   fill    the layer fills the rest of its ioo_event (file, offset, parent, the task's
  *           ids and comm with event_task, a Python chain): work only a trace needs.
  *   submit  event_submit(): one copy into the events ring; a full ring counts the op lost.
@@ -64,9 +66,18 @@ static __always_inline void aggregate_event(struct ioo_event *ev)
 	u16 flags = ev->flags;
 	struct ioo_agg_key key = {.cgroup_id = ev->cgroup_id, .uid = ev->uid, .dev = ev->dev, .op = ev->op,
 				  .out = (flags & IOO_F_PAIR_OUT) ? ((flags & IOO_F_REPEAT) ? 2 : 1) : 0};
-	s64 ret = ev->ret;
-	u64 dur = ev->dur_ns;
-	u64 bytes_req = ev->bytes_req;
+	/* Copied by a helper: the branches below then narrow the copy, not the event's own
+	 * fields, and the exit program's paths through them join again (the verifier's
+	 * budget). */
+	struct {
+		u64 dur;
+		s64 ret;
+		u64 bytes_req;
+	} sums;
+	bpf_probe_read_kernel(&sums, sizeof(sums), &ev->dur_ns);
+	s64 ret = sums.ret;
+	u64 dur = sums.dur;
+	u64 bytes_req = sums.bytes_req;
 	struct ioo_agg_value *value = agg_calls.lookup(&key);
 	if (!value) {
 		u32 zero = 0;
@@ -171,6 +182,13 @@ static __always_inline int flood_allows(u64 cgroup_id)
 	return 0;
 }
 
+/* Whether an event of this cgroup that is `wanted` (event_wanted) leaves the kernel: it does
+ * if its cgroup is within its flood limit this second. */
+static __always_inline int event_let_out(u64 cgroup_id, int wanted)
+{
+	return wanted && flood_allows(cgroup_id);
+}
+
 #define GATE_OWNER 2  /* event_gate: decide for the event's cgroup now (the current task's) */
 
 /* Select → gate: aggregate the event, and say whether it leaves the kernel. `wanted` is
@@ -181,15 +199,17 @@ static __always_inline int event_gate(struct ioo_event *ev, int wanted)
 #ifdef IOO_AGGREGATE
 	aggregate_event(ev);
 #endif
-	if (!(wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted))
-		return 0;
+	return event_let_out(ev->cgroup_id, wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted);
+}
+
+/* event_gate for an event whose way out was decided before (a syscall's, at its entry):
+ * aggregate it, and say whether it leaves the kernel (`out`). */
+static __always_inline int event_gate_decided(struct ioo_event *ev, int out)
+{
 #ifdef IOO_AGGREGATE
-	/* serve: no flood control yet. Its sys_exit took 97% of the verifier's million before,
-	 * and the check, inlined at its four submits, takes it past. */
-	return 1;
-#else
-	return flood_allows(ev->cgroup_id);
+	aggregate_event(ev);
 #endif
+	return out;
 }
 
 /* Fill → submit: the event into the events ring. */
@@ -246,9 +266,11 @@ static __always_inline u16 send_head(u64 ts, u64 buf, s64 len)
 	return IOO_F_HEAD;
 }
 
-/* A page cache event of the current task: `pages` pages of (dev, ino) from page `index`. */
+/* A page cache event of the current task: `pages` pages of (dev, ino) from page `index`.
+ * `out`: GATE_OWNER to gate it now, or whether it leaves the kernel as its syscall's entry
+ * decided. */
 static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, u64 index, u64 pages,
-					      u64 arg, u64 parent_ts)
+					      u64 arg, u64 parent_ts, int out)
 {
 	struct ioo_event ev = {};
 	ev.op = op;
@@ -257,7 +279,7 @@ static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, 
 	ev.bytes_req = pages * PAGE_SIZE_;
 	ev.dev = dev;
 	event_owner(&ev);
-	if (!event_gate(&ev, GATE_OWNER))
+	if (!(out == GATE_OWNER ? event_gate(&ev, GATE_OWNER) : event_gate_decided(&ev, out)))
 		return;
 	ev.ts_ns = ts;
 	ev.offset = index * PAGE_SIZE_;

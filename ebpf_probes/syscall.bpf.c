@@ -266,6 +266,13 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 		pos = (st->have & HAVE_FILE) ? file_pos : -1;
 	st->pos = pos;
 	st->op = (st->have & HAVE_SOCKET) ? spec->net_op : spec->op;
+	/* Its events' way out, decided once for all of them (an open of a file it turns out not
+	 * to trace counts against the flood limit too). */
+	u64 cgroup_id = current_cgroup_id();
+	if (!event_let_out(cgroup_id, event_wanted(cgroup_id))) {
+		st->have |= HAVE_HELD;
+		return 0;  /* no Python walk for events nobody will see */
+	}
 	if (cfg->layers & IOO_LAYER_PYTHON)
 		py_programs.call(ctx, PY_PROG_WALK);  /* returns only if there is no walk to run */
 	return 0;
@@ -317,7 +324,7 @@ static __always_inline int submit_syscall(struct inflight *st, s64 ret, u64 dur,
 #ifdef IOO_AGGREGATE
 	ev.dev ^= st->agg_dev_xor;  /* a socket call is aggregated by its service end, not sockfs's device */
 #endif
-	if (!event_gate(&ev, GATE_OWNER))
+	if (!event_gate_decided(&ev, !(st->have & HAVE_HELD)))
 		return 0;
 #ifdef IOO_AGGREGATE
 	ev.dev ^= st->agg_dev_xor;
@@ -351,7 +358,7 @@ static __always_inline void submit_cache(struct inflight *st)
 {
 	u16 op = (st->op >= IOO_OP_WRITE && st->op <= IOO_OP_PWRITEV2) ? IOO_OP_CACHE_ADD : IOO_OP_CACHE_MISS;
 	submit_page_event(op, st->cache_ts, st->cache_dev, st->cache_ino, st->cache_index, st->cache_pages,
-			  st->cache_pages, st->ts);
+			  st->cache_pages, st->ts, !(st->have & HAVE_HELD));
 }
 
 /* A write to a socket that sent `ret` bytes: the head record of the HTTP request they begin
@@ -432,9 +439,10 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 		if (file && socket_traced(file, &st->file, 1, &endpoint))
 			aggregate_by_endpoint(st, endpoint);
 	}
-	/* An opened file's path comes from the kernel's own walk; other path arguments are sent. */
+	/* An opened file's path comes from the kernel's own walk; other path arguments are sent
+	 * (not a held call's: its event stays in the kernel). */
 	int opened = (flags & IOO_S_RET_FD) && ret >= 0;
-	if (spec->path_arg >= 0 && !(st->have & HAVE_NO_NAME) && !opened) {
+	if (spec->path_arg >= 0 && !(st->have & (HAVE_NO_NAME | HAVE_HELD)) && !opened) {
 		/* The config is needed only here (path filter), not on the data-op path. */
 		struct ioo_config *cfg = get_config();
 		if (!cfg)

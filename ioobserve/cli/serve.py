@@ -39,6 +39,7 @@ def serve(
     layers: Annotated[str | None, typer.Option("--layers", help="Layers aggregated (syscall, io_uring, aio, block, cache: all by default; net: Internet sockets' calls, opt-in), as record's --layers: no-NAME leaves one out, e.g. no-cache.")] = None,
     retain_days: Annotated[float | None, typer.Option("--retain-days", help="Remove job traces older than this many days.")] = None,
     retain_gb: Annotated[float | None, typer.Option("--retain-gb", help="Remove the oldest job traces while the record dir holds more than this many GB.")] = None,
+    flood_limit: Annotated[int | None, typer.Option("--flood-limit", help="Events a second one cgroup may stream or send to a job trace (default 200000; 0: no limit); past it they are counted in the kernel, and the job trace marks the throttle. The aggregates count every event.")] = None,
     probe_stats: Annotated[bool | None, typer.Option("--probe-stats/--no-probe-stats", help="Have the kernel count the probes' run time (its BPF stats, a few tens of ns per probe run) while serving: /metrics then gives each program's runs and seconds.")] = None,
 ) -> None:
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
@@ -54,7 +55,7 @@ def serve(
     overrides = {"listen": listen, "socket": socket_path, "socket_group": socket_group, "record_dir": record_dir,
                  "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node,
                  "stop_timeout": stop_timeout, "layers": layers, "retain_days": retain_days, "retain_gb": retain_gb,
-                 "probe_stats": probe_stats}
+                 "probe_stats": probe_stats, "flood_limit": flood_limit}
     try:
         settings = load_config(config, overrides)
         settings.serve_layers(), settings.retention()  # checked before anything starts
@@ -65,6 +66,7 @@ def serve(
         if problem:
             raise UserError(problem)
         filters = build_filters(None, None, settings.comm, None)
+        filters.flood_limit = settings.flood_limit
     except (ConfigError, JobError, UserError) as exc:
         fail(str(exc))
     daemon = Daemon(settings, filters)

@@ -13,6 +13,7 @@ import tomllib
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
 from ioobserve.host import node_name
 from ioobserve.probes import layers as ly
+from ioobserve.probes.maps.filters import DEFAULT_FLOOD_LIMIT
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 DEFAULT_SOCKET = Path("/run/ioobserve/events.sock")
@@ -42,6 +43,7 @@ class ServeConfig:
     retain_days: float | None = None  # job traces older than this are removed
     retain_gb: float | None = None  # ... and the oldest while record-dir holds more than this
     probe_stats: bool = False  # the kernel counts the probes' run time (BPF stats) while serving, for /metrics
+    flood_limit: int = DEFAULT_FLOOD_LIMIT  # events a second one cgroup may stream or trace (0: no limit)
 
     def serve_layers(self) -> frozenset[str]:
         """The layers to aggregate: `layers` as record's --layers reads it, within SERVE_LAYERS."""
@@ -81,7 +83,8 @@ class ServeConfig:
 
 _TYPES = {"listen": str, "node": str, "socket": str, "socket_group": str, "record_dir": str, "record_job": list,
           "rotate_mb": (int, float), "rotate_s": (int, float), "comm": list, "stop_timeout": (int, float),
-          "layers": str, "retain_days": (int, float), "retain_gb": (int, float), "probe_stats": bool}
+          "layers": str, "retain_days": (int, float), "retain_gb": (int, float), "probe_stats": bool,
+          "flood_limit": int}
 
 
 def load_config(path: Path | None, overrides: dict) -> ServeConfig:
@@ -112,6 +115,8 @@ def load_config(path: Path | None, overrides: dict) -> ServeConfig:
     config = ServeConfig(**values)
     if config.stop_timeout < 0:
         raise ConfigError(f"stop-timeout {config.stop_timeout:g}: must be 0 or more seconds")
+    if config.flood_limit < 0:
+        raise ConfigError(f"flood-limit {config.flood_limit}: must be 0 (no limit) or more events a second")
     config.address()
     config.group_id()
     return config

@@ -178,6 +178,13 @@ class JobRecorder(Sink):
             for writer in self.writers.values():
                 writer.lost(ts_ns, counts)
 
+    def throttled(self, ts_ns: int, mark: dict) -> None:
+        """A throttle goes into its job's open trace (marks of no job recorded go nowhere)."""
+        with self._lock:
+            writer = self.writers.get(mark.get("job") or "")
+            if writer is not None:
+                writer.throttled(ts_ns, mark)
+
     def forget(self, pids: list[int]) -> None:
         """Exited processes."""
         for pid in pids:

@@ -50,6 +50,8 @@ class KernelCollector(Collector):
         self._lock = threading.Lock()
         self.clock = time.monotonic  # when sums were carried (tests move it)
         self._forget_at: dict[int, float] = {}  # gone cgroups' ids: when the table lets go of them
+        self._throttled_seen: dict[int, int] = {}  # cgroup -> events flood control held back (cgroups it ever held)
+        self._throttled_jobs: dict[int, str] = {}  # ... and its job, named once
 
     def _learn(self, calls: pl.DataFrame) -> None:
         """Names for ids not seen before (a cgroup walk, a passwd lookup, mountinfo)."""
@@ -117,11 +119,35 @@ class KernelCollector(Collector):
                                      labels=["node"])
         family.add_metric([self.maps.node], dropped)
         yield family
+        lost_counts = self.probes.tables.lost_counts()
         lost = CounterMetricFamily("ioobserve_lost_events", "Events the kernel could not hand over (ring buffer full).",
                                    labels=["node"])
-        lost.add_metric([self.maps.node], int(self.probes.tables.lost_counts().sum()))
+        lost.add_metric([self.maps.node], int(lost_counts.sum() - lost_counts[ev.LOST_THROTTLED]))
         yield lost
+        yield self._throttled()
         yield from self._own_cost()
+
+    def _throttled(self) -> CounterMetricFamily:
+        """Per job, the events flood control kept in the kernel (the kernel's count per cgroup,
+        kept here past its table letting go of a cgroup)."""
+        if self.probes.tables.flood_limit:
+            states = self.probes.tables.flood_states()
+            for cgroup_id, dropped in zip(states["cgroup_id"][states["dropped"] > 0].tolist(),
+                                          states["dropped"][states["dropped"] > 0].tolist()):
+                self._throttled_seen[cgroup_id] = max(self._throttled_seen.get(cgroup_id, 0), dropped)
+        unnamed = self._throttled_seen.keys() - self._throttled_jobs.keys()
+        for cgroup_id, ctx in self.cgroups.lookup(unnamed).items():
+            self._throttled_jobs[cgroup_id] = ctx.job or ctx.pod or ""
+        per_job: dict[str, int] = {}
+        for cgroup_id, dropped in self._throttled_seen.items():
+            job = self._throttled_jobs.get(cgroup_id, "")
+            per_job[job] = per_job.get(job, 0) + dropped
+        family = CounterMetricFamily("ioobserve_throttled_events", "Events flood control kept in the kernel: a "
+                                     "streamed or recorded job's cgroup past flood-limit events a second (the "
+                                     "aggregates count them all the same).", labels=["node", "job"])
+        for job, dropped in sorted(per_job.items()):
+            family.add_metric([self.maps.node, job], dropped)
+        return family
 
     def _own_cost(self):
         """What the observer costs the node: each of its BPF programs' runs and run time (in

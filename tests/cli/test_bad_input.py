@@ -150,7 +150,9 @@ def _serve(tmp_path, *args: str) -> subprocess.CompletedProcess:
         ('socket-group = "no-such-group-xyz"\n', ["socket-group", "no such group"]),
         ('record-job = ["12;rm"]\n', ["job '12;rm'"]),
         ("stop-timeout = -1\n", ["stop-timeout -1", "0 or more"]),
+        ("flood-limit = -5\n", ["flood-limit -5", "0 (no limit) or more"]),
         ('probe-stats = "yes"\n', ["probe-stats", "wrong type"]),
+        ("flood-limit = true\n", ["flood-limit", "wrong type"]),
     ],
 )
 def test_serve_refuses_a_bad_config_naming_the_key(tmp_path, config, words):

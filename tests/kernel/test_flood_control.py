@@ -1,12 +1,11 @@
 """Flood control (flood_allows in ebpf_probes/emit.bpf.c, ioobserve/collect/throttles.py): a
-job flooding the recorder from one cgroup is held to its events-a-second limit, its held-back
-events counted in the kernel and the throttle marked in the trace; a job in another cgroup,
-running at the same time, loses nothing."""
+job flooding `record` or `serve` from one cgroup is held to its events-a-second limit, its
+held-back events counted in the kernel and the throttle marked in the trace; a job in another
+cgroup, running at the same time, loses nothing."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import polars as pl
@@ -16,54 +15,17 @@ import ioobserve
 from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records
 from tests.kernel.recorder import IOOBSERVE, record_command
+from tests.kernel import flood_jobs
+from tests.kernel.flood_jobs import EXACT_JOB, EXACT_READS, FLOOD_CALLS, FLOOD_JOB, LIMIT
 from tests.kernel.scratch_cgroups import scratch_cgroups
-
-FLOOD_JOB, EXACT_JOB = "9001", "9002"
-STEP = "system.slice/node1_slurmstepd.scope/job_{job}/step_0/user/task_0"
-LIMIT = 20_000  # events a second
-FLOOD_CALLS = 200_000
-# preadv calls as fast as Python makes them, once it has said it starts through a FIFO.
-FLOOD = f"""
-import os, sys
-path, ready = sys.argv[1], sys.argv[2]
-with open(path, "wb") as out:
-    out.write(b"x" * 4096)
-fd = os.open(path, os.O_RDONLY)
-buf = bytearray(64)
-with open(ready, "w") as fifo:
-    fifo.write("go")
-for _ in range({FLOOD_CALLS}):
-    os.preadv(fd, [buf], 0)
-"""
-# Waits for the flood to be under way, then makes EXACT_READS reads of its own.
-EXACT_READS = 3000
-EXACT = f"""
-import json, os, sys
-ready, path = sys.argv[1], sys.argv[2]
-with open(ready) as fifo:
-    fifo.read()
-with open(path, "wb") as out:
-    out.write(b"y" * 4096)
-fd = os.open(path, os.O_RDONLY)
-for _ in range({EXACT_READS}):
-    os.pread(fd, 64, 0)
-os.close(fd)
-print(json.dumps({{"exact_pid": os.getpid(), "reads": {EXACT_READS}}}), flush=True)
-"""
+from tests.kernel.test_serve import Service, _value
 
 
 @pytest.mark.kernel
 def test_a_flooding_job_is_throttled_and_marked_beside_an_exact_one(root_required, tmp_path):
-    steps = {job: STEP.format(job=job) for job in (FLOOD_JOB, EXACT_JOB)}
-    with scratch_cgroups(*steps.values()) as base:
-        flood_file, exact_file, ready = tmp_path / "flood.dat", tmp_path / "exact.dat", tmp_path / "ready"
-        os.mkfifo(ready)
-        # Each workload's shell moves itself into its job's cgroup, then execs Python.
-        flood = f"echo $$ > {base / steps[FLOOD_JOB]}/cgroup.procs && exec python3 -c \"$0\" {flood_file} {ready}"
-        exact = f"echo $$ > {base / steps[EXACT_JOB]}/cgroup.procs && exec python3 -c \"$0\" {ready} {exact_file}"
-        script = f"sh -c '{flood}' \"$1\" & sh -c '{exact}' \"$2\"; wait"
-        done = record_command(tmp_path / "trace", ["sh", "-c", script, "sh", FLOOD, EXACT], "--all",
-                              "--flood-limit", str(LIMIT), "--layers", "syscall")
+    with scratch_cgroups(*flood_jobs.steps().values()) as base:
+        command, flood_file, exact_file = flood_jobs.both_jobs(base, tmp_path)
+        done = record_command(tmp_path / "trace", command, "--all", "--flood-limit", str(LIMIT), "--layers", "syscall")
     assert done.returncode == 0, done.stderr
     traces = sorted((tmp_path / "trace").glob("*.pfw.gz"))
     events = load(traces).with_columns(pl.col(s.OP).cast(pl.String))
@@ -98,3 +60,43 @@ def test_a_flooding_job_is_throttled_and_marked_beside_an_exact_one(root_require
     analyzed = subprocess.run([IOOBSERVE, "analyze", *map(str, traces)], capture_output=True, text=True, timeout=300)
     assert analyzed.returncode == 0, analyzed.stderr
     assert f"Flood control held back {held_back:,} events" in " ".join(analyzed.stdout.split()), analyzed.stdout
+
+
+@pytest.mark.kernel
+def test_serve_holds_a_flooding_jobs_trace_back_and_still_counts_its_every_call(root_required, tmp_path):
+    """`serve` recording both jobs: the flood's job trace is throttled and marked, the exact
+    job's trace has every read, and /metrics counts every call of both (the kernel's
+    aggregates are not throttled) and the events held back, per job."""
+    with scratch_cgroups(*flood_jobs.steps().values()) as base:
+        service = Service(tmp_path, "--flood-limit", str(LIMIT), "--layers", "syscall")
+        try:
+            for job in (FLOOD_JOB, EXACT_JOB):
+                service.job("start", job)
+            command, flood_file, exact_file = flood_jobs.both_jobs(base, tmp_path)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            metrics = service.metrics()  # the jobs' processes are gone: the kernel's counts are final
+        finally:
+            service.stop()
+    report = json.loads(done.stdout)
+    traces = {job: sorted((service.traces / f"job-{job}").glob("*.pfw.gz")) for job in (FLOOD_JOB, EXACT_JOB)}
+
+    exact = load(traces[EXACT_JOB]).with_columns(pl.col(s.OP).cast(pl.String)).filter(pl.col(s.OP) == "pread64")
+    mine = exact.filter((pl.col(s.PID) == report["exact_pid"]) & (pl.col(s.PATH) == str(exact_file)))
+    assert mine.height == EXACT_READS
+    assert ioobserve.throttles(traces[EXACT_JOB]).height == 0
+
+    marked = ioobserve.throttles(traces[FLOOD_JOB])
+    held_back = int(marked.get_column("dropped").sum())
+    assert held_back > 0 and set(marked.get_column("job").to_list()) == {FLOOD_JOB}, marked
+    events = load(traces[FLOOD_JOB]).with_columns(pl.col(s.OP).cast(pl.String))
+    flood = events.filter(pl.col(s.OP).is_in(["preadv", "preadv2"]) & (pl.col(s.PATH) == str(flood_file)))
+    others = events.height - flood.height
+    assert 0 < flood.height < FLOOD_CALLS and FLOOD_CALLS <= flood.height + held_back <= FLOOD_CALLS + others + 1000
+
+    preadv = sum(_value(metrics, "ioobserve_calls_total", job=FLOOD_JOB, layer="syscall", op=op) for op in ("preadv", "preadv2"))
+    assert preadv == FLOOD_CALLS  # every call aggregated, held back from the trace or not
+    # the job's trace, never throttled, has each call the aggregates count (Python's own start's too)
+    assert _value(metrics, "ioobserve_calls_total", job=EXACT_JOB, layer="syscall", op="pread64") == exact.height
+    assert _value(metrics, "ioobserve_throttled_events_total", job=FLOOD_JOB) == held_back
+    assert _value(metrics, "ioobserve_throttled_events_total", job=EXACT_JOB) == 0

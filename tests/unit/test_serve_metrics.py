@@ -45,6 +45,8 @@ class _Probes:
         self.entries = entries
         self.endpoints = endpoints or {}
         self.endpoint_reads = 0
+        self.flood_limit = 0
+        self.floods = np.zeros(0, dtype=[("cgroup_id", "<u8"), *ev.FLOOD_STATE.descr])
 
     def endpoint_names(self):
         self.endpoint_reads += 1
@@ -57,7 +59,13 @@ class _Probes:
         self.entries = self.entries[~np.isin(self.entries["key"]["cgroup_id"], list(cgroup_ids))]
 
     def lost_counts(self):
-        return np.array([3, 4], dtype=np.uint64)
+        lost = np.zeros(ev.LOST_SLOTS, dtype=np.uint64)
+        lost[:2] = 3, 4
+        lost[ev.LOST_THROTTLED] = 90  # held back by flood control: a count of its own, not lost
+        return lost
+
+    def flood_states(self):
+        return self.floods
 
     def run_stats(self):  # the probes' (run ns, runs) per program, as the kernel's BPF stats give them
         return {"on_sys_enter": (9_000, 100), "on_sys_exit": (12_000, 100), "on_block_rq_merge": (0, 0)}
@@ -247,3 +255,16 @@ def test_the_observers_own_cost():
     assert _get(metrics, "ioobserve_agent_cpu_seconds_total", mode="user") > 0  # this test's own process
     assert _get(metrics, "ioobserve_agent_resident_bytes") > 10 << 20
     assert ("ioobserve_probe_stats_enabled", (("node", "n1"),)) in metrics
+
+
+def test_events_flood_control_held_back_are_counted_per_job_and_never_go_down():
+    probes = _Probes(_entries([], []))
+    probes.flood_limit = 1000
+    probes.floods = np.array([(JOB_CG, 5, 1, 60, 9, 9), (OTHER_CG, 5, 1, 0, 0, 0)], dtype=probes.floods.dtype)
+    collector = _collector(probes)
+    metrics = _scrape(probes, collector)
+    assert _get(metrics, "ioobserve_throttled_events_total", job="77") == 60
+    assert _get(metrics, "ioobserve_throttled_events_total") == 60  # a cgroup never held back has no series
+    assert _get(metrics, "ioobserve_lost_events_total") == 7  # the held back are not among the lost
+    probes.floods = probes.floods[:0]  # the kernel's table let go of the cgroup
+    assert _get(_scrape(probes, collector), "ioobserve_throttled_events_total", job="77") == 60

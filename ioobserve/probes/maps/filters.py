@@ -19,8 +19,8 @@ def excluded_devices(mountinfo: str = MOUNTINFO) -> set[int]:
 
 
 # Events a second one cgroup may send out of the kernel by default where the whole node is
-# recorded (`record --all`, or with no command): the recorder writes about a million a second
-# on two cores, so one runaway job cannot take it all. (Not `serve` yet: emit.bpf.c.)
+# traced (`record --all` or with no command, `serve`'s streams and job traces): the recorder
+# writes about a million a second on two cores, so one runaway job cannot take it all.
 DEFAULT_FLOOD_LIMIT = 200_000
 
 
