@@ -211,7 +211,9 @@ def test_histograms_come_out_of_the_kernel_value_by_kind_and_slot():
 def test_the_dashboard_asks_only_for_exposed_series():
     entries = _entries([(JOB_CG, "read", 0, 1, 0, 1, 1, 1)],
                        [(JOB_CG, "read", 0, ev.AGG_SIZE, 1, 1), (JOB_CG, "read", 0, ev.AGG_LATENCY, 11, 1)])
-    exposed = {name for name, _ in _scrape(_Probes(entries))}
+    probes = _Probes(entries)
+    probes.flood_limit, probes.floods = 1000, np.array([(JOB_CG, 5, 1, 60, 9, 9)], dtype=probes.floods.dtype)
+    exposed = {name for name, _ in _scrape(probes)}
     dashboard = json.loads((ROOT / "deploy" / "grafana" / "ioobserve-dashboard.json").read_text())
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     exprs += [var["query"]["query"] for var in dashboard["templating"]["list"] if isinstance(var.get("query"), dict)]
