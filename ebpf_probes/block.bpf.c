@@ -4,8 +4,8 @@
  * Bios merged into a request ride on it. Every submission is noted, a selected process's with
  * what the event needs and any other's as not selected, and every issue too: a request issued
  * with no origin at all is one the recording could not attribute, and is counted when it
- * completes (block_no_origin). A request the driver gives back is issued again: the second
- * issue keeps the first's record. */
+ * completes (block_no_origin); another process's request is left at its issue. A request
+ * the driver gives back is issued again: the second issue keeps the first's record. */
 #define REQ_OP_MASK_ 0xff
 #define REQ_OP_DRV_IN_ 34  /* and above: passthrough commands, never submitted as bios */
 #define ORIGIN_OTHER 0     /* submitted by a process the recording does not select */
@@ -48,7 +48,12 @@ static __always_inline void note_origin(u64 key, void *bdev)
 	struct inflight *st = cfg ? selected_inflight(cfg, pid_tgid >> 32) : NULL;
 	struct block_origin origin = {};
 	if (!st) {
-		block_origins.update(&key, &origin);  /* known, and not ours */
+		/* Known, and not ours. A request at this address was most likely another process's
+		 * too (requests are reused from the queue's tags): its note stands, and a lookup
+		 * costs a quarter of an update. */
+		struct block_origin *before = block_origins.lookup(&key);
+		if (!before || before->selected != ORIGIN_OTHER)
+			block_origins.update(&key, &origin);
 		return;
 	}
 	origin.selected = ORIGIN_SELECTED;
@@ -95,6 +100,11 @@ int on_block_rq_issue(struct bpf_raw_tracepoint_args *ctx)
 		key = (u64)read_ptr((void *)rq, OFF_REQUEST_BIO);  /* noted by its first bio */
 		origin = block_origins.lookup(&key);
 	}
+	/* Another process's request: nothing to keep for its completion. Its note stays (a
+	 * requeued request's second issue finds it again) until the next request noted at
+	 * this address replaces it, or the table's LRU lets it go. */
+	if (origin && origin->selected == ORIGIN_OTHER)
+		return 0;
 	if (!origin && block_requests.lookup(&rq))
 		return 0;  /* issued again (requeued): the first issue's record stands */
 	struct block_request req = {};
@@ -142,13 +152,13 @@ int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
 	u64 rq = ctx->args[0];
 	struct block_request *req = block_requests.lookup(&rq);
 	if (!req)
-		return 0;  /* issued before the recording began */
+		return 0;  /* another process's, or issued before the recording began */
 	if (!ctx->args[1] && (u32)ctx->args[2] < read_u32((void *)rq, OFF_REQUEST_DATA_LEN))
 		return 0;  /* a part of it: the request ends with its last part */
-	if (req->origin.selected != ORIGIN_SELECTED) {
+	if (req->origin.selected == ORIGIN_UNKNOWN) {
 		/* A request with data whose submitter was never seen: the trace lacks it. A flush
 		 * the kernel makes for a barrier carries none. */
-		if (req->origin.selected == ORIGIN_UNKNOWN && req->bytes && req->op < REQ_OP_DRV_IN_)
+		if (req->bytes && req->op < REQ_OP_DRV_IN_)
 			count_lost(LOST_BLOCK_NO_ORIGIN);
 		block_requests.delete(&rq);
 		return 0;
