@@ -53,7 +53,7 @@ def _job_calls(traces: Path, pid: int, ops: tuple[str, ...] = ("read", "write"))
 @pytest.mark.kernel
 def test_a_full_disk_under_a_job_trace_leaves_the_service_up_and_the_job_resumes(job_cgroup, tmp_path):
     with small_tmpfs("16m") as disk:
-        service = Service(disk, "--record-job", JOB)
+        service = Service(disk, "--record-job", JOB, "--flood-limit", "0")  # every call of the flood sent
         try:
             filler = fill(disk, leave=512 << 10)
             done = subprocess.run([sys.executable, "-c", FLOOD, str(job_cgroup), str(tmp_path / "f")],
