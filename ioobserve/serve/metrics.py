@@ -106,6 +106,7 @@ class KernelCollector(Collector):
         """The metric families, from the tables as they stand now."""
         with self._lock:  # scrapes run on threads of their own
             sums, hist, dropped = self._tables()
+            throttled = self._throttled()
         for name, text, column, divisor in COUNTERS:
             family = CounterMetricFamily(name, text, labels=agg.LABELS)
             for row in sums.iter_rows(named=True):
@@ -124,7 +125,7 @@ class KernelCollector(Collector):
                                    labels=["node"])
         lost.add_metric([self.maps.node], int(lost_counts.sum() - lost_counts[ev.LOST_THROTTLED]))
         yield lost
-        yield self._throttled()
+        yield throttled
         yield from self._own_cost()
 
     def _throttled(self) -> CounterMetricFamily:
@@ -132,8 +133,8 @@ class KernelCollector(Collector):
         kept here past its table letting go of a cgroup)."""
         if self.probes.tables.flood_limit:
             states = self.probes.tables.flood_states()
-            for cgroup_id, dropped in zip(states["cgroup_id"][states["dropped"] > 0].tolist(),
-                                          states["dropped"][states["dropped"] > 0].tolist()):
+            held = states[states["dropped"] > 0]
+            for cgroup_id, dropped in zip(held["cgroup_id"].tolist(), held["dropped"].tolist()):
                 self._throttled_seen[cgroup_id] = max(self._throttled_seen.get(cgroup_id, 0), dropped)
         unnamed = self._throttled_seen.keys() - self._throttled_jobs.keys()
         for cgroup_id, ctx in self.cgroups.lookup(unnamed).items():
