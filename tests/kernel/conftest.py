@@ -1,4 +1,5 @@
-"""Kernel tests' shared teardown, and the two halves of a matrix test (tests/kernel/kernel_side.py)."""
+"""Kernel tests' shared teardown, the two halves of a matrix test (tests/kernel/kernel_side.py),
+and the Slurm-like job cgroup the `serve` tests put their workloads in."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import pytest
 
 from tests.kernel.kernel_side import KernelSide, KernelSideDone, phase
 from tests.kernel.recorder import kill_leftovers
+from tests.kernel.scratch_cgroups import scratch_cgroups
+from tests.kernel.serve_support import STEP
 
 
 @pytest.fixture(autouse=True)
@@ -13,6 +16,13 @@ def no_recorder_left_running():
     """A test that fails while its recorder runs leaves nothing recording for the next ones."""
     yield
     kill_leftovers()
+
+
+@pytest.fixture
+def job_cgroup(root_required):
+    """The cgroup of job serve_support.JOB's first step (removed after the test)."""
+    with scratch_cgroups(STEP) as base:
+        yield base / STEP
 
 
 @pytest.fixture

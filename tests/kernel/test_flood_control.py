@@ -18,7 +18,7 @@ from tests.kernel.recorder import IOOBSERVE, record_command
 from tests.kernel import flood_jobs
 from tests.kernel.flood_jobs import EXACT_JOB, EXACT_READS, FLOOD_CALLS, FLOOD_JOB, LIMIT
 from tests.kernel.scratch_cgroups import scratch_cgroups
-from tests.kernel.test_serve import Service, _value
+from tests.kernel.serve_support import Service, metric_value
 
 
 @pytest.mark.kernel
@@ -94,9 +94,9 @@ def test_serve_holds_a_flooding_jobs_trace_back_and_still_counts_its_every_call(
     others = events.height - flood.height
     assert 0 < flood.height < FLOOD_CALLS and FLOOD_CALLS <= flood.height + held_back <= FLOOD_CALLS + others + 1000
 
-    preadv = sum(_value(metrics, "ioobserve_calls_total", job=FLOOD_JOB, layer="syscall", op=op) for op in ("preadv", "preadv2"))
+    preadv = sum(metric_value(metrics, "ioobserve_calls_total", job=FLOOD_JOB, layer="syscall", op=op) for op in ("preadv", "preadv2"))
     assert preadv == FLOOD_CALLS  # every call aggregated, held back from the trace or not
     # the job's trace, never throttled, has each call the aggregates count (Python's own start's too)
-    assert _value(metrics, "ioobserve_calls_total", job=EXACT_JOB, layer="syscall", op="pread64") == exact.height
-    assert _value(metrics, "ioobserve_throttled_events_total", job=FLOOD_JOB) == held_back
-    assert _value(metrics, "ioobserve_throttled_events_total", job=EXACT_JOB) == 0
+    assert metric_value(metrics, "ioobserve_calls_total", job=EXACT_JOB, layer="syscall", op="pread64") == exact.height
+    assert metric_value(metrics, "ioobserve_throttled_events_total", job=FLOOD_JOB) == held_back
+    assert metric_value(metrics, "ioobserve_throttled_events_total", job=EXACT_JOB) == 0

@@ -13,13 +13,11 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ioobserve import schema as s
 from ioobserve.context.mounts import read_mounts
@@ -27,13 +25,11 @@ from ioobserve.net.connections import service_end
 from ioobserve.trace.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
-from tests.kernel.recorder import IOOBSERVE, json_line
+from tests.kernel.recorder import json_line
 from tests.kernel.scratch_cgroups import scratch_cgroups
+from tests.kernel.serve_support import JOB, READ_SIZE, READS, STEP, WRITE_SIZE, WRITES, Service, metric_value, parsed, run_workload
 from tests.waiting import wait_until, wait_until_async
 
-JOB = "5151"
-STEP = f"system.slice/node1_slurmstepd.scope/job_{JOB}/step_0/user/task_0"
-WRITES, WRITE_SIZE, READS, READ_SIZE = 7, 3000, 5, 256
 # The syscall, io_uring, AIO, block (kernel 6.5+: block_io_start; block_rq_merge) and page cache layers'
 # programs, by the kernel's 15-character names; the older kernels' bio_queue program may be
 # loaded too.
@@ -43,25 +39,6 @@ SERVE_PROGRAMS = {name[:15] for name in (
     "on_block_io_start", "on_block_rq_issue", "on_block_rq_complete", "on_block_rq_merge",
     "on_filemap_add", "on_readahead_sync", "on_readahead_async")}
 MAYBE_LOADED = {"on_block_bio_queue"[:15]}
-# Moves itself into the job's cgroup, then makes exactly these file calls (and one failed open).
-WORKLOAD = f"""
-import json, os, sys
-cgroup, path = sys.argv[1], sys.argv[2]
-with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
-    procs.write(str(os.getpid()))
-fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
-for _ in range({WRITES}):
-    os.write(fd, b"x" * {WRITE_SIZE})
-os.lseek(fd, 0, 0)
-for _ in range({READS}):
-    os.read(fd, {READ_SIZE})
-os.close(fd)
-try:
-    os.open(path + ".missing", os.O_RDONLY)
-except FileNotFoundError:
-    pass
-print(json.dumps({{"pid": os.getpid()}}))
-"""
 
 
 # Moves itself into the job's cgroup, evicts FILE from the page cache, and reads it whole.
@@ -99,84 +76,9 @@ print(json.dumps({"reads": reads + 1, "bytes": total, "cached_before": left}))
 COLD_SIZE = 4 << 20
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Service:
-    """A running `ioobserve serve` with its own port, socket and trace directory."""
-
-    def __init__(self, tmp_path: Path, *options: str, socket_path: Path | None = None):
-        self.port, self.traces = _free_port(), tmp_path / "traces"
-        self.socket = socket_path or tmp_path / "run" / "events.sock"
-        self.proc = subprocess.Popen([IOOBSERVE, "serve", "--listen", f"127.0.0.1:{self.port}", "--socket", str(self.socket),
-                                      "--record-dir", str(self.traces), "--stop-timeout", "300", *options],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.out = self.proc.stdout.readline()
-        assert "metrics on" in self.out, self.out + self.proc.stdout.read()
-        self.programs = programs.held_by(self.proc.pid)  # the daemon's, once it is ready
-        self.lines: list[str] = []  # its log from here on, read as it comes
-        self._reader = threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")),
-                                        daemon=True)
-        self._reader.start()
-
-    def logged(self, text: str) -> str:
-        """Wait for a log line holding `text`; returns it."""
-        return wait_until(lambda: next((line for line in self.lines if text in line), None),
-                          lambda: f"the daemon logged {text!r}; it logged: {self.lines}")
-
-    def scrape(self) -> str:
-        """/metrics as served."""
-        return urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=30).read().decode()
-
-    def metrics(self) -> dict:
-        """(family, sample name, labels) -> value, from a scrape parsed by prometheus_client."""
-        return _parsed(self.scrape())
-
-    def job(self, action: str, job: str = JOB) -> None:
-        """The Slurm hook, as slurmd would run it."""
-        script = ROOT / "deploy" / "slurm" / f"{'prolog' if action == 'start' else 'epilog'}.sh"
-        env = {**os.environ, "SLURM_JOB_ID": job, "IOOBSERVE": IOOBSERVE, "IOOBSERVE_SOCKET": str(self.socket)}
-        subprocess.run(["sh", str(script)], env=env, check=True, timeout=60)
-
-    def stop(self) -> str:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=120)
-        self._reader.join(timeout=30)
-        out = "".join(self.lines)
-        assert self.proc.returncode == 0, out
-        return self.out + out
-
-
-@pytest.fixture
-def job_cgroup(root_required):
-    with scratch_cgroups(STEP) as base:
-        yield base / STEP
-
-
-def _run_workload(cgroup: Path, path: Path) -> int:
-    done = subprocess.run([sys.executable, "-c", WORKLOAD, str(cgroup), str(path)], capture_output=True, text=True,
-                          timeout=60, check=True)
-    return json.loads(done.stdout)["pid"]
-
-
 def _mountpoint(path: Path) -> str:
     dev = os.stat(path).st_dev
     return next(m.mountpoint for m in read_mounts() if m.dev == dev)
-
-
-def _parsed(text: str) -> dict:
-    """(family, sample name, labels) -> value, from a scrape's text parsed by prometheus_client."""
-    return {(family.name, sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def _value(metrics: dict, sample: str, **labels: str) -> float:
-    """The sum over the samples of this name whose labels include these."""
-    return sum(value for (_, name, found), value in metrics.items()
-               if name == sample and labels.items() <= dict(found).items())
 
 
 @pytest.mark.kernel
@@ -187,23 +89,23 @@ def test_metrics_count_a_jobs_calls_bytes_and_histograms(job_cgroup, tmp_path):
         held = {names[i][:15] for i in service.programs}  # bpftool gives whole names where it finds them
         assert held - MAYBE_LOADED == SERVE_PROGRAMS, "the daemon's probes, held once it is ready"
         data = tmp_path / "data.bin"
-        _run_workload(job_cgroup, data)
+        run_workload(job_cgroup, data)
         mine = {"job": JOB, "mountpoint": _mountpoint(tmp_path), "node": socket.gethostname(), "layer": "syscall"}
         metrics = service.metrics()
-        assert _value(metrics, "ioobserve_calls_total", op="write", **mine) == WRITES
-        assert _value(metrics, "ioobserve_write_bytes_total", op="write", **mine) == WRITES * WRITE_SIZE
-        assert _value(metrics, "ioobserve_calls_total", op="read", **mine) == READS
-        assert _value(metrics, "ioobserve_read_bytes_total", op="read", **mine) == READS * READ_SIZE
+        assert metric_value(metrics, "ioobserve_calls_total", op="write", **mine) == WRITES
+        assert metric_value(metrics, "ioobserve_write_bytes_total", op="write", **mine) == WRITES * WRITE_SIZE
+        assert metric_value(metrics, "ioobserve_calls_total", op="read", **mine) == READS
+        assert metric_value(metrics, "ioobserve_read_bytes_total", op="read", **mine) == READS * READ_SIZE
         # histograms: every call in the latency one; request sizes in their power-of-two buckets
-        assert _value(metrics, "ioobserve_call_duration_seconds_count", op="write", **mine) == WRITES
-        assert _value(metrics, "ioobserve_call_duration_seconds_bucket", op="read", le="+Inf", **mine) == READS
-        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="2048.0", **mine) == 0
-        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="4096.0", **mine) == WRITES
-        assert _value(metrics, "ioobserve_request_size_bytes_bucket", op="read", le="256.0", **mine) == READS
-        assert _value(metrics, "ioobserve_request_size_bytes_sum", op="read", **mine) == READS * READ_SIZE
+        assert metric_value(metrics, "ioobserve_call_duration_seconds_count", op="write", **mine) == WRITES
+        assert metric_value(metrics, "ioobserve_call_duration_seconds_bucket", op="read", le="+Inf", **mine) == READS
+        assert metric_value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="2048.0", **mine) == 0
+        assert metric_value(metrics, "ioobserve_request_size_bytes_bucket", op="write", le="4096.0", **mine) == WRITES
+        assert metric_value(metrics, "ioobserve_request_size_bytes_bucket", op="read", le="256.0", **mine) == READS
+        assert metric_value(metrics, "ioobserve_request_size_bytes_sum", op="read", **mine) == READS * READ_SIZE
         # the failed open has no file, so no mount point
-        assert _value(metrics, "ioobserve_errors_total", op="openat", job=JOB, mountpoint="") == 1
-        assert _value(metrics, "ioobserve_aggregation_dropped_total") == 0
+        assert metric_value(metrics, "ioobserve_errors_total", op="openat", job=JOB, mountpoint="") == 1
+        assert metric_value(metrics, "ioobserve_aggregation_dropped_total") == 0
         # the job ends and slurmd removes its cgroups: the kernel's entries go, the counters stay
         job_dir = job_cgroup.parents[2]
         for directory in (job_cgroup, job_cgroup.parent, job_cgroup.parents[1], job_dir):
@@ -225,20 +127,20 @@ def test_metrics_give_the_observers_own_cost(job_cgroup, tmp_path):
     was_on = Path("/proc/sys/kernel/bpf_stats_enabled").read_text().strip() == "1"
     service = Service(tmp_path, "--probe-stats")
     try:
-        _run_workload(job_cgroup, tmp_path / "data.bin")
+        run_workload(job_cgroup, tmp_path / "data.bin")
         metrics = service.metrics()
-        assert _value(metrics, "ioobserve_probe_stats_enabled") == 1
-        calls = _value(metrics, "ioobserve_calls_total", job=JOB, layer="syscall")
+        assert metric_value(metrics, "ioobserve_probe_stats_enabled") == 1
+        calls = metric_value(metrics, "ioobserve_calls_total", job=JOB, layer="syscall")
         assert calls >= WRITES + READS
         entries = [program for program in ("on_sys_enter", "syscall_fentry", "on_sys_enter_raw")
-                   if _value(metrics, "ioobserve_probe_runs_total", program=program)]
+                   if metric_value(metrics, "ioobserve_probe_runs_total", program=program)]
         assert entries, "no syscall entry program counted"
-        assert _value(metrics, "ioobserve_probe_runs_total", program=entries[0]) >= calls  # every process's syscalls run it
-        assert 0 < _value(metrics, "ioobserve_probe_seconds_total", program=entries[0]) < 60
-        assert _value(metrics, "ioobserve_agent_cpu_seconds_total", mode="user") > 0
-        assert _value(metrics, "ioobserve_agent_resident_bytes") > 50 << 20
+        assert metric_value(metrics, "ioobserve_probe_runs_total", program=entries[0]) >= calls  # every process's syscalls run it
+        assert 0 < metric_value(metrics, "ioobserve_probe_seconds_total", program=entries[0]) < 60
+        assert metric_value(metrics, "ioobserve_agent_cpu_seconds_total", mode="user") > 0
+        assert metric_value(metrics, "ioobserve_agent_resident_bytes") > 50 << 20
         later = service.metrics()
-        assert _value(later, "ioobserve_probe_runs_total", program=entries[0]) >= _value(metrics, "ioobserve_probe_runs_total", program=entries[0])
+        assert metric_value(later, "ioobserve_probe_runs_total", program=entries[0]) >= metric_value(metrics, "ioobserve_probe_runs_total", program=entries[0])
     finally:
         service.stop()
     if not was_on:
@@ -265,9 +167,9 @@ def test_metrics_count_io_uring_and_aio_requests(job_cgroup, tmp_path):
         metrics = service.metrics()
         for layer, op in (("io_uring", "read_fixed"), ("aio", "pread")):
             mine = {"job": JOB, "mountpoint": _mountpoint(data), "layer": layer, "op": op}
-            assert _value(metrics, "ioobserve_calls_total", **mine) == jobs[layer]["total_ios"] == 32
-            assert _value(metrics, "ioobserve_read_bytes_total", **mine) == jobs[layer]["io_bytes"]
-            assert _value(metrics, "ioobserve_call_duration_seconds_count", **mine) == 32
+            assert metric_value(metrics, "ioobserve_calls_total", **mine) == jobs[layer]["total_ios"] == 32
+            assert metric_value(metrics, "ioobserve_read_bytes_total", **mine) == jobs[layer]["io_bytes"]
+            assert metric_value(metrics, "ioobserve_call_duration_seconds_count", **mine) == 32
     finally:
         data.unlink()
         service.stop()
@@ -279,9 +181,9 @@ def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(root_req
     """--layers net: the job's calls on its Internet sockets, per endpoint (each connection's
     service end) and op, and their bytes, as the workload made them."""
     recorded = kernel_side(_serve_a_jobs_sockets)
-    calls, metrics = recorded["calls"], _parsed(recorded["metrics"])
+    calls, metrics = recorded["calls"], parsed(recorded["metrics"])
     for (endpoint, op), count in Counter((service_end(name), op) for name, op, _ in calls).items():
-        assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op, endpoint=endpoint) == count, (endpoint, op)
+        assert metric_value(metrics, "ioobserve_calls_total", job=JOB, layer="net", op=op, endpoint=endpoint) == count, (endpoint, op)
     # the 30 short-lived sockets of one peer are one endpoint: the labels stay bounded
     assert len({service_end(name) for name, _, _ in calls}) < len({name for name, _, _ in calls}) - 25
     received, sent = Counter(), Counter()
@@ -292,9 +194,9 @@ def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(root_req
             sent[service_end(name)] += result
     for endpoint in received | sent:
         mine = {"job": JOB, "layer": "net", "endpoint": endpoint, "mountpoint": ""}
-        assert _value(metrics, "ioobserve_read_bytes_total", **mine) == received[endpoint], endpoint
-        assert _value(metrics, "ioobserve_write_bytes_total", **mine) == sent[endpoint], endpoint
-    assert _value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
+        assert metric_value(metrics, "ioobserve_read_bytes_total", **mine) == received[endpoint], endpoint
+        assert metric_value(metrics, "ioobserve_write_bytes_total", **mine) == sent[endpoint], endpoint
+    assert metric_value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
 
 
 def _serve_a_jobs_sockets(side) -> dict:
@@ -326,18 +228,18 @@ def test_metrics_count_a_cold_reads_block_requests_and_page_cache_misses(job_cgr
     finally:
         service.stop()
         data.unlink()
-    assert _value(metrics, "ioobserve_calls_total", layer="syscall", op="read", **mine) == report["reads"]
-    assert _value(metrics, "ioobserve_read_bytes_total", layer="syscall", op="read", **mine) == COLD_SIZE
+    assert metric_value(metrics, "ioobserve_calls_total", layer="syscall", op="read", **mine) == report["reads"]
+    assert metric_value(metrics, "ioobserve_read_bytes_total", layer="syscall", op="read", **mine) == COLD_SIZE
     # every byte of the file came from the disk once, in block read requests of the job, and
     # entered the page cache as the reads' misses (readahead included)
-    requests = _value(metrics, "ioobserve_calls_total", layer="block", op="block_read", **mine)
+    requests = metric_value(metrics, "ioobserve_calls_total", layer="block", op="block_read", **mine)
     assert requests >= 1
-    assert _value(metrics, "ioobserve_read_bytes_total", layer="block", op="block_read", **mine) == COLD_SIZE
-    assert _value(metrics, "ioobserve_request_size_bytes_sum", layer="block", op="block_read", **mine) == COLD_SIZE
-    assert _value(metrics, "ioobserve_call_duration_seconds_count", layer="block", op="block_read", **mine) == requests
-    assert _value(metrics, "ioobserve_call_seconds_total", layer="block", op="block_read", **mine) > 0
-    assert _value(metrics, "ioobserve_page_cache_bytes_total", layer="cache", op="cache_miss", **mine) == COLD_SIZE
-    assert _value(metrics, "ioobserve_read_bytes_total", layer="cache", **mine) == 0  # not counted twice
+    assert metric_value(metrics, "ioobserve_read_bytes_total", layer="block", op="block_read", **mine) == COLD_SIZE
+    assert metric_value(metrics, "ioobserve_request_size_bytes_sum", layer="block", op="block_read", **mine) == COLD_SIZE
+    assert metric_value(metrics, "ioobserve_call_duration_seconds_count", layer="block", op="block_read", **mine) == requests
+    assert metric_value(metrics, "ioobserve_call_seconds_total", layer="block", op="block_read", **mine) > 0
+    assert metric_value(metrics, "ioobserve_page_cache_bytes_total", layer="cache", op="cache_miss", **mine) == COLD_SIZE
+    assert metric_value(metrics, "ioobserve_read_bytes_total", layer="cache", **mine) == 0  # not counted twice
 
 
 class _StreamClient(threading.Thread):
@@ -372,7 +274,7 @@ def test_two_socket_clients_receive_the_same_events(job_cgroup, tmp_path):
         # the answer comes once both are registered and the kernel lets every event out
         wait_until(lambda: all(c.first for c in clients), "both stream clients were answered")
         assert [c.first for c in clients] == [b"ok streaming\n"] * 2
-        pid = _run_workload(job_cgroup, tmp_path / "data.bin")
+        pid = run_workload(job_cgroup, tmp_path / "data.bin")
         wait_until(lambda: all(len(c.calls(pid, tmp_path)) >= WRITES + READS for c in clients),
                    lambda: f"both clients received the workload's {WRITES + READS} calls "
                            f"(got {[len(c.calls(pid, tmp_path)) for c in clients]})")
@@ -388,16 +290,16 @@ def test_two_socket_clients_receive_the_same_events(job_cgroup, tmp_path):
 def test_prolog_and_epilog_record_a_job_and_sighup_starts_a_new_file(job_cgroup, tmp_path):
     service = Service(tmp_path)
     try:
-        before = _run_workload(job_cgroup, tmp_path / "before.bin")  # not recorded yet: aggregated only
+        before = run_workload(job_cgroup, tmp_path / "before.bin")  # not recorded yet: aggregated only
         service.job("start")
-        first = _run_workload(job_cgroup, tmp_path / "one.bin")
+        first = run_workload(job_cgroup, tmp_path / "one.bin")
         _wait_traced(service, first, tmp_path)  # in the first file before SIGHUP begins the next
         service.proc.send_signal(signal.SIGHUP)
         service.logged("SIGHUP: 1 job trace(s) start a new file")  # before the next workload's events
-        second = _run_workload(job_cgroup, tmp_path / "two.bin")
+        second = run_workload(job_cgroup, tmp_path / "two.bin")
         _wait_traced(service, second, tmp_path)  # written before the epilog closes the trace
         service.job("stop")
-        after = _run_workload(job_cgroup, tmp_path / "after.bin")  # the job's trace is closed by now
+        after = run_workload(job_cgroup, tmp_path / "after.bin")  # the job's trace is closed by now
     finally:
         service.stop()
     parts = sorted((service.traces / f"job-{JOB}").glob("*.pfw.gz"), key=lambda p: own_records(p, "start")[0]["args"]["part"])
@@ -422,12 +324,12 @@ def test_a_job_started_or_stopped_while_another_is_recorded_flips_at_once(root_r
         service = Service(tmp_path)
         try:
             service.job("start", other)
-            before = _run_workload(base / STEP, tmp_path / "before.bin")  # "no" cached for this cgroup
+            before = run_workload(base / STEP, tmp_path / "before.bin")  # "no" cached for this cgroup
             service.job("start")
-            during = _run_workload(base / STEP, tmp_path / "during.bin")
+            during = run_workload(base / STEP, tmp_path / "during.bin")
             _wait_traced(service, during, tmp_path)  # fails without the cache's generation bump
             service.job("stop")
-            after = _run_workload(base / STEP, tmp_path / "after.bin")  # "yes" cached, now stale
+            after = run_workload(base / STEP, tmp_path / "after.bin")  # "yes" cached, now stale
         finally:
             service.stop()
     # only these three workloads ever ran in the scratch cgroups, and the other job's has none
@@ -472,7 +374,7 @@ def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
         async def drive() -> tuple[int, list]:
             async with app.run_test(size=(120, 32)) as pilot:
                 # AttachedSource returned after the daemon's "ok streaming": events flow already
-                pid = await asyncio.to_thread(_run_workload, job_cgroup, tmp_path / "data.bin")
+                pid = await asyncio.to_thread(run_workload, job_cgroup, tmp_path / "data.bin")
 
                 def mine() -> list:
                     table = app.query_one("#processes-table")
@@ -520,7 +422,7 @@ def test_a_config_rule_records_a_job_and_only_root_commands(job_cgroup, tmp_path
     config.write_text(f'record-job = ["{JOB}"]\nsocket-group = "nogroup"\n')
     service = Service(tmp_path, "--config", str(config), socket_path=run_dir / "events.sock")
     try:
-        pid = _run_workload(job_cgroup, tmp_path / "data.bin")  # recorded by the rule: no prolog ran
+        pid = run_workload(job_cgroup, tmp_path / "data.bin")  # recorded by the rule: no prolog ran
         mode = service.socket.stat()
         assert (mode.st_mode & 0o777, mode.st_gid) == (0o660, nogroup)
         assert _as_user(nobody, nogroup, service.socket, b"start 42\n") == "error: only root may start or stop a job's recording"

@@ -15,7 +15,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records
 from tests.kernel.faulty_mounts import fill, small_tmpfs
-from tests.kernel.test_serve import JOB, READS, WRITES, Service, _run_workload, _value, job_cgroup  # noqa: F401
+from tests.kernel.serve_support import JOB, READS, WRITES, Service, metric_value, run_workload
 from tests.waiting import wait_until
 
 CALLS = 300_000
@@ -62,13 +62,13 @@ def test_a_full_disk_under_a_job_trace_leaves_the_service_up_and_the_job_resumes
             full = service.logged(f"job {JOB}: cannot write")
             assert "No space left on device (ENOSPC)" in full and str(disk) in full, full
             metrics = service.metrics()  # still serving, and still counting in the kernel
-            assert _value(metrics, "ioobserve_calls_total", op="pread64", job=JOB) == CALLS
+            assert metric_value(metrics, "ioobserve_calls_total", op="pread64", job=JOB) == CALLS
             assert _stream_answers(service.socket) == "ok streaming"
             filler.unlink()
             runs: list[int] = []  # the job goes on working; what it does before the daemon looks again is lost
 
             def a_run_recorded() -> bool:
-                runs.append(_run_workload(job_cgroup, tmp_path / f"after-{len(runs)}.bin"))
+                runs.append(run_workload(job_cgroup, tmp_path / f"after-{len(runs)}.bin"))
                 return any(_job_calls(service.traces, run) == WRITES + READS for run in runs)
 
             wait_until(a_run_recorded, lambda: f"the job's calls after room came back in a new part; log: {service.lines}")
