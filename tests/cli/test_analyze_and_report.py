@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.cli.test_bad_input import assert_one_line_error, run
+from tests.cli.cli_run import assert_one_line_error, run
 from tests.conftest import in_ci
 from ioobserve import schema as s
 from tests.unit.synthetic_traces import Proc, io, write_trace

@@ -7,23 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import ROOT
-
-IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
-
-
-def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([IOOBSERVE, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
-    assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("ioobserve: error:"), lines[0]
-    assert "Traceback" not in result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
+from tests.cli.cli_run import IOOBSERVE, assert_one_line_error, run
 
 
 @pytest.mark.parametrize(
@@ -107,14 +91,14 @@ def test_index_rebuilds_and_reports_damage(tmp_path):
     from ioobserve.trace.index import build_index, index_path, read_index
     from ioobserve.trace.writer import TraceWriter
     from tests.batches import Batches
-    from tests.unit.test_trace_roundtrip import _frame
+    from tests.sample_trace import sample_frame
 
     writer = TraceWriter(tmp_path, "t.pfw.gz", {})
-    writer.events(*Batches()(_frame()))
+    writer.events(*Batches()(sample_frame()))
     writer.close()
     index_path(writer.path).unlink()
     done = run("index", str(writer.path))
-    assert done.returncode == 0 and f"{_frame().height} events" in done.stdout
+    assert done.returncode == 0 and f"{sample_frame().height} events" in done.stdout
     assert read_index(writer.path) == build_index(writer.path)[0]
     writer.path.write_bytes(writer.path.read_bytes()[:-10])  # truncated: killed mid-write
     damaged = run("index", str(writer.path))

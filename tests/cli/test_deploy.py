@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from ioobserve.serve.config import ServeConfig, load_config
-from tests.cli.test_bad_input import IOOBSERVE
+from tests.cli.cli_run import IOOBSERVE
 from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"

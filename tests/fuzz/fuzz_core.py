@@ -22,8 +22,8 @@ from ioobserve.trace import parse
 from ioobserve.trace.lines import event_lines
 from tests.fuzz.sanitized import ENV_MODULE
 from tests.unit.fake_ring import ring_blob
-from tests.unit.test_event_lines_core import ROW
-from tests.unit.test_python_stacks import CODE, PID, chain_record, code_record
+from tests.event_rows import ROW
+from tests.unit.stack_records import CODE, PID, chain_record, code_record
 
 EXAMPLES = int(os.environ.get("IOOBSERVE_FUZZ_EXAMPLES", "400"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

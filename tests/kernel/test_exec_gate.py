@@ -19,9 +19,9 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.kernel_side import ran
+from tests.kernel.library_checks import check_stdio_workload
 from tests.kernel.python_checks import check_imports, check_shard_reads, reads_of
 from tests.kernel.recorder import IOOBSERVE, STOP, json_line, record_command
-from tests.kernel.test_libc_layer import check_stdio_workload
 from tests.roots import INTERPRETERS, WAYS
 from tests.waiting import wait_until
 

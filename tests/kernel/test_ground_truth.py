@@ -16,22 +16,9 @@ import pytest
 
 from ioobserve import schema as s
 from ioobserve.trace.reader import load, own_records
-from tests.conftest import ROOT
 from tests.kernel.kernel_side import ran
+from tests.kernel.loader_counts import ARGS, LOADER, OPS, expected_counts, trace_counts
 from tests.kernel.recorder import json_line, record_command
-
-
-LOADER = str(ROOT / "tests" / "workloads" / "loader.py")
-OPS = ("openat", "read", "close", "newfstatat", "rename", "unlink")
-ARGS = ["--files", "12", "--size", str(256 * 1024), "--workers", "4", "--threads", "2", "--short", "3"]
-
-
-def _trace_counts(frame: pl.DataFrame, pid: int) -> dict:
-    mine = frame.filter((pl.col(s.PID) == pid) & pl.col(s.PATH).cast(pl.String).str.contains("/sample-"))
-    counts = {op: mine.filter(pl.col(s.OP) == op).height for op in OPS}
-    reads = mine.filter(pl.col(s.OP) == "read").group_by(s.PATH).agg(pl.col(s.BYTES).sum())
-    counts["files"] = dict(reads.iter_rows())
-    return counts
 
 
 def _directory_listings(frame: pl.DataFrame, pid: int, directory: str) -> int:
@@ -41,10 +28,6 @@ def _directory_listings(frame: pl.DataFrame, pid: int, directory: str) -> int:
     # each listing of this small directory: one getdents64 returning every entry, one returning 0
     assert listed.height == 2 * opened.height, (listed.height, opened.height)
     return opened.height
-
-
-def _expected_counts(report: dict) -> dict:
-    return {op: report["counts"][op] for op in OPS} | {"files": report["counts"]["files"]}
 
 
 def _record_loader(side, start: str) -> dict:
@@ -66,8 +49,8 @@ def test_every_process_call_and_byte_matches_the_workload(root_required, kernel_
     expected = report["EXPECTED"]
     assert len(expected) == 1 + 4 + 3  # main, workers, short-lived children
     for pid, entry in expected.items():
-        got = _trace_counts(frame, int(pid))
-        assert got == _expected_counts(entry), f"pid {pid} ({start})"
+        got = trace_counts(frame, int(pid))
+        assert got == expected_counts(entry), f"pid {pid} ({start})"
         assert _directory_listings(frame, int(pid), report["dir"]) == entry["counts"]["getdents64_dirs"]
         ppids = frame.filter(pl.col(s.PID) == int(pid)).get_column(s.PPID).unique().to_list()
         assert ppids == [entry["ppid"]], f"pid {pid} attributed to {ppids}, not its parent"

@@ -20,10 +20,8 @@ from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import ROOT
 from tests.kernel.certificates import self_signed
+from tests.kernel.library_checks import check_hdf5_workload, check_mpiio_workload, check_ssl_calls, check_stdio_workload
 from tests.kernel.recorder import Workload, record_command
-from tests.kernel.test_libc_layer import check_stdio_workload
-from tests.kernel.test_library_layers import check_hdf5_workload, check_mpiio_workload
-from tests.kernel.test_tls_layer import check_ssl_calls
 from tests.roots import WAYS
 
 WORKLOADS = ROOT / "tests" / "workloads"

@@ -15,6 +15,7 @@ import pytest
 from ioobserve import schema as s
 from ioobserve.trace.reader import load
 from tests.conftest import PYTHON, ROOT
+from tests.kernel.library_checks import check_hdf5_workload, check_mpiio_workload
 from tests.kernel.recorder import Recorder, Workload, record_command
 
 WORKLOADS = ROOT / "tests" / "workloads"
@@ -23,15 +24,6 @@ MPICH = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
 
 def _reports(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith('{"pid"')]
-
-
-def _children(frame: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
-    """Events of `frame` whose parent is one of `parents` (same thread, parent's ts)."""
-    return frame.join(parents.select(s.TID, pl.col(s.TS).alias(s.PARENT_TS)), on=[s.TID, s.PARENT_TS], how="semi")
-
-
-def _syscalls(frame: pl.DataFrame, op: str) -> pl.DataFrame:
-    return frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.OP) == op))
 
 
 @pytest.mark.kernel
@@ -52,30 +44,6 @@ def test_hdf5_calls_of_h5py_and_their_syscalls(root_required, tmp_path):
     report = _reports(workload.stdout)[0]
     frame = load(recorder.traces()).filter(pl.col(s.PID) == report["pid"])
     check_hdf5_workload(frame, report, str(data))
-
-
-def check_hdf5_workload(frame: pl.DataFrame, report: dict, data: str) -> None:
-    """tests/workloads/hdf5_workload.py's calls (`frame`: its process's events) against its
-    report: each HDF5 call once, named by its file (`data`, as the trace names it), the
-    dataset's bytes in the syscalls of H5Dwrite and H5Dread, every syscall on it inside one."""
-    hdf5 = frame.filter(pl.col(s.LAYER) == s.LAYER_HDF5)
-    ops = hdf5.get_column(s.OP).to_list()
-    for op in ("H5Fcreate", "H5Dcreate2", "H5Dwrite", "H5Awrite", "H5Fopen", "H5Oopen", "H5Dread"):
-        assert ops.count(op) == 1, (op, ops)
-    # Every call is named by its file, through the handle it was made with.
-    assert hdf5.get_column(s.PATH).to_list() == [data] * hdf5.height
-
-    # The dataset's bytes go down in the syscalls of H5Dwrite and come back in those of H5Dread.
-    for call, syscall in (("H5Dwrite", "pwrite64"), ("H5Dread", "pread64")):
-        moved = _children(_syscalls(frame, syscall), hdf5.filter(pl.col(s.OP) == call))
-        assert moved.get_column(s.BYTES).sum() == report["bytes"], call
-    # Every syscall on the file happened inside an HDF5 call: HDF5 is the only one using it.
-    on_file = frame.filter((pl.col(s.LAYER) == s.LAYER_SYSCALL) & (pl.col(s.PATH) == data))
-    # two h5py.File: each closes its one descriptor; how many opens, stats, reads and writes
-    # HDF5 makes in between is its own version's affair
-    assert on_file.filter(pl.col(s.OP) == "close").height == 2
-    assert {"openat", "pwrite64", "pread64"} <= set(on_file.get_column(s.OP)), on_file.get_column(s.OP).to_list()
-    assert _children(on_file, hdf5).height == on_file.height
 
 
 @pytest.fixture
@@ -100,28 +68,3 @@ def test_mpiio_collective_calls_per_rank(root_required, tmp_path, mpi4py_env, mo
     check_mpiio_workload(load(sorted((tmp_path / "trace").glob("*.pfw.gz"))), reports, str(data))
 
 
-def check_mpiio_workload(frame: pl.DataFrame, reports: dict[int, dict], data: str) -> None:
-    """tests/workloads/mpiio_workload.py's ranks (`reports` by rank) in a trace: each rank's
-    collective calls in order, named by the file (`data`, as the trace names it), with their
-    bytes, offsets and counts, and the file I/O done inside them."""
-    written = read = 0
-    for rank, report in reports.items():
-        mine = frame.filter(pl.col(s.PID) == report["pid"])
-        mpiio = mine.filter(pl.col(s.LAYER) == s.LAYER_MPIIO)
-        ops = mpiio.get_column(s.OP).to_list()
-        assert ops == ["MPI_File_open", "MPI_File_write_at_all", "MPI_File_close",
-                       "MPI_File_open", "MPI_File_read_at_all", "MPI_File_close"], ops
-        assert mpiio.get_column(s.PATH).to_list() == [data] * mpiio.height
-        assert mpiio.get_column(s.RANK).to_list() == [rank] * mpiio.height
-        transfers = mpiio.filter(pl.col(s.OP).cat.ends_with("_at_all"))
-        assert transfers.get_column(s.BYTES).to_list() == [report["bytes"]] * 2  # count x sizeof(MPI_DOUBLE)
-        assert transfers.get_column(s.OFFSET).to_list() == [rank * report["bytes"]] * 2
-        assert transfers.get_column(s.ARG).to_list() == [report["elements"]] * 2
-        # Each rank opens the file itself, inside each of its MPI_File_open calls.
-        opens = mpiio.filter(pl.col(s.OP) == "MPI_File_open")
-        openats = _syscalls(mine, "openat").filter(pl.col(s.PATH) == data)
-        assert opens.join(openats.select(s.TID, pl.col(s.PARENT_TS).alias(s.TS)), on=[s.TID, s.TS], how="semi").height == 2
-        written += _children(_syscalls(mine, "pwrite64"), transfers).get_column(s.BYTES).sum()
-        read += _children(_syscalls(mine, "pread64"), transfers).get_column(s.BYTES).sum()
-    # Whichever ranks did the file I/O, it was done inside the collective calls.
-    assert written == read == sum(r["bytes"] for r in reports.values())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from pathlib import Path
 
 import polars as pl
 import pytest

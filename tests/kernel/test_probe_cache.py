@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from ioobserve.trace.reader import load, own_records
+from tests.kernel.loader_counts import LOADER, expected_counts, trace_counts
 from tests.kernel.recorder import IOOBSERVE, json_line, record_command
-from tests.kernel.test_ground_truth import LOADER, _expected_counts, _trace_counts
 
 ARGS = ["--files", "6", "--size", str(64 * 1024), "--workers", "2", "--start", "fork"]
 
@@ -25,7 +25,7 @@ def _record_loader(tmp_path, name: str, env: dict[str, str]) -> None:
     frame = load(traces)
     assert len(expected) == 3
     for pid, entry in expected.items():
-        assert _trace_counts(frame, int(pid)) == _expected_counts(entry), f"pid {pid} ({name})"
+        assert trace_counts(frame, int(pid)) == expected_counts(entry), f"pid {pid} ({name})"
     (end,) = own_records(traces[0], "end")
     assert end["args"]["lost_total"] == 0
 

@@ -22,8 +22,8 @@ from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.sink import Sink
 from ioobserve.trace.reader import load, own_records
 from tests.kernel.kernel_side import ran
+from tests.kernel.loader_counts import ARGS, LOADER, expected_counts, trace_counts
 from tests.kernel.recorder import json_line, record_command
-from tests.kernel.test_ground_truth import ARGS, LOADER, _expected_counts, _trace_counts
 
 pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
 
@@ -59,7 +59,7 @@ def test_each_way_in_traces_every_call_and_byte_of_the_workload(root_required, k
     frame = load(traces)
     expected = json_line(result.stdout, "EXPECTED")["EXPECTED"]
     for pid, entry in expected.items():
-        assert _trace_counts(frame, int(pid)) == _expected_counts(entry), f"pid {pid} under {mechanism}"
+        assert trace_counts(frame, int(pid)) == expected_counts(entry), f"pid {pid} under {mechanism}"
     (end,) = own_records(traces[0], "end")
     assert end["args"]["lost_total"] == 0
 
@@ -72,7 +72,7 @@ def test_fentry_traces_the_workload_where_allowed_and_is_refused_in_one_line_els
         assert result.returncode == 0, result.stderr
         frame = load(recorded.traces())
         for pid, entry in json_line(result.stdout, "EXPECTED")["EXPECTED"].items():
-            assert _trace_counts(frame, int(pid)) == _expected_counts(entry), f"pid {pid} under fentry"
+            assert trace_counts(frame, int(pid)) == expected_counts(entry), f"pid {pid} under fentry"
     else:
         assert result.returncode != 0
         lines = result.stderr.strip().splitlines()

@@ -8,7 +8,6 @@ answer and the caller's stack; the garbled one makes none."""
 
 from __future__ import annotations
 
-from collections import Counter
 
 import polars as pl
 import pytest
@@ -19,6 +18,7 @@ from ioobserve.trace.reader import load, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.certificates import self_signed
 from tests.kernel.kernel_side import ran
+from tests.kernel.library_checks import SSL_OPS, check_ssl_calls
 from tests.kernel.recorder import json_line, record_command
 from tests.workloads.tls_workload import RANGES
 
@@ -26,25 +26,6 @@ pytestmark = [pytest.mark.kernel, pytest.mark.matrix]
 
 WORKLOAD = ROOT / "tests" / "workloads" / "tls_workload.py"
 OWN_TLS = ROOT / "tests" / "workloads" / "own_tls_client.py"
-OPS = {"write": ("SSL_write", "SSL_write_ex"), "read": ("SSL_read", "SSL_read_ex")}
-
-
-def check_ssl_calls(tls: pl.DataFrame, report: dict) -> pl.DataFrame:
-    """Every successful SSL read and write of tls_workload.py's report, per connection and
-    direction, calls and bytes, is in the TLS layer's events `tls`; those events."""
-    expected, seen = Counter(), Counter()
-    for name, direction, size, _ in report["calls"]:
-        expected[(name, direction, "calls")] += 1
-        expected[(name, direction, "bytes")] += size
-    moved = tls.filter(pl.col(s.OP).is_in([*OPS["write"], *OPS["read"]]) & (pl.col(s.RET) > 0))
-    for row in moved.iter_rows(named=True):
-        direction = "write" if row[s.OP] in OPS["write"] else "read"
-        seen[(row[s.PATH], direction, "calls")] += 1
-        seen[(row[s.PATH], direction, "bytes")] += row[s.RET]
-    assert seen == expected, (sorted(set(seen.items()) - set(expected.items())),
-                              sorted(set(expected.items()) - set(seen.items())))
-    assert sum(size for _, _, size, what in report["calls"] if what == "body") == report["body_bytes"]
-    return moved
 
 
 def _record_https(side) -> dict:
@@ -67,7 +48,7 @@ def test_ssl_reads_and_writes_are_traced_with_their_bytes_connection_and_request
     assert set_fd.height == 2 and set(set_fd.get_column(s.PATH).cast(pl.String)) == {name for name, *_ in report["calls"]}
 
     # The head of each request is copied (a garbled one too: the parser judges it), nothing else.
-    writes = moved.filter(pl.col(s.OP).is_in(OPS["write"])).sort(s.TS)
+    writes = moved.filter(pl.col(s.OP).is_in(SSL_OPS["write"])).sort(s.TS)
     heads = [what in ("head", "garbled") for _, direction, _, what in report["calls"] if direction == "write"]
     client = {name for name, direction, _, what in report["calls"] if what == "head"}
     flagged = {(row[s.PATH] in client, bool(row[s.FLAGS] & ev.F_HEAD)) for row in writes.iter_rows(named=True)}

@@ -12,11 +12,11 @@ from ioobserve.model import BatchTables, Process
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches, as_path_arguments
-from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
+from tests.sample_trace import PY_STACKS, sample_frame
 
 
 def test_the_writer_names_ids_from_the_tables_not_from_the_batch_names(tmp_path):
-    frame, tables = Batches()(_frame(), PY_STACKS)
+    frame, tables = Batches()(sample_frame(), PY_STACKS)
     # Names a sink shows, made wrong: a writer reading them would write these.
     wrong = frame.with_columns(
         pl.lit("/wrong").alias(s.PATH), pl.lit("/wrong").alias(s.PATH2), pl.lit("/wrong.slice").alias(s.CGROUP_PATH),
@@ -27,14 +27,14 @@ def test_the_writer_names_ids_from_the_tables_not_from_the_batch_names(tmp_path)
     writer.events(wrong, tables)
     writer.close()
     loaded = load(writer.path)
-    assert loaded.drop(s.PPID, s.COMM).equals(_frame().drop(s.PPID, s.COMM))
+    assert loaded.drop(s.PPID, s.COMM).equals(sample_frame().drop(s.PPID, s.COMM))
     assert "/wrong" not in records(writer.path, "FH").get_column("args").struct.field("name").to_list()
 
 
 def test_a_part_of_a_batch_is_described_by_its_own_share_of_the_tables(tmp_path):
     """serve writes each job's share of a batch with the whole batch's tables: a job's trace
     names only its own files, cgroups, users and processes' contexts."""
-    frame, tables = Batches()(_frame(), PY_STACKS)
+    frame, tables = Batches()(sample_frame(), PY_STACKS)
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
     writer.events(frame.filter(pl.col(s.PID) == 12), tables)  # pid 12: no file, no context
     writer.close()
@@ -46,14 +46,14 @@ def test_a_part_of_a_batch_is_described_by_its_own_share_of_the_tables(tmp_path)
 def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, tmp_path):
     monkeypatch.setattr(file_ids, "MAX_FILES_KEPT", 2)
     ids = FileIds()
-    first, files = ids.assign(as_path_arguments(_frame()))  # /data/a and /data/b (rename's target)
+    first, files = ids.assign(as_path_arguments(sample_frame()))  # /data/a and /data/b (rename's target)
     assert sorted(files.get_column(s.PATH).to_list()) == ["/data/a", "/data/b"]
-    again, files_again = ids.assign(as_path_arguments(_frame()))  # full: started over, new ids for the same files
+    again, files_again = ids.assign(as_path_arguments(sample_frame()))  # full: started over, new ids for the same files
     assert set(files_again.get_column(s.FILE)).isdisjoint(files.get_column(s.FILE))
     # Two ids for one file in one trace read back as that file.
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
     batches = Batches()
-    _, tables = batches(_frame(), PY_STACKS)
+    _, tables = batches(sample_frame(), PY_STACKS)
     writer.events(first, BatchTables(files=files, cgroups=tables.cgroups, users=tables.users, contexts=tables.contexts,
                                      stacks=PY_STACKS))
     writer.events(again, BatchTables(files=files_again, cgroups=tables.cgroups, users=tables.users, contexts=tables.contexts))

@@ -12,34 +12,8 @@ from ioobserve import _core
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.trace.lines import LAYER_TYPES, event_lines
+from tests.event_rows import ROW
 from tests.oracles import lines_polars
-
-U64 = (1 << 64) - 1
-I64 = 1 << 63
-# Op names are syscall names or Python function names: identifiers, non-ASCII ones included.
-NAMES = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789éßπ字"), min_size=1, max_size=12)
-MODULES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)  # cleaned to name characters
-
-
-def _edges(low: int, high: int, *special: int):
-    """Integers in [low, high], their edges and the fields' defaults drawn often."""
-    return st.one_of(st.sampled_from([low, high, 0, 1, 999, 1000, 1001, *special]), st.integers(low, high))
-
-
-def _nullable(values):
-    return st.one_of(st.none(), values)
-
-
-ROW = st.fixed_dictionaries({
-    s.TS: _edges(0, U64, 1_700_000_000_000_001_000), s.DUR: _edges(0, U64), s.PID: _edges(0, (1 << 32) - 1),
-    s.TID: _edges(0, (1 << 32) - 1), s.UID: _nullable(_edges(0, (1 << 32) - 1)), s.LAYER: st.sampled_from(sorted(LAYER_TYPES)),
-    s.OP: NAMES, s.FILE: _nullable(_edges(0, (1 << 32) - 1)), s.FILE2: _nullable(_edges(0, (1 << 32) - 1)),
-    s.FD: _edges(-(1 << 31), (1 << 31) - 1, -1), s.RET: _edges(-I64, I64 - 1, -1), s.BYTES_REQ: _edges(0, U64),
-    s.OFFSET: _edges(-I64, I64 - 1, -1), s.CGROUP: _nullable(_edges(0, U64)), s.ARG: _edges(0, U64),
-    s.FLAGS: st.one_of(st.sampled_from([0, ev.F_PARENT, ev.F_PARENT | ev.F_FILE]), _edges(0, (1 << 16) - 1)),
-    s.PARENT_TS: _nullable(_edges(0, U64 - 1, 1_700_000_000_000_002_000)), s.PY_STACK: _nullable(_edges(0, (1 << 32) - 1)),
-    s.PY_FRAME: _nullable(_edges(0, (1 << 16) - 1)), s.PY_MODULE: _nullable(MODULES),
-})
 
 
 def _compare(frame: pl.DataFrame, precision: str, prefix: str = "0a1b2c3d") -> None:

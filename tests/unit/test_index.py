@@ -8,12 +8,12 @@ import stat
 from ioobserve.trace.index import build_index, index_path, read_index, write_index
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches
-from tests.unit.test_trace_roundtrip import _frame
+from tests.sample_trace import sample_frame
 
 
 def _trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
-    writer.events(*Batches()(_frame()))
+    writer.events(*Batches()(sample_frame()))
     writer.close()
     return writer.path
 
@@ -23,7 +23,7 @@ def test_the_writer_index_matches_a_rebuilt_one(tmp_path):
     written = read_index(trace)
     rebuilt, damage = build_index(trace)
     assert written == rebuilt and not damage
-    assert sum(e.events for e in written) == _frame().height
+    assert sum(e.events for e in written) == sample_frame().height
     assert written[-1].offset + written[-1].size == trace.stat().st_size
     events = [e for e in written if e.events]  # a member per shape of line
     assert sorted({pid for e in events for pid in e.pids}) == [10, 12, 13]

@@ -18,13 +18,13 @@ from ioobserve.decode import PathRecord
 from ioobserve.model import BatchTables, Process
 from ioobserve.naming import BatchNamer, with_job_context
 from tests.batches import Batches
-from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
+from tests.sample_trace import PY_STACKS, sample_frame
 
 PROCESSES = [Process(pid, 1, "x") for pid in (10, 12, 13)]
 
 
 def test_an_id_batch_named_is_the_named_batch_it_came_from():
-    named = _frame()
+    named = sample_frame()
     ids, tables = Batches()(named, PY_STACKS)
     assert not set(ids.columns) & {s.PATH, s.COMM, s.JOB, s.USER, s.RANK, s.PY_FUNCTION}  # ids only
     namer = BatchNamer()
@@ -35,7 +35,7 @@ def test_an_id_batch_named_is_the_named_batch_it_came_from():
 
 
 def test_stacks_are_named_in_batches_after_the_one_that_brought_them():
-    named = _frame()
+    named = sample_frame()
     batches, namer = Batches(), BatchNamer()
     namer.processes(PROCESSES)
     first, first_tables = batches(named.head(1), PY_STACKS)
@@ -47,7 +47,7 @@ def test_stacks_are_named_in_batches_after_the_one_that_brought_them():
 
 
 def test_forgotten_processes_are_named_by_nothing_but_their_ids():
-    ids, tables = Batches()(_frame(), PY_STACKS)
+    ids, tables = Batches()(sample_frame(), PY_STACKS)
     namer = BatchNamer()
     namer.processes(PROCESSES)
     namer.forget([12])
@@ -57,7 +57,7 @@ def test_forgotten_processes_are_named_by_nothing_but_their_ids():
 
 
 def test_the_job_context_of_an_id_batch_keeps_its_order():
-    named = _frame()
+    named = sample_frame()
     ids, tables = Batches()(named, PY_STACKS)
     reversed_ids = ids.reverse()
     jobs = with_job_context(reversed_ids, tables)

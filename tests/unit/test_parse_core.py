@@ -13,7 +13,7 @@ from ioobserve import schema as s
 from ioobserve.trace.lines import event_lines
 from ioobserve.trace.parse import MalformedMember, Shape, event_shape, shape_events
 from tests.oracles import parse_polars
-from tests.unit.test_event_lines_core import ROW
+from tests.event_rows import ROW
 
 SHAPE = Shape("SYSCALL", ("name", "pid", "tid", "ts", "dur", "fhash", "ret", "fd"))
 GOOD = (b'{"name":"read","cat":"SYSCALL","type":64,"pid":7,"tid":8,"ts":1700000000000001,"dur":3,"ph":1,'

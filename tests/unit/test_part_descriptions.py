@@ -13,7 +13,7 @@ from ioobserve.model import Frame, Stack
 from ioobserve.trace.describe import PartDescriptions
 from ioobserve.trace.lines import StackLines, metadata_line
 from tests.batches import Batches
-from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
+from tests.sample_trace import PY_STACKS, sample_frame
 
 
 def _names(lines: list[bytes]) -> list[str]:
@@ -23,7 +23,7 @@ def _names(lines: list[bytes]) -> list[str]:
 def test_each_id_is_described_once_per_part():
     batches, descriptions = Batches(), PartDescriptions(1, "0" * 16)
     descriptions.keep_stacks(PY_STACKS)
-    frame, tables = batches(_frame(), PY_STACKS)
+    frame, tables = batches(sample_frame(), PY_STACKS)
     _, first = descriptions.describe(frame.select(list(s.ID_SCHEMA)), tables)
     # pid 10's context changes three times (its tags), pid 13 has one, pid 12 none
     assert sorted(_names(first)) == sorted(["PS", "FH", "FH", "CG", "CG", "US", "PC", "PC", "PC", "PC"])
@@ -44,7 +44,7 @@ def test_the_frame_shows_what_the_lines_say():
     """Files the tables do not name are null; uid and cgroup are null where the process's
     first PR line in the part says the same."""
     batches, descriptions = Batches(), PartDescriptions(1, "0" * 16)
-    frame, tables = batches(_frame(), PY_STACKS)
+    frame, tables = batches(sample_frame(), PY_STACKS)
     ids = frame.select(list(s.ID_SCHEMA))
     descriptions.process_line(10, 0, 1)  # pid 10 as its events have it
     descriptions.process_line(12, 0, 0)  # pid 12's cgroup differs from its PR line's
@@ -60,7 +60,7 @@ def test_the_frame_shows_what_the_lines_say():
 
 def test_a_stack_used_but_unknown_is_counted_not_described():
     batches, descriptions = Batches(), PartDescriptions(1, "0" * 16)
-    frame, tables = batches(_frame())  # stack 1 used, never kept
+    frame, tables = batches(sample_frame())  # stack 1 used, never kept
     _, lines = descriptions.describe(frame.select(list(s.ID_SCHEMA)), tables)
     assert "PS" not in _names(lines)
     assert descriptions.stacks_missing == 1

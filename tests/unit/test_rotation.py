@@ -14,7 +14,7 @@ from ioobserve.trace import describe as describe_module
 from ioobserve.trace.reader import load, own_records
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches
-from tests.unit.test_trace_roundtrip import PY_STACKS, _frame
+from tests.sample_trace import PY_STACKS, sample_frame
 
 
 def test_each_part_is_self_contained(tmp_path):
@@ -22,7 +22,7 @@ def test_each_part_is_self_contained(tmp_path):
     writer.processes([Process(pid=10, ppid=1, comm="x", exe="/bin/x", cmdline=("x",))])
     batches = Batches()
     for _ in range(3):
-        writer.events(*batches(_frame(), PY_STACKS))  # rotate_seconds=0: every batch after the first starts a part
+        writer.events(*batches(sample_frame(), PY_STACKS))  # rotate_seconds=0: every batch after the first starts a part
     writer.close()
     names = [p.name for p in writer.paths]
     assert names == ["h-20260101T000000-1.pfw.gz", "h-20260101T000000-1-1.pfw.gz",
@@ -39,14 +39,14 @@ def test_each_part_is_self_contained(tmp_path):
         assert 10 not in events_pids or 10 in described
         assert read_index(path) == build_index(path)[0]  # each part indexed as it closed
     everything = load(writer.paths)
-    assert everything.height == 3 * _frame().height and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
+    assert everything.height == 3 * sample_frame().height and everything.filter(pl.col(s.PATH2) == "/data/b").height == 3
     for path in writer.paths[1:]:  # each part describes its own job and process context
-        assert load(path).drop(s.PPID, s.COMM).equals(_frame().drop(s.PPID, s.COMM))  # only pid 10 has a PR record
+        assert load(path).drop(s.PPID, s.COMM).equals(sample_frame().drop(s.PPID, s.COMM))  # only pid 10 has a PR record
 
 
 def _using(stack_id: int) -> pl.DataFrame:
     """The test frame with pid 10's events made from Python stack `stack_id`."""
-    return _frame().with_columns(pl.when(pl.col(s.PID) == 10).then(pl.lit(stack_id, pl.UInt32)).alias(s.PY_STACK))
+    return sample_frame().with_columns(pl.when(pl.col(s.PID) == 10).then(pl.lit(stack_id, pl.UInt32)).alias(s.PY_STACK))
 
 
 def _described(path) -> set[int]:

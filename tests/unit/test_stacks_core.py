@@ -20,7 +20,7 @@ from ioobserve.model import NO_LINE, Frame, Stack
 from ioobserve.python.stacks import PythonStacks
 from tests.oracles.linetable_python import LineTable
 from tests.unit.fake_ring import ring_blob, ring_record
-from tests.unit.test_python_stacks import CODE, PID, chain_record, code_record
+from tests.unit.stack_records import CODE, PID, chain_record, code_record
 
 
 def test_the_core_reads_the_records_as_events_py_lays_them_out():

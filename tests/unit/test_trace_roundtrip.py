@@ -12,72 +12,17 @@ import pytest
 from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.model import Process
-from ioobserve.model import Frame, Stack
 from ioobserve.trace.reader import load, records
 from ioobserve.trace.writer import TraceWriter
 from tests.batches import Batches
-
-
-def _frame() -> pl.DataFrame:
-    rows = [
-        # ts, dur, pid, tid, op, path, path2, fd, ret, req, bytes, offset, flags
-        (1_700_000_000_000_001_234, 2_500, 10, 11, "read", "/data/a", None, 3, 4096, 4096, 4096, 0, ev.F_FILE | ev.F_POS),
-        (1_700_000_000_000_002_000, 900, 10, 10, "rename", "/data/a", "/data/b", -1, 0, 0, 0, -1, ev.F_NAME | ev.F_NAME2),
-        (1_700_000_000_000_003_000, 100, 12, 12, "read", None, None, 99, -9, 10, 0, -1, 0),
-        (1_700_000_000_000_004_000, 100, 10, 10, "read", None, None, 99, -9, 10, 0, -1, 0),
-        (1_700_000_000_000_005_000, 100, 13, 13, "read", None, None, 99, -9, 10, 0, -1, 0),
-    ]
-    frame = pl.DataFrame(
-        rows,
-        schema={s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.OP: pl.String, s.PATH: pl.String,
-                s.PATH2: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.BYTES: pl.UInt64,
-                s.OFFSET: pl.Int64, s.FLAGS: pl.UInt16},
-        orient="row",
-    )
-    return frame.with_columns(
-        pl.lit(1, pl.UInt32).alias(s.PPID), pl.lit(0, pl.UInt32).alias(s.UID), pl.lit("x").alias(s.COMM),
-        pl.lit(s.LAYER_SYSCALL).alias(s.LAYER), pl.lit(0, pl.UInt64).alias(s.DEV), pl.lit(0, pl.UInt64).alias(s.INO),
-        pl.lit(1, pl.UInt64).alias(s.CGROUP), pl.lit(0, pl.UInt64).alias(s.ARG),
-        pl.when(pl.col(s.RET) < 0).then(-pl.col(s.RET)).otherwise(0).cast(pl.Int32).alias(s.ERRNO),
-        pl.lit(True).alias(s.COUNTED),
-        # pid 12's event happened inside another of its thread's (a block request in its syscall)
-        pl.when(pl.col(s.PID) == 12).then(pl.lit(1_700_000_000_000_002_500, pl.UInt64)).alias(s.PARENT_TS),
-        # pid 10 reads from Python (stack 1)
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(1, pl.UInt32)).alias(s.PY_STACK),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit("Dataset.__getitem__")).alias(s.PY_FUNCTION),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit("/w/data.py")).alias(s.PY_FILE),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(42, pl.Int32)).alias(s.PY_LINE),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit("pkg.sub_mod")).alias(s.PY_MODULE),
-        pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
-        pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
-        pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD),
-        *(pl.lit(None, pl.String).alias(k) for k in (s.NAMESPACE, s.POD_NAME, s.CONTAINER_NAME)), pl.lit("root").alias(s.USER),
-    ).with_columns(
-        # pid 13 runs outside Slurm's cgroups: its job and step come from its environment.
-        pl.when(pl.col(s.PID) == 13).then(pl.lit("/user.slice")).otherwise(pl.col(s.CGROUP_PATH)).alias(s.CGROUP_PATH),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit(2, pl.UInt64)).otherwise(pl.col(s.CGROUP)).alias(s.CGROUP),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit("99")).otherwise(pl.col(s.JOB)).alias(s.JOB),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit(None, pl.String)).otherwise(pl.col(s.STEP)).alias(s.STEP),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit(None, pl.Int32)).otherwise(pl.col(s.TASK)).alias(s.TASK),
-        # pid 10 is rank 3's worker 1; its epoch tag changes between its events; pid 12 has no context.
-        pl.when(pl.col(s.PID).is_in([10, 13])).then(pl.lit(3, pl.Int32)).alias(s.RANK),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(0, pl.Int32)).alias(s.LOCAL_RANK),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(4, pl.Int32)).alias(s.WORLD_SIZE),
-        pl.when(pl.col(s.PID) == 10).then(pl.lit(1, pl.Int32)).alias(s.WORKER),
-        pl.Series(s.TAGS, [[{"key": "epoch", "value": "1"}], [{"key": "epoch", "value": "1"}, {"key": "phase", "value": "io"}],
-                           None, [{"key": "epoch", "value": "2"}], None], dtype=pl.List(s.TAG_ENTRY)),
-    ).select(list(s.EVENT_SCHEMA))
-
-
-PY_STACKS = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<module>", "/w/train.py", 7)), False)}
+from tests.sample_trace import PY_STACKS, sample_frame
 
 
 @pytest.fixture
 def trace(tmp_path):
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, precision="ns")
     writer.processes([Process(pid=pid, ppid=1, comm="x", exe="/bin/x", cmdline=("x", "-y")) for pid in (10, 12, 13)])
-    writer.events(*Batches()(_frame(), PY_STACKS))
+    writer.events(*Batches()(sample_frame(), PY_STACKS))
     writer.lost(1_700_000_000_000_000_000, {"read": 2})
     writer.close()
     return writer.path
@@ -94,14 +39,14 @@ def test_events_round_trip_with_ns_precision_and_paths(trace):
     failed = loaded.filter(pl.col(s.PID) == 12).row(0, named=True)
     assert failed[s.PATH] is None and failed[s.ERRNO] == 9
     assert loaded.schema == pl.Schema(s.EVENT_SCHEMA)
-    assert loaded.equals(_frame()), "every column of every event comes back as written"
+    assert loaded.equals(sample_frame()), "every column of every event comes back as written"
 
 
 def test_a_module_name_with_odd_characters_keeps_the_line_valid(tmp_path):
     """A module name is whatever str the program imported: characters a name cannot hold
     are written as "?", so the line needs no escape."""
     writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]})
-    writer.events(*Batches()(_frame().with_columns(pl.lit('odd"mod\\ule x', pl.String).alias(s.PY_MODULE))))
+    writer.events(*Batches()(sample_frame().with_columns(pl.lit('odd"mod\\ule x', pl.String).alias(s.PY_MODULE))))
     writer.close()
     assert load(writer.path).get_column(s.PY_MODULE).unique().to_list() == ["odd?mod?ule?x"]
 
@@ -172,7 +117,7 @@ def _event_lines(path) -> list[str]:
 
 def test_event_lines_carry_only_what_applies(trace):
     lines = _event_lines(trace)
-    assert len(lines) == _frame().height
+    assert len(lines) == sample_frame().height
     for line in lines:
         assert "null" not in line and " " not in line, line
     by_pid = {json.loads(line)["pid"]: json.loads(line)["args"] for line in lines}
@@ -191,16 +136,16 @@ def _writer_trace(tmp_path, frame: pl.DataFrame, precision: str):
 
 
 def test_microsecond_precision_keeps_everything_but_the_sub_microsecond_times(tmp_path):
-    path = _writer_trace(tmp_path, _frame(), "us")
+    path = _writer_trace(tmp_path, sample_frame(), "us")
     assert all('"tns"' not in line and '"dns"' not in line for line in _event_lines(path))
-    expected = _frame().with_columns(pl.col(s.TS) // 1000 * 1000, pl.col(s.DUR) // 1000 * 1000)
+    expected = sample_frame().with_columns(pl.col(s.TS) // 1000 * 1000, pl.col(s.DUR) // 1000 * 1000)
     assert load(path).equals(expected)
 
 
 def _family(parent_ns: int) -> pl.DataFrame:
     """Thread 11: a syscall that is a parent, another starting in the same µs, and a page
     cache event inside the first (its parent_ts names the first exactly)."""
-    base = _frame().row(0, named=True)
+    base = sample_frame().row(0, named=True)
     start = 1_700_000_000_000_001_000 + parent_ns
     rows = [
         {**base, s.TS: start, s.DUR: 5_000, s.FLAGS: ev.F_FILE | ev.F_PARENT, s.PARENT_TS: None},
