@@ -110,7 +110,7 @@ FIRST_NET_OP = OP_CODES["net_read"]
 FIRST_TLS_OP = OP_CODES["SSL_read"]
 TLS_READ_OPS = frozenset({"SSL_read", "SSL_read_ex"})  # ret is plaintext bytes moved
 TLS_WRITE_OPS = frozenset({"SSL_write", "SSL_write_ex"})
-# The HTTP layer's events (made in user space, ioobserve.net.requests) by method: ret is the answer's bytes.
+# The HTTP layer's events (made in user space, ioobserve.collect.http_requests) by method: ret is the answer's bytes.
 HTTP_METHODS = frozenset({"GET", "PUT", "POST", "HEAD", "DELETE"})
 # The network layer's transfers (labels): ret is bytes moved.
 NET_READ_LABELS = frozenset({"read", "readv", "recvfrom", "recvmsg"})

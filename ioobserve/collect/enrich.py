@@ -19,11 +19,11 @@ from ioobserve import events as ev
 from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
+from ioobserve.collect.http_requests import RequestBuilder
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
 from ioobserve.decode import HeadRecord, columns_of, kernel_dev_to_user
 from ioobserve.derived import bytes_moved, errno_of
 from ioobserve.model import BatchTables
-from ioobserve.net.requests import RequestBuilder
 from ioobserve.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
 

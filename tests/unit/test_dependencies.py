@@ -104,3 +104,59 @@ def test_an_import_of_an_import_is_followed():
     """The check itself: trace.reader does not import naming, but what it imports does."""
     assert "ioobserve.naming" not in _imports(MODULES["ioobserve.trace.reader"])
     assert "ioobserve.naming" in _reached("ioobserve.trace.reader")
+
+
+def _unit(module: str) -> str:
+    """The unit an import cycle is judged between: a subpackage of ioobserve (ioobserve.collect),
+    one of its top-level modules (ioobserve.decode), or tui."""
+    parts = module.split(".")
+    return "tui" if parts[0] == "tui" else ".".join(parts[:2])
+
+
+def _unit_imports() -> dict[str, set[str]]:
+    """Which units each unit's modules import (directly), itself left out."""
+    edges: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        targets = {_unit(name) for name in _imports(path) if name in MODULES or name.rsplit(".", 1)[0] in MODULES}
+        edges.setdefault(_unit(module), set()).update(targets - {_unit(module), "ioobserve"})
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of units that import each other round a circle (strongly connected, 2 or more)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups = []
+
+    def visit(unit: str) -> None:  # Tarjan's algorithm
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for other in sorted(edges.get(unit, ())):
+            if other not in index:
+                visit(other)
+                low[unit] = min(low[unit], low[other])
+            elif other in stack:
+                low[unit] = min(low[unit], index[other])
+        if low[unit] == index[unit]:
+            group = []
+            while (member := stack.pop()) != unit:
+                group.append(member)
+            group.append(unit)
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for unit in sorted(edges):
+        if unit not in index:
+            visit(unit)
+    return groups
+
+
+def test_no_import_cycle_between_packages():
+    """collect and net once imported each other for three column names, and decode and net too."""
+    assert _cycles(_unit_imports()) == []
+
+
+def test_the_cycle_check_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
