@@ -151,13 +151,14 @@ struct flood_state {
 BPF_TABLE("lru_hash", u64, struct flood_state, flood_states, 4096);
 #define NS_PER_SECOND 1000000000ULL
 
-/* Whether one more event of this cgroup may leave the kernel this second. */
-static __always_inline int flood_allows(u64 cgroup_id)
+/* Whether one more event of this cgroup may leave the kernel this second. `at`: the time of
+ * the event if the caller has read the clock already (a syscall's entry), else 0. */
+static __always_inline int flood_allows(u64 cgroup_id, u64 at)
 {
 	struct ioo_config *cfg = get_config();
 	if (!cfg || !cfg->flood_limit)
 		return 1;
-	u64 now = bpf_ktime_get_ns();
+	u64 now = at ? at : bpf_ktime_get_ns();
 	u64 window = now / NS_PER_SECOND;
 	struct flood_state *st = flood_states.lookup(&cgroup_id);
 	if (!st) {
@@ -183,10 +184,10 @@ static __always_inline int flood_allows(u64 cgroup_id)
 }
 
 /* Whether an event of this cgroup that is `wanted` (event_wanted) leaves the kernel: it does
- * if its cgroup is within its flood limit this second. */
-static __always_inline int event_let_out(u64 cgroup_id, int wanted)
+ * if its cgroup is within its flood limit this second (`at` as flood_allows takes it). */
+static __always_inline int event_let_out(u64 cgroup_id, int wanted, u64 at)
 {
-	return wanted && flood_allows(cgroup_id);
+	return wanted && flood_allows(cgroup_id, at);
 }
 
 #define GATE_OWNER 2  /* event_gate: decide for the event's cgroup now (the current task's) */
@@ -199,7 +200,7 @@ static __always_inline int event_gate(struct ioo_event *ev, int wanted)
 #ifdef IOO_AGGREGATE
 	aggregate_event(ev);
 #endif
-	return event_let_out(ev->cgroup_id, wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted);
+	return event_let_out(ev->cgroup_id, wanted == GATE_OWNER ? event_wanted(ev->cgroup_id) : wanted, 0);
 }
 
 /* event_gate for an event whose way out was decided before (a syscall's, at its entry):

@@ -269,7 +269,7 @@ static __always_inline int syscall_entered(void *ctx, struct inflight *st, struc
 	/* Its events' way out, decided once for all of them (an open of a file it turns out not
 	 * to trace counts against the flood limit too). */
 	u64 cgroup_id = current_cgroup_id();
-	if (!event_let_out(cgroup_id, event_wanted(cgroup_id))) {
+	if (!event_let_out(cgroup_id, event_wanted(cgroup_id), st->ts)) {
 		st->have |= HAVE_HELD;
 		return 0;  /* no Python walk for events nobody will see */
 	}
