@@ -29,6 +29,7 @@ def edges(low: int, high: int, *special: int):
 
 
 def nullable(values):
+    """The values, or None."""
     return st.one_of(st.none(), values)
 
 

@@ -12,6 +12,7 @@ from ioobserve.model import Frame, Stack
 
 
 def sample_frame() -> pl.DataFrame:
+    """Five enriched events in the schema's columns (pids 10, 12 and 13; see the comments)."""
     rows = [
         # ts, dur, pid, tid, op, path, path2, fd, ret, req, bytes, offset, flags
         (1_700_000_000_000_001_234, 2_500, 10, 11, "read", "/data/a", None, 3, 4096, 4096, 4096, 0, ev.F_FILE | ev.F_POS),

@@ -12,10 +12,12 @@ IOOBSERVE = str(ROOT / ".venv" / "bin" / "ioobserve")
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    """`ioobserve ARGS`, its output captured."""
     return subprocess.run([IOOBSERVE, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
+    """A failed run that said one `ioobserve: error:` line, holding each of `words`, and no traceback."""
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr

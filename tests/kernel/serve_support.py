@@ -46,6 +46,7 @@ print(json.dumps({{"pid": os.getpid()}}))
 
 
 def free_port() -> int:
+    """A loopback TCP port nobody listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -97,6 +98,7 @@ class Service:
 
 
 def run_workload(cgroup: Path, path: Path) -> int:
+    """WORKLOAD run in `cgroup` on the file `path`; its pid."""
     done = subprocess.run([sys.executable, "-c", WORKLOAD, str(cgroup), str(path)], capture_output=True, text=True,
                           timeout=60, check=True)
     return json.loads(done.stdout)["pid"]
