@@ -19,6 +19,9 @@ READY_TIMEOUT = 90
 # deadline itself is tested with its own value (test_recorder_faults.py), which comes later
 # on the command line and wins.
 STOP = ("--stop-timeout", "300")
+# How long stop() waits for the recorder to exit: its own deadline and a minute more, as a
+# matrix guest under emulation once took over two minutes to write a recording's tail.
+STOP_WAIT = 300 + 60
 # In a matrix guest the traces' Parquet copies are left to the host's checks, which build them on
 # first read: under emulation a finisher per recording (Polars in a process of its own) took CPU
 # from the next test and is about no kernel.
@@ -101,7 +104,7 @@ class Recorder:
     def stop(self) -> tuple[int, str, str]:
         """SIGTERM; returns (exit code, stdout, stderr)."""
         self.proc.send_signal(signal.SIGTERM)
-        out, err = self.proc.communicate(timeout=120)
+        out, err = self.proc.communicate(timeout=STOP_WAIT)
         return self.proc.returncode, out, self.stderr_head + err
 
     def traces(self) -> list[Path]:

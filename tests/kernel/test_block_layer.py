@@ -24,6 +24,7 @@ from tests.kernel.recorder import record_command
 pytestmark = pytest.mark.matrix  # also run in each guest of the kernel matrix
 
 WORKLOAD = ROOT / "tests" / "workloads" / "cold_read.py"
+HOLDER = ROOT / "tests" / "workloads" / "hold_in_cache.py"
 SIZE = 4 << 20
 
 
@@ -37,7 +38,12 @@ def _record_reads(side) -> dict:
     try:
         # the file and the interpreter's own into the cache first (no recorder needed for that)
         facts["warm-up"] = ran(subprocess.run([sys.executable, str(WORKLOAD), str(data)], capture_output=True, text=True))
-        facts["warm"] = ran(record_command(side.out / "warm", [sys.executable, str(WORKLOAD), str(data)]))
+        # locked in the cache while the warm pass runs: on a busy machine memory pressure
+        # evicted half the file between the warm-up and that pass once
+        with subprocess.Popen([sys.executable, str(HOLDER), str(data)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+            assert holder.stdout.readline() == "held\n", "the file could not be locked in the page cache"
+            facts["warm"] = ran(record_command(side.out / "warm", [sys.executable, str(WORKLOAD), str(data)]))
+            holder.stdin.close()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         facts["cold"] = ran(record_command(side.out / "cold", [sys.executable, str(WORKLOAD), str(data)]))
     finally:
