@@ -70,7 +70,7 @@ def merged(messages: list[tuple[bytes, bytes]], dtype) -> list[tuple[object, byt
     seconds of their calls."""
     import numpy as np
 
-    from ioobserve.collect.collector import COALESCE_S, MERGED_EVENTS
+    from ioobserve.collect.reader import COALESCE_S, MERGED_EVENTS
 
     batches: list[tuple[object, bytes]] = []
     events: list[np.ndarray] = []
@@ -146,7 +146,7 @@ def _worker_once(batches: list, out: Path) -> tuple[float, int, dict[str, float]
     collector = Collector(_NoRings(), [writer, SummarySink()])
     before, threads_before = time.process_time(), _threads()
     for events, aux in batches:
-        collector._process(events, decode_aux(aux))  # noqa: SLF001 - the worker's own step
+        collector.worker.process(events, decode_aux(aux))
     collector.enricher.end_spans()
     collector.sinks.close()
     spent = time.process_time() - before

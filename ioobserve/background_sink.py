@@ -15,7 +15,7 @@ from ioobserve.sink import Sink
 from ioobserve.thread_names import name_this_thread
 
 # Events queued for the thread before the worker waits for it: a few merged batches
-# (collector.MERGED_EVENTS), so a thread that falls behind holds up the worker, never memory.
+# (reader.MERGED_EVENTS), so a thread that falls behind holds up the worker, never memory.
 QUEUED_EVENTS = 1 << 18
 _END = object()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,8 +28,12 @@ from ioobserve.cli.filters import (
     build_layers,
     build_python,
 )
+from ioobserve.cli.prepare import ProbeChoice
 from ioobserve.collect.backlog import SPILL_FALLBACK, BacklogLimits, spill_directory
+from ioobserve.collect.options import RecordingOptions
 from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.probes.load.loader import ProbeSizes
+from ioobserve.trace.output import check_output_dir
 
 EPILOG = """Examples:
 
@@ -91,80 +96,37 @@ def record(
     """
     # The recorder runs niced (ioobserve/collect/priority.py) with Polars' pool capped
     # (ioobserve/cli/__init__.py). The traced command gets the environment and priority we
-    # were given, untouched.
+    # were given, untouched. Deferred imports keep `--help` fast and free of polars and bcc.
+    from ioobserve.background_sink import BackgroundSink
+    from ioobserve.cli.prepare import prepare_recording
     from ioobserve.collect.priority import lower_priority
+    from ioobserve.collect.recording import Recording, install_stop_signals
     from ioobserve.memory import keep_freed_buffers
+    from ioobserve.probes.load.loader import ProbeError
+    from ioobserve.sink import Sinks
+    from ioobserve.summary import SummarySink
 
     command_env = environment_given()
     original_nice = lower_priority()
     keep_freed_buffers(keep_bytes=64 << 20)  # each batch's lines and members: reused, not faulted in again
-    # Deferred: keep `--help` fast and free of polars/bcc imports.
-    from ioobserve.cli.summary_view import incomplete_line, print_summary
-    from ioobserve.collect.recording import Recording, install_stop_signals
-    from ioobserve.probes import layers as ly
-    from ioobserve.probes.capabilities import capability_warnings, not_ready
-    from ioobserve.probes.load.loader import ProbeError, ProbeSizes
-    from ioobserve.probes.maps.filters import DEFAULT_FLOOD_LIMIT
-    from ioobserve.background_sink import BackgroundSink
-    from ioobserve.summary import SummarySink
-    from ioobserve.trace.lines import PRECISIONS
-    from ioobserve.trace.finish import finish_later
-    from ioobserve.collect.traces import StartRecord, open_trace
-    from ioobserve.trace.output import OutputError, check_output_dir
 
-    try:
-        problem = not_ready("recording")
-        if problem:
-            raise UserError(problem)
+    def choose() -> RecordChoice:
+        _check_sizes(rotate_mb, rotate_s, ring_pages, precision)
         if command and shutil.which(command[0]) is None:
             raise UserError(f"command not found: {command[0]}")
-        for flag, value in (("--rotate-mb", rotate_mb), ("--rotate-s", rotate_s)):
-            if value is not None and value <= 0:
-                raise UserError(f"{flag} {value:g}: must be more than 0")
-        if ring_pages < 1 or ring_pages & (ring_pages - 1):
-            raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
-        if precision not in PRECISIONS:
-            raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
-        filters.flood_limit = flood_limit if flood_limit is not None else (
-            DEFAULT_FLOOD_LIMIT if all_processes or not command else 0)
-        chosen_layers, python_options = build_python(py_stacks, py_depth, build_layers(layers))
+        filters.flood_limit = default_flood_limit(flood_limit, every_process=all_processes or not command)
+        chosen, python = build_python(py_stacks, py_depth, build_layers(layers))
         directory = check_output_dir(output or Path.cwd())
-        backlog = backlog_limits(backlog_mb, backlog_memory_mb, directory)
-    except (UserError, OutputError) as exc:
-        fail(str(exc))
+        options = RecordingOptions(original_nice, stop_timeout, backlog_limits(backlog_mb, backlog_memory_mb, directory),
+                                   probe_stats, exec_gate)
+        return RecordChoice(filters, chosen, python, ProbeSizes(events_pages=ring_pages), directory, options)
 
-    try:
-        recording = Recording(filters, [], ProbeSizes(events_pages=ring_pages), original_nice, chosen_layers, python_options,
-                              stop_timeout=stop_timeout, probe_stats=probe_stats, backlog=backlog, exec_gate=exec_gate)
-    except ProbeError as exc:
-        fail_probes(exc)
-    except KeyboardInterrupt:
-        fail("interrupted while compiling the probes; nothing was recorded", 130)
-    for layer, why in recording.probes.unavailable_layers.items():
-        print(f"ioobserve: warning: the {layer} layer is unavailable here: {why}", file=sys.stderr, flush=True)
-    for missing in capability_warnings():
-        print(f"ioobserve: warning: {missing}", file=sys.stderr, flush=True)
+    choice, probes = prepare_recording("recording", choose)
+    writer = _open_writer(probes, choice, command or [], rotate_mb, rotate_s, precision, compact, writer_threads)
     summary = SummarySink()
-    start = StartRecord(command or [], chosen_layers, filters, python_stacks={
-        "depth": python_options.depth, "sample": python_options.sample, "inside_imports": python_options.walk_imports}
-        if ly.PYTHON in chosen_layers else None)
-
-    def finish_in_background(path: Path) -> None:
-        finisher = finish_later(path, recompress=writer.hurried(path))
-        if finisher is not None:
-            recording.probes.tables.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
-
-    try:
-        writer = open_trace(recording.probes, directory, start,
-                            rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None, rotate_seconds=rotate_s,
-                            precision=precision, on_trouble=lambda message: print(f"ioobserve: warning: {message}", file=sys.stderr, flush=True),
-                            on_closed=finish_in_background if compact else None,
-                            **({"writer_threads": writer_threads} if writer_threads else {}))
-    except OutputError as exc:
-        recording.probes.close()
-        fail(str(exc))
-    recording.sinks.extend([writer, BackgroundSink(summary, "ioobserve-summary")])  # its group-bys off the worker's path
+    recording = Recording(probes, choice.filters, Sinks([writer, BackgroundSink(summary, "ioobserve-summary")]),
+                          choice.options)  # the summary's group-bys off the worker's path
     install_stop_signals(recording)
     try:
         result = recording.run(duration=duration, command=command, command_env=command_env,
@@ -173,10 +135,80 @@ def record(
     except ProbeError as exc:  # attaching failed: nothing was recorded, so nothing is left behind
         writer.discard()
         fail_probes(exc)
-    print_summary(summary.summary, result, writer.paths, unwritten=result.dropped_at_stop + writer.unwritten)
+    _report(summary.summary, result, writer, command)
+
+
+@dataclass
+class RecordChoice(ProbeChoice):
+    """What `record` was asked for, checked: the probes' choice, where the trace goes and how
+    the recording runs."""
+
+    directory: Path = Path(".")
+    options: RecordingOptions = RecordingOptions()
+
+
+def _check_sizes(rotate_mb: float | None, rotate_s: float | None, ring_pages: int, precision: str) -> None:
+    """UserError for a rotation, ring size or precision that cannot be."""
+    from ioobserve.trace.lines import PRECISIONS
+
+    for flag, value in (("--rotate-mb", rotate_mb), ("--rotate-s", rotate_s)):
+        if value is not None and value <= 0:
+            raise UserError(f"{flag} {value:g}: must be more than 0")
+    if ring_pages < 1 or ring_pages & (ring_pages - 1):
+        raise UserError(f"--ring-pages {ring_pages}: must be a power of two (e.g. 1024, 4096)")
+    if precision not in PRECISIONS:
+        raise UserError(f"--precision {precision}: must be one of {', '.join(PRECISIONS)}")
+
+
+def default_flood_limit(given: int | None, every_process: bool) -> int:
+    """--flood-limit, or its default: a limit where every process is traced, none for a
+    command's own processes (its floods are what the user asked to see)."""
+    from ioobserve.probes.maps.filters import DEFAULT_FLOOD_LIMIT
+
+    if given is not None:
+        return given
+    return DEFAULT_FLOOD_LIMIT if every_process else 0
+
+
+def _open_writer(probes, choice: RecordChoice, command: list[str], rotate_mb: float | None, rotate_s: float | None,
+                 precision: str, compact: bool, writer_threads: int | None):
+    """The recording's trace writer; each part closed whole gets its Parquet copy in the
+    background (with --compact), by a finisher the probes leave out."""
+    from ioobserve.cli.prepare import warn
+    from ioobserve.collect.traces import StartRecord, open_trace
+    from ioobserve.probes import layers as ly
+    from ioobserve.trace.finish import finish_later
+    from ioobserve.trace.output import OutputError
+
+    def finish_in_background(path: Path, hurried: bool) -> None:
+        finisher = finish_later(path, recompress=hurried)
+        if finisher is not None:
+            probes.tables.exclude_helper(finisher)  # its reading and writing of traces is ours, not the node's
+
+    python = choice.python
+    start = StartRecord(command, choice.layers, choice.filters, python_stacks={
+        "depth": python.depth, "sample": python.sample, "inside_imports": python.walk_imports}
+        if ly.PYTHON in choice.layers else None)
+    try:
+        return open_trace(probes, choice.directory, start, rotate_bytes=int(rotate_mb * 1e6) if rotate_mb else None,
+                          rotate_seconds=rotate_s, precision=precision, on_trouble=warn,
+                          on_closed=finish_in_background if compact else None,
+                          **({"writer_threads": writer_threads} if writer_threads else {}))
+    except OutputError as exc:
+        probes.close()
+        fail(str(exc))
+
+
+def _report(summary, result, writer, command: list[str] | None) -> None:
+    """The summary and what the trace misses; exits with the command's status, or 3 for a
+    recording without a command whose trace is incomplete."""
+    from ioobserve.cli.prepare import warn
+    from ioobserve.cli.summary_view import incomplete_line, print_summary
+
+    print_summary(summary, result, writer.paths, unwritten=result.dropped_at_stop + writer.unwritten)
     incomplete = incomplete_line(writer, result)
     if incomplete:
-        print(f"ioobserve: warning: {incomplete}", file=sys.stderr, flush=True)
+        warn(incomplete)
     if command and result.command_status not in (None, 0):
         raise typer.Exit(result.command_status if result.command_status > 0 else 128 - result.command_status)
     if not command and incomplete:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ioobserve.cli.errors import UserError, fail, fail_probes
+from ioobserve.cli.errors import UserError, fail_probes
 from ioobserve.cli.filters import CommOption, build_filters
+from ioobserve.cli.prepare import ProbeChoice
+from ioobserve.probes.load.loader import ProbeSizes
+
+if TYPE_CHECKING:
+    from ioobserve.serve.daemon import Daemon
 
 EPILOG = """Examples:
 
@@ -45,7 +51,7 @@ def serve(
     """Run as the node's I/O service: per job, user, operation and mount point, counters and
     latency/size histograms aggregated in the kernel on /metrics; chosen jobs' full traces;
     a live event stream on a Unix socket (`ioobserve top --attach`)."""
-    from ioobserve.probes.capabilities import not_ready
+    from ioobserve.cli.prepare import prepare_recording
     from ioobserve.probes.load.loader import ProbeError
     from ioobserve.serve.config import ConfigError, load_config
     from ioobserve.serve.daemon import Daemon, ServeError
@@ -56,20 +62,26 @@ def serve(
                  "record_job": record_job, "rotate_mb": rotate_mb, "rotate_s": rotate_s, "comm": comm, "node": node,
                  "stop_timeout": stop_timeout, "layers": layers, "retain_days": retain_days, "retain_gb": retain_gb,
                  "probe_stats": probe_stats, "flood_limit": flood_limit}
-    try:
-        settings = load_config(config, overrides)
-        settings.serve_layers(), settings.retention()  # checked before anything starts
-        for job in settings.record_job:
-            if job != "*":
-                check_job_id(job)
-        problem = not_ready("serve")
-        if problem:
-            raise UserError(problem)
-        filters = build_filters(None, None, settings.comm, None)
-        filters.flood_limit = settings.flood_limit
-    except (ConfigError, JobError, UserError) as exc:
-        fail(str(exc))
-    daemon = Daemon(settings, filters)
+
+    def choose() -> ServeChoice:
+        try:
+            settings = load_config(config, overrides)
+            layers_chosen = settings.serve_layers()
+            settings.retention()  # checked before anything starts
+            for job in settings.record_job:
+                if job != "*":
+                    check_job_id(job)
+            filters = build_filters(None, None, settings.comm, None)
+            filters.flood_limit = settings.flood_limit
+            daemon = Daemon(settings)
+            daemon.listen()
+        except (ConfigError, JobError, ServeError, SocketError) as exc:
+            raise UserError(str(exc)) from None
+        return ServeChoice(filters, layers_chosen, sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
+                           daemon=daemon)
+
+    choice, probes = prepare_recording("serve", choose)
+    daemon, settings = choice.daemon, choice.daemon.config
     daemon.install_signals()
     host, port = settings.address()
 
@@ -77,9 +89,22 @@ def serve(
         print(f"ioobserve serve: metrics on http://{host}:{port}/metrics, events on {settings.socket}", flush=True)
 
     try:
-        daemon.run(on_ready=ready)
-    except (ServeError, SocketError) as exc:
-        fail(str(exc))
+        daemon.run(probes, choice.filters, on_ready=ready)
     except ProbeError as exc:
         fail_probes(exc)
     print("ioobserve serve: stopped", flush=True)
+
+
+AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; histograms get 8x
+
+
+@dataclass
+class ServeChoice(ProbeChoice):
+    """What `serve` was asked for: the probes' choice and the daemon, its listeners bound."""
+
+    daemon: Daemon | None = None
+
+    def abandon(self) -> None:
+        """The probes did not compile: the listeners go."""
+        if self.daemon is not None:
+            self.daemon.close_listeners()

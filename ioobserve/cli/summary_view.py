@@ -32,6 +32,34 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     """Totals, losses (`unwritten`: captured, but not in the trace) and the top files, sized for one screen."""
     console = console or Console()
     totals = Table.grid(padding=(0, 2))
+    _recording_rows(totals, summary, result, trace_paths)
+    _loss_rows(totals, summary, unwritten)
+    totals.add_row("processes", f"{len(summary.pids):,}")
+    totals.add_row("files", f"{len(summary.files):,}")
+    totals.add_row("read", format_bytes(summary.bytes_read))
+    totals.add_row("written", format_bytes(summary.bytes_written))
+    _job_rows(totals, summary)
+    _network_rows(totals, summary, tls_probed=ly.TLS in (result.layers or {}))
+    _accounting_rows(totals, summary, result)
+    console.print(totals)
+    if summary.disagreeing is not None:
+        differ = Table(title="differ from kernel accounting", title_justify="left", show_edge=False)
+        for column in ("pid", "read calls traced/kernel", "write calls traced/kernel"):
+            differ.add_column(column, justify="right", no_wrap=True)
+        for row in summary.disagreeing.head(5).iter_rows(named=True):
+            differ.add_row(str(row["pid"]), f"{row['traced_reads']:,}/{row['read_syscalls']:,}",
+                           f"{row['traced_writes']:,}/{row['write_syscalls']:,}")
+        console.print(differ)
+    top = Table(title="top files", title_justify="left", show_edge=False)
+    for column in ("path", "calls", "read", "written"):
+        top.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
+    for path, calls, read, written in summary.top_files(8):
+        top.add_row(short_path(path), f"{calls:,}", format_bytes(read), format_bytes(written))
+    console.print(top)
+
+
+def _recording_rows(totals: Table, summary: Summary, result, trace_paths: list[Path]) -> None:
+    """Where the trace is, how the recording ended, its events by layer and how each was probed."""
     more = f" (+{len(trace_paths) - 1} more parts)" if len(trace_paths) > 1 else ""
     totals.add_row("trace", f"{trace_paths[0]}{more}" if trace_paths else "none kept (its files were deleted)")
     totals.add_row("duration", f"{result.duration_s:.1f} s (stopped: {result.stopped_by})")
@@ -50,6 +78,10 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
         totals.add_row("no frames", f"pid {pid}: {why}; its I/O is recorded without Python frames")
     if len(refused) > NOT_WALKED_SHOWN:
         totals.add_row("no frames", f"and {len(refused) - NOT_WALKED_SHOWN} more processes")
+
+
+def _loss_rows(totals: Table, summary: Summary, unwritten: int) -> None:
+    """What was lost, held back by flood control or not written, and what the recording cost."""
     dropped = {k: v for k, v in summary.lost.items() if k != UNWRITTEN}  # those are in "not written"
     lost = sum(dropped.values())
     detail = ", ".join(f"{k} {v:,}" for k, v in sorted(dropped.items())) if lost else ""
@@ -61,10 +93,10 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
     totals.add_row("cost", _cost(summary))
     if unwritten:
         totals.add_row("not written", f"{unwritten:,} events captured but not in the trace (see the warning below)")
-    totals.add_row("processes", f"{len(summary.pids):,}")
-    totals.add_row("files", f"{len(summary.files):,}")
-    totals.add_row("read", format_bytes(summary.bytes_read))
-    totals.add_row("written", format_bytes(summary.bytes_written))
+
+
+def _job_rows(totals: Table, summary: Summary) -> None:
+    """The Slurm jobs, ranks and application tags seen."""
     if summary.jobs:
         jobs = sorted(summary.jobs.items(), key=lambda item: item[1][1] + item[1][2], reverse=True)
         shown = ", ".join(f"{job} ({calls:,} calls, {format_bytes(read)} read, {format_bytes(written)} written)"
@@ -79,23 +111,6 @@ def print_summary(summary: Summary, result, trace_paths: list[Path], console: Co
         seen = "; ".join(f"{key}={','.join(sorted(values))}" for key, values in sorted(summary.tag_values.items()))
         totals.add_row("tags", f"{applied:,} applied" + (f", {malformed:,} malformed (ignored)" if malformed else "")
                        + (f": {seen}" if seen else ""))
-    _network_rows(totals, summary, tls_probed=ly.TLS in (result.layers or {}))
-    _accounting_rows(totals, summary, result)
-    console.print(totals)
-    if summary.disagreeing is not None:
-        differ = Table(title="differ from kernel accounting", title_justify="left", show_edge=False)
-        for column in ("pid", "read calls traced/kernel", "write calls traced/kernel"):
-            differ.add_column(column, justify="right", no_wrap=True)
-        for row in summary.disagreeing.head(5).iter_rows(named=True):
-            differ.add_row(str(row["pid"]), f"{row['traced_reads']:,}/{row['read_syscalls']:,}",
-                           f"{row['traced_writes']:,}/{row['write_syscalls']:,}")
-        console.print(differ)
-    top = Table(title="top files", title_justify="left", show_edge=False)
-    for column in ("path", "calls", "read", "written"):
-        top.add_column(column, justify="left" if column == "path" else "right", no_wrap=True)
-    for path, calls, read, written in summary.top_files(8):
-        top.add_row(short_path(path), f"{calls:,}", format_bytes(read), format_bytes(written))
-    console.print(top)
 
 
 def incomplete_line(writer, result) -> str | None:

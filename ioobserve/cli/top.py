@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ioobserve.cli.errors import EXIT_FAILURE, UserError, fail, fail_probes
+from ioobserve.cli.errors import EXIT_FAILURE, fail
+from ioobserve.cli.prepare import ProbeChoice
 from ioobserve.cli.filters import (
     CgroupOption,
     CommOption,
@@ -81,12 +83,12 @@ def top(
         make_app(source, theme.value).run()
     finally:  # detach and flush before the process ends, however the app ended
         source.stop()
-    writer = getattr(source, "writer", None)
-    if getattr(source, "error", None) is not None:
-        fail(f"the capture stopped: {source.error}", EXIT_FAILURE)
-    if writer is not None:
-        print(f"ioobserve: trace written to {writer.path} ({writer.events_written:,} events)")
-        incomplete = incomplete_line(writer, getattr(source, "result", None))
+    outcome = source.outcome
+    if outcome.error is not None:
+        fail(f"the capture stopped: {outcome.error}", EXIT_FAILURE)
+    if outcome.writer is not None:
+        print(f"ioobserve: trace written to {outcome.writer.path} ({outcome.writer.events_written:,} events)")
+        incomplete = incomplete_line(outcome.writer, outcome.result)
         if incomplete:
             print(f"ioobserve: warning: {incomplete}", file=sys.stderr)
 
@@ -115,35 +117,36 @@ def _replay(paths: list[Path]):
 
 def _live(pid, cgroup, job, unit, comm, path_prefix, layers, record: Path | None, pod=None, namespace=None):
     """A live source, or one clear error: no privileges, a bad filter, an unusable --record."""
+    from ioobserve.cli.prepare import prepare_recording
+    from ioobserve.collect.options import RecordingOptions
     from ioobserve.collect.priority import lower_priority
-    from ioobserve.collect.recording import Recording
-    from ioobserve.live.source import LiveSource
-    from ioobserve.probes.capabilities import not_ready
-    from ioobserve.probes.load.loader import ProbeError
     from ioobserve.collect.traces import StartRecord, open_trace
+    from ioobserve.live.source import LiveSource
     from ioobserve.trace.output import OutputError, check_output_dir
 
-    try:
-        problem = not_ready("recording")
-        if problem:
-            raise UserError(problem)
+    def choose() -> TopChoice:
         filters = build_filters(pid, cgroup, comm, path_prefix, job, unit, pod, namespace)
         available, missing = split_layers(layers)  # top shows what the kernel lacks instead of refusing
         chosen, python_options = build_python(None, None, available)
-        directory = check_output_dir(record) if record else None
-    except (UserError, OutputError) as exc:
-        fail(str(exc))
-    try:
-        recording = Recording(filters, [], original_nice=lower_priority(), layers=chosen, python=python_options)
-    except ProbeError as exc:
-        fail_probes(exc)
+        return TopChoice(filters, chosen, python_options, directory=check_output_dir(record) if record else None,
+                         missing=missing)
+
+    original_nice = lower_priority()  # the compile and the capture run niced
+    choice, probes = prepare_recording("recording", choose)
     writer = None
-    if directory is not None:
+    if choice.directory is not None:
         try:
-            writer = open_trace(recording.probes, directory, StartRecord(["ioobserve", "top"], chosen, filters))
+            writer = open_trace(probes, choice.directory, StartRecord(["ioobserve", "top"], choice.layers, choice.filters))
         except OutputError as exc:
-            recording.probes.close()
+            probes.close()
             fail(str(exc))
-    source = LiveSource(recording, writer)
-    source.missing = missing
-    return source
+    return LiveSource(probes, choice.filters, RecordingOptions(original_nice=original_nice), writer, choice.missing)
+
+
+@dataclass
+class TopChoice(ProbeChoice):
+    """What a live `top` was asked for: the probes' choice, where --record writes (None: no
+    trace) and the layers this kernel cannot give, shown instead of refused."""
+
+    directory: Path | None = None
+    missing: dict[str, str] = field(default_factory=dict)

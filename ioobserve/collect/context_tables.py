@@ -1,17 +1,21 @@
 """What a recording knows of the node while it runs, in one object that the collector and
 the enricher share: the files, processes, cgroups and users, each process's context over time,
-the worker ordinals and the Python stacks; and the one way to forget exited processes in all of them."""
+the worker ordinals and the Python stacks; the one way a batch's records update them, and the
+one way to forget exited processes in all of them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ioobserve.context.cgroups import CgroupTable
+from ioobserve.context.lifecycle import apply_lifecycle
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.users import UserNames
 from ioobserve.context.workers import WorkerOrdinals
+from ioobserve.decode import AuxBatch
+from ioobserve.model import Process
 from ioobserve.python.stacks import PythonStacks
 
 
@@ -30,6 +34,18 @@ class ContextTables:
     def __post_init__(self) -> None:
         self.timeline = ContextTimeline(self.processes)
         self.workers = WorkerOrdinals(self.timeline, self.processes)
+
+    def apply(self, records: AuxBatch) -> list[Process]:
+        """A batch's auxiliary records, before its events are named: cgroups made, files opened
+        (a new file with a deleted one's inode is named anew from here on), processes born,
+        exec'd and exited with their context, and Python's chain and code records; returns
+        the processes that changed."""
+        self.cgroups.learn(records.cgroups)
+        self.files.add(records.paths)
+        changed = self.processes.apply(records.procs)
+        apply_lifecycle(self.timeline, self.workers, records.procs, records.envs)
+        self.stacks.add(records.python)
+        return changed
 
     def forget_exited(self, before_ns: int) -> list[int]:
         """Processes that exited before `before_ns` (monotonic) go from every table, so a long

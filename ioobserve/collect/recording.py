@@ -10,12 +10,12 @@ import time
 from dataclasses import dataclass, field
 
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
-from ioobserve.collect.backlog import BacklogLimits
 from ioobserve.collect.collector import Collector
-from ioobserve.sink import Sink
+from ioobserve.collect.options import RecordingOptions
+from ioobserve.sink import Sinks
 from ioobserve.collect.priority import restore_priority
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
+from ioobserve.deadline import StopDeadline
 from ioobserve.probes.kernel.bpf_syscall import enable_run_stats
 from ioobserve.probes.kernel.btf import Btf, BtfError
 from ioobserve.probes.kernel.features import tracefs_dir
@@ -120,24 +120,30 @@ def exit_accounting(btf: Btf) -> tuple[ExitAccounting | None, str | None]:
         return None, str(exc)
 
 
+@dataclass
+class _Running:
+    """What a recording started, for its stop to end."""
+
+    collector: Collector | None = None
+    gate: ExecGate | None = None  # the exec gate, while it holds execs
+    gate_off: str | None = None  # why the gate did not start
+    stats: int | None = None  # the fd that keeps the kernel's BPF stats on
+    lost: dict[str, int] = field(default_factory=dict)
+
+
 class Recording:
     """Runs probes and collector until the duration passes, the command ends, or a signal."""
 
-    def __init__(self, filters: KernelFilters, sinks: list[Sink], sizes: ProbeSizes = ProbeSizes(),
-                 original_nice: int | None = None, layers: frozenset[str] = DEFAULT_LAYERS,
-                 python: PythonOptions = PythonOptions(), stop_timeout: float = DEFAULT_STOP_TIMEOUT_S,
-                 backlog: BacklogLimits = BacklogLimits(), probe_stats: bool = False, exec_gate: bool = True):
+    def __init__(self, probes: Probes, filters: KernelFilters, sinks: Sinks,
+                 options: RecordingOptions = RecordingOptions()):
+        """`probes`: compiled for this recording (load_probes); `sinks`: every one, given once."""
+        self.probes = probes
         self.filters = filters
-        self.exec_gate = exec_gate  # hold the exec of a program loading a copy not probed yet (exec_gate.py)
-        self.probe_stats = probe_stats  # the kernel counts the probes' run time while recording
-        self.original_nice = original_nice
         self.sinks = sinks
-        self.backlog = backlog
-        self.deadline = StopDeadline(stop_timeout)  # how long writing out what is left may take
-        btf = kernel_btf()
-        self.probes = load_probes(sizes, btf, layers, python)
+        self.options = options
+        self.deadline = StopDeadline(options.stop_timeout)
         self.cgroups = CgroupTable()  # the enrichment's, learning each cgroup made; serve's metrics share it
-        self.accounting, self.accounting_note = exit_accounting(btf)
+        self.accounting, self.accounting_note = exit_accounting(probes.btf)
         self._stop = threading.Event()
         self._stopped_by = "end"
 
@@ -160,89 +166,104 @@ class Recording:
             command_env: dict[str, str] | None = None, trace_command: bool = True, on_start=None) -> RecordingResult:
         """Record; returns after every probe is detached and the sinks are closed. With
         trace_command, only the command's process tree is traced (plus any other filters)."""
-        child = GatedCommand(command, command_env, self.original_nice) if command else None
+        child = GatedCommand(command, command_env, self.options.original_nice) if command else None
         if child and trace_command:
             self.filters.pids.add(child.pid)
             self.filters.filter_pid = True
-        stats = None
-        gate = None
-        try:
-            self.probes.configure(self.filters)
-            self._start_accounting()
-            collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
-                                  backlog=self.backlog, capture_nice=self.original_nice,
-                                  accounting=self.accounting, cgroups=self.cgroups)
-            if child:
-                collector.account_from_start(child.pid)
-            stats = _run_stats_on() if self.probe_stats else None
-            if self.exec_gate and self.probes.has_uprobe_layers():
-                gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.original_nice,
-                                                   exclude=self.probes.tables.exclude_helper)
-                gate.spawn()  # before the probes attach: nothing of the keeper's start is traced
-            self.probes.attach()
-        except BaseException:
-            if gate is not None:
-                gate.stop()
-            if child:
-                child.abort()
-            if stats is not None:
-                os.close(stats)
-            if self.accounting is not None:
-                self.accounting.stop()
-            self.probes.close()
-            raise
+        running = self._attach(child)
         started = time.monotonic()
         status = None
-        gate_off = None
         try:
-            collector.start()
+            running.collector.start()
             # Before saying it records, and before the command starts: the library copies
             # that running processes map are probed (a test that ran its workload at once lost
             # h5py's calls under load; a command that enters a running container's root uses
             # that root's libc from its first call). A few ms for a few hundred processes.
             self.probes.scan_running()
-            if gate is not None:
-                gate_off = gate.start()
-                if gate_off is not None:
-                    gate = self.probes.gate = None
+            if running.gate is not None:
+                running.gate_off = running.gate.start()
+                if running.gate_off is not None:
+                    running.gate = self.probes.gate = None
             if on_start:
                 on_start()
             if child:
                 child.release()
-            deadline = started + duration if duration is not None else None
-            while not self._stop.is_set():
-                if child and (status := child.poll()) is not None:
-                    self._stopped_by = "command exited"
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    self._stopped_by = "duration"
-                    break
-                self._stop.wait(0.05)
+            status = self._wait(child, started + duration if duration is not None else None)
         finally:
-            self._stop.set()  # however it ends: a signal now hurries the stop
-            if gate is not None:
-                gate.stop()  # before no probe may attach: nothing is held for probes that will not come
-            self.probes.stop_selecting()
-            # Detaching waits on the kernel (~0.4 s here, most of it for the classic tracepoints
-            # and the library uprobes): done beside the drain, nothing new entering the rings.
-            detaching = threading.Thread(target=self.probes.detach, name="ioobserve-detach", daemon=True)
-            detaching.start()
-            self.deadline.start()
-            try:
-                collector.stop(self.deadline)
-            finally:
-                lost = collector.lost_total()
-                detaching.join()
-                if stats is not None:
-                    os.close(stats)
-                self.probes.close()
-                if child and status is None:
-                    status = _reap(child)
-        return RecordingResult(time.monotonic() - started, status, self._stopped_by, lost, self.accounting_note,
-                               self.probes.layer_report(), collector.dropped_at_stop,
-                               collector.abandoned or self.deadline.passed(),
+            status = self._detach(running, child, status)
+        gate = running.gate
+        return RecordingResult(time.monotonic() - started, status, self._stopped_by, running.lost, self.accounting_note,
+                               self.probes.layer_report(), running.collector.dropped_at_stop,
+                               running.collector.abandoned or self.deadline.passed(),
                                dict(self.probes.python.refused) if self.probes.python is not None else {},
-                               gate.describe() if gate is not None else gate_off and f"off: {gate_off}")
+                               gate.describe() if gate is not None else running.gate_off and f"off: {running.gate_off}")
+
+    def _attach(self, child: GatedCommand | None) -> _Running:
+        """Configure and attach the probes, with the collector made and the exec gate's keeper
+        spawned; on failure everything started is undone and the command killed unreleased."""
+        running = _Running()
+        try:
+            self.probes.configure(self.filters)
+            self._start_accounting()
+            running.collector = Collector(self.probes, self.sinks, path_prefixes=self.filters.prefixes,
+                                          backlog=self.options.backlog, capture_nice=self.options.original_nice,
+                                          accounting=self.accounting, cgroups=self.cgroups)
+            if child:
+                running.collector.account_from_start(child.pid)
+            running.stats = _run_stats_on() if self.options.probe_stats else None
+            if self.options.exec_gate and self.probes.has_uprobe_layers():
+                running.gate = self.probes.gate = ExecGate(self.probes.prepare_exec, nice=self.options.original_nice,
+                                                           exclude=self.probes.tables.exclude_helper)
+                running.gate.spawn()  # before the probes attach: nothing of the keeper's start is traced
+            self.probes.attach()
+        except BaseException:
+            if running.gate is not None:
+                running.gate.stop()
+            if child:
+                child.abort()
+            if running.stats is not None:
+                os.close(running.stats)
+            if self.accounting is not None:
+                self.accounting.stop()
+            self.probes.close()
+            raise
+        return running
+
+    def _wait(self, child: GatedCommand | None, deadline: float | None) -> int | None:
+        """Until a stop is asked for, the command ends or the duration passes; the command's status."""
+        while not self._stop.is_set():
+            if child and (status := child.poll()) is not None:
+                self._stopped_by = "command exited"
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                self._stopped_by = "duration"
+                return None
+            self._stop.wait(0.05)
+        return None
+
+    def _detach(self, running: _Running, child: GatedCommand | None, status: int | None) -> int | None:
+        """End the recording however it ended: the gate opened, the probes detached while what
+        is queued is written out by the deadline, the sinks closed; the command's status."""
+        self._stop.set()  # however it ends: a signal now hurries the stop
+        if running.gate is not None:
+            running.gate.stop()  # before no probe may attach: nothing is held for probes that will not come
+        self.probes.stop_selecting()
+        # Detaching waits on the kernel (~0.4 s here, most of it for the classic tracepoints
+        # and the library uprobes): done beside the drain, nothing new entering the rings.
+        detaching = threading.Thread(target=self.probes.detach, name="ioobserve-detach", daemon=True)
+        detaching.start()
+        self.deadline.start()
+        try:
+            running.collector.stop(self.deadline)
+        finally:
+            running.lost = running.collector.lost_total()
+            detaching.join()
+            if running.stats is not None:
+                os.close(running.stats)
+            self.probes.close()
+            if child and status is None:
+                status = _reap(child)
+        return status
 
     def _start_accounting(self) -> None:
         if self.accounting is None:

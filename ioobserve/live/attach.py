@@ -13,6 +13,7 @@ import polars as pl
 
 from ioobserve import schema as s
 from ioobserve.live.aggregate import Snapshot, WindowAggregator
+from ioobserve.live.source import Outcome
 from ioobserve.serve.stream import STREAMING
 
 ANSWER_TIMEOUT_S = 30.0  # the daemon answers at once; a busy node may be slow to schedule it
@@ -39,7 +40,7 @@ class AttachedSource:
         self.aggregator = WindowAggregator(time.time_ns())
         self.unavailable: dict[str, str] = {}
         self.ready = threading.Event()
-        self.error: BaseException | None = None
+        self.outcome = Outcome()
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._lines = self._subscribe(path)
@@ -86,7 +87,7 @@ class AttachedSource:
             self.unavailable = {"stream": "the daemon closed it"}
         except (OSError, ValueError) as exc:  # closed by stop(), or a line that is not a batch
             if not isinstance(exc, OSError):
-                self.error = exc
+                self.outcome.error = exc
 
     def snapshot(self) -> Snapshot:
         """What arrived since the last call."""

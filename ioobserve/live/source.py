@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
@@ -27,6 +28,14 @@ from ioobserve.live.aggregate import (
 from ioobserve.model import BatchTables
 from ioobserve.naming import NamingSink
 from ioobserve.operations import KERNEL_VIEW
+from ioobserve.sink import Sinks
+
+if TYPE_CHECKING:
+    from ioobserve.collect.options import RecordingOptions
+    from ioobserve.collect.recording import RecordingResult
+    from ioobserve.probes.load.loader import Probes
+    from ioobserve.probes.maps.filters import KernelFilters
+    from ioobserve.trace.writer import TraceWriter
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 # What a replay shows; the rest is dropped.
@@ -38,12 +47,22 @@ SECOND = "_second"  # a call's whole second since the trace's first call
 SUM_ROWS = 1 << 18  # calls summed at a time in the background (whole seconds of them, about)
 
 
+@dataclass
+class Outcome:
+    """How a source ended, for the command to report once the UI is gone."""
+
+    error: BaseException | None = None  # why the capture or the stream stopped early
+    result: RecordingResult | None = None  # a live capture's, once it stopped
+    writer: TraceWriter | None = None  # the trace a live capture also wrote (top --record)
+
+
 class Source(Protocol):
     """What the UI reads."""
 
     live: bool
     unavailable: dict[str, str]  # layer -> why it cannot be shown
     ready: threading.Event  # set once events can arrive (live: the probes are attached)
+    outcome: Outcome  # filled in as the source ends
 
     def start(self) -> None:
         """Begin (a live source attaches its probes)."""
@@ -82,22 +101,25 @@ class LiveSource:
 
     live = True
 
-    def __init__(self, recording, writer=None) -> None:
+    def __init__(self, probes: Probes, filters: KernelFilters, options: RecordingOptions,
+                 writer: TraceWriter | None = None, missing: dict[str, str] | None = None) -> None:
+        """`writer`: the trace --record writes, or None; `missing`: layers asked for that this
+        kernel cannot give, and why."""
+        from ioobserve.collect.recording import Recording
+
         self.aggregator = WindowAggregator(time.time_ns())
-        self.recording = recording  # an ioobserve.collect.recording.Recording whose sinks we extend
-        self.writer = writer  # a TraceWriter for --record, or None
-        self.recording.sinks = [AggregatingSink(self.aggregator), *([writer] if writer else []), *recording.sinks]
-        self.error: BaseException | None = None
-        self.result = None
+        self.recording = Recording(probes, filters, Sinks([AggregatingSink(self.aggregator), *([writer] if writer else [])]),
+                                   options)
+        self.outcome = Outcome(writer=writer)
         self.ready = threading.Event()  # set once the probes are attached
-        self.missing: dict[str, str] = {}  # layers asked for that this kernel cannot give, and why
+        self.missing = missing or {}
         self._thread = threading.Thread(target=self._run, name="ioobserve-capture", daemon=True)
 
     def _run(self) -> None:
         try:
-            self.result = self.recording.run(on_start=self.ready.set)
+            self.outcome.result = self.recording.run(on_start=self.ready.set)
         except BaseException as exc:  # shown by the CLI; the thread must not die silently
-            self.error = exc
+            self.outcome.error = exc
             self.ready.set()
 
     @property
@@ -137,6 +159,7 @@ class ReplaySource:
         """`events`: the traces' events, lazily (in memory for traces without copies)."""
         self.calls = events.lazy().select(REPLAY_COLUMNS).filter(pl.col(s.LAYER).is_in(TOP_LAYERS))
         self.unavailable: dict[str, str] = {}
+        self.outcome = Outcome()
         self.window_ns = int(window_s * 1e9)
         first, last = self.calls.select(pl.col(s.TS).min().alias("first"), pl.col(s.TS).max().alias("last")).collect().row(0)
         self.first_ns = int(first) if first is not None else 0

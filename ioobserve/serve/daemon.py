@@ -8,9 +8,11 @@ import signal
 import threading
 import time
 
+from ioobserve.collect.options import RecordingOptions
 from ioobserve.collect.recording import Recording
+from ioobserve.probes.load.loader import Probes
 from ioobserve.probes.maps.filters import KernelFilters
-from ioobserve.probes.load.loader import ProbeSizes
+from ioobserve.sink import Sinks
 from ioobserve.serve.config import ServeConfig
 from ioobserve.serve.jobs import JobRecorder
 from ioobserve.serve.metrics import KernelCollector
@@ -18,7 +20,6 @@ from ioobserve.serve.retention import sweep
 from ioobserve.serve.stream import EventStream, bind_socket
 from ioobserve.trace.output import OutputError, check_output_dir
 
-AGGREGATE_ENTRIES = 16384  # (cgroup, user, op, device) keys the kernel keeps; histograms get 8x
 DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for
 RETENTION_S = 60.0  # how often job traces are swept (retain-days, retain-gb)
 
@@ -28,20 +29,22 @@ class ServeError(Exception):
 
 
 class Daemon:
-    """Everything `serve` runs, started by run() and stopped by stop() (or a signal)."""
+    """Everything `serve` runs: listen() binds its listeners, run() serves until stop() (or a
+    signal)."""
 
-    def __init__(self, config: ServeConfig, filters: KernelFilters) -> None:
+    def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.filters = filters
         self.stopped = threading.Event()
         self.http = None
+        self.registry = None
+        self.server = None  # the event socket, listening
         self.stream: EventStream | None = None
         self.recording: Recording | None = None
         self.jobs: JobRecorder | None = None
 
-    def run(self, on_ready=None) -> None:
-        """Bind the listeners, attach the probes and serve until stop(); returns after the probes
-        are detached and every trace is closed."""
+    def listen(self) -> None:
+        """Check the record dir and bind the listeners (a port in use or a socket taken is told
+        before the probes compile); ServeError or SocketError says what is wrong."""
         from prometheus_client import CollectorRegistry
         from prometheus_client.exposition import start_http_server
 
@@ -53,32 +56,34 @@ class Daemon:
             raise ServeError(f"record-dir {self.config.record_dir}: {exc.strerror}") from None
         except OutputError as exc:
             raise ServeError(f"record-dir: {exc}") from None
-        # the listeners first: a port in use or a socket taken is told before the probes compile
-        registry = CollectorRegistry(auto_describe=True)
-        server = bind_socket(self.config.socket, self.config.group_id())
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.server = bind_socket(self.config.socket, self.config.group_id())
         try:
-            self.http, _ = start_http_server(port, host, registry)
+            self.http, _ = start_http_server(port, host, self.registry)
         except OSError as exc:
-            _close_socket(server)
+            self.close_listeners()
             raise ServeError(f"listen {self.config.listen}: {exc.strerror or exc}") from None
-        try:
-            recording = Recording(self.filters, [], sizes=ProbeSizes(aggregate_entries=AGGREGATE_ENTRIES),
-                                  layers=self.config.serve_layers(),
-                                  stop_timeout=self.config.stop_timeout, probe_stats=self.config.probe_stats)
-        except BaseException:
+
+    def close_listeners(self) -> None:
+        """Give back what listen() bound (serving never started)."""
+        if self.http is not None:
             self.http.shutdown()
-            _close_socket(server)
-            raise
-        probes = recording.probes
-        self.recording = recording
+        if self.server is not None:
+            _close_socket(self.server)
+
+    def run(self, probes: Probes, filters: KernelFilters, on_ready=None) -> None:
+        """Attach the probes and serve until stop(); returns after the probes are detached and
+        every trace is closed."""
         jobs = JobRecorder(probes, self.config.record_dir, self.config.record_job,
                            rotate_bytes=int(self.config.rotate_mb * 1e6) if self.config.rotate_mb else None,
                            rotate_seconds=self.config.rotate_s, stop_timeout=self.config.stop_timeout)
         self.jobs = jobs
-        self.stream = EventStream(server, self._command, lambda on: probes.tables.emit_some(not on))
-        registry.register(KernelCollector(probes, self.config.node, cgroups=recording.cgroups,
-                                          probe_stats=self.config.probe_stats))
-        recording.sinks = [jobs, self.stream]
+        self.stream = EventStream(self.server, self._command, lambda on: probes.tables.emit_some(not on))
+        recording = Recording(probes, filters, Sinks([jobs, self.stream]), RecordingOptions(
+            stop_timeout=self.config.stop_timeout, probe_stats=self.config.probe_stats))
+        self.recording = recording
+        self.registry.register(KernelCollector(probes, self.config.node, cgroups=recording.cgroups,
+                                               probe_stats=self.config.probe_stats))
         self.stream.start()
         started = threading.Event()
         discover = threading.Thread(target=self._discover, args=(started,), name="ioobserve-jobs", daemon=True)

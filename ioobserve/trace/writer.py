@@ -54,19 +54,21 @@ class TraceWriter(Sink):
     """Writes one recording to <dir>/<host>-<time>-<pid>.pfw.gz, rotating to -1, -2, ... parts
     by size (compressed bytes) or age when asked. Each part stands alone: its own start and
     end records, and FH/PR records for every file and process it mentions. `mounts`: the
-    node's (ioobserve.context.mounts.node_mounts), for its MT records."""
+    node's (ioobserve.context.mounts.node_mounts), for its MT records. `on_closed(path, hurried)`:
+    told of each part closed whole, and whether it holds members deflated fast while the
+    writer was behind (worth recompressing)."""
 
     def __init__(self, directory: Path, name: str, recording: dict, rotate_bytes: int | None = None,
                  rotate_seconds: float | None = None, mounts: list[Mount] | None = None,
                  on_trouble: Callable[[str], None] | None = None, precision: str = "us",
-                 on_closed: Callable[[Path], None] | None = None, writer_threads: int = DEFAULT_WRITER_THREADS):
+                 on_closed: Callable[[Path, bool], None] | None = None, writer_threads: int = DEFAULT_WRITER_THREADS):
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         self.directory = Path(directory)
         self._discarding = False  # discard(): the files go, nothing finishes them
         self._parts = Parts(self.directory, part_name(name, 0), on_trouble,  # errors here reach the caller
                             lambda: self._format.dropped + self._parts.dropped,
-                            (lambda path: None if self._discarding else on_closed(path)) if on_closed else None)
+                            (lambda path: None if self._discarding else on_closed(path, self.hurried(path))) if on_closed else None)
         self._pid = os.getpid()
         self._hhash = string_hash(node_name())
         self.events_handed = 0  # events given to events()
@@ -118,11 +120,6 @@ class TraceWriter(Sink):
         """Whether a part holds members deflated fast because the writer was behind (worth
         recompressing once closed)."""
         return Path(part) in self._parts.hurried
-
-    @property
-    def failed_flushes(self) -> int:
-        """Flushes whose formatting or compression failed (their events are counted unwritten)."""
-        return self._disk.failed_flushes
 
     @property
     def unwritten(self) -> int:

@@ -16,12 +16,13 @@ import pytest
 
 from ioobserve import events as ev
 from ioobserve import schema as s
-from ioobserve.collect.recording import Recording
+from ioobserve.collect.options import RecordingOptions
+from ioobserve.collect.recording import Recording, load_probes
 from ioobserve.operations import layer_of
 from ioobserve.probes import layers as ly
 from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.probes.load.loader import ProbeSizes
-from ioobserve.sink import Sink
+from ioobserve.sink import Sink, Sinks
 
 SIZE = 1 << 20
 # Evicts FILE from the page cache and reads it whole (syscalls, through libc's read: a block
@@ -83,8 +84,8 @@ def _record(cold_file: Path, gate_open: bool) -> tuple[_Kept, dict[str, str]]:
 
     sink = _Kept()
     layers = ly.parse_layers("all" if vfs_available()[0] else "all,no-vfs")  # every layer this kernel gives
-    recording = Recording(KernelFilters(), [sink], sizes=ProbeSizes(aggregate_entries=4096), layers=layers,
-                          stop_timeout=300)
+    recording = Recording(load_probes(ProbeSizes(aggregate_entries=4096), layers=layers), KernelFilters(), Sinks([sink]),
+                          RecordingOptions(stop_timeout=300))
     sink.probes = recording.probes
     on_start = (lambda: recording.probes.tables.emit_some(False)) if gate_open else None
     result = recording.run(command=[sys.executable, "-c", WORKLOAD, str(cold_file)], on_start=on_start)

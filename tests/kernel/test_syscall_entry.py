@@ -14,12 +14,13 @@ import pytest
 
 from ioobserve import schema as s
 from ioobserve.collect import recording as recording_module
-from ioobserve.collect.recording import Recording
+from ioobserve.collect.options import RecordingOptions
+from ioobserve.collect.recording import Recording, load_probes
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import syscall as syscall_attach
 from ioobserve.probes.build.compile import ProbeError, compile_bpf
 from ioobserve.probes.maps.filters import KernelFilters
-from ioobserve.sink import Sink
+from ioobserve.sink import Sink, Sinks
 from ioobserve.trace.reader import load, own_records
 from tests.kernel.kernel_side import ran
 from tests.kernel.loader_counts import ARGS, LOADER, expected_counts, trace_counts
@@ -105,7 +106,8 @@ def _record_preads_on_the_stand_in(side, monkeypatch) -> dict:
     path = side.scratch / "data"
     path.write_bytes(b"x" * 4096)
     sink = _Preads(str(path))
-    recording = Recording(KernelFilters(), [sink], layers=ly.parse_layers("syscall,python"), probe_stats=True)
+    recording = Recording(load_probes(layers=ly.parse_layers("syscall,python")), KernelFilters(), Sinks([sink]),
+                          RecordingOptions(probe_stats=True))
     sink.probes = recording.probes
     workload = f"import os\nfd = os.open({str(path)!r}, os.O_RDONLY)\nfor _ in range({PREADS}):\n    os.pread(fd, 4096, 0)"
     result = recording.run(command=[sys.executable, "-c", workload])

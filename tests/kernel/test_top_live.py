@@ -41,9 +41,9 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
 
     async def drive() -> dict:
         async with app.run_test(size=(120, 32)) as pilot:
-            await wait_until_async(lambda: source.ready.is_set() or source.error, "the live source's probes attached",
+            await wait_until_async(lambda: source.ready.is_set() or source.outcome.error, "the live source's probes attached",
                                    timeout=90, pause=pilot.pause)
-            assert source.error is None, source.error
+            assert source.outcome.error is None, source.outcome.error
             report = json_line(await asyncio.to_thread(workload.go), "mode")
 
             def mine() -> list:
@@ -64,7 +64,7 @@ def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path
 
     report = asyncio.run(drive())
     (path,) = sorted((tmp_path / "trace").glob("*.pfw.gz"))
-    assert source.error is None and source.writer.path == path
+    assert source.outcome.error is None and source.outcome.writer.path == path
     trace = load([path])
     calls = trace.filter((pl.col(s.PID) == report["pid"]) & (pl.col(s.LAYER) == s.LAYER_SYSCALL)
                          & pl.col(s.OP).is_in(["read", "write"]) & pl.col(s.PATH).cat.starts_with(str(tmp_path / "work")))

@@ -66,6 +66,6 @@ def test_file_ids_never_name_two_files_when_the_table_starts_over(monkeypatch, t
 
 def test_a_discarded_trace_leaves_no_file_and_is_not_finished(tmp_path):
     closed = []
-    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, on_closed=closed.append)
+    writer = TraceWriter(tmp_path, "t.pfw.gz", {"command": ["x"]}, on_closed=lambda path, _hurried: closed.append(path))
     writer.discard()
     assert list(tmp_path.iterdir()) == [] and closed == []

@@ -6,19 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from ioobserve import events as ev
-from ioobserve.collect import collector as c
+from ioobserve.collect.reader import BatchReader
 from ioobserve.decode import AuxBatch, ProcRecord
-from ioobserve.handoff import Handoff
 
 
-def _queue_of(*items) -> c.Collector:
-    """A collector with only its queue (the worker's side of it is pure logic)."""
-    collector = object.__new__(c.Collector)
-    collector._queue = Handoff(c.QUEUED_BYTES)
-    collector._held = c._NOTHING
+def _queue_of(*items) -> BatchReader:
+    """A reader whose thread never ran, its queue filled (the worker's side of it is pure logic)."""
+    reader = BatchReader(probes=None, context=None)
     for item in items:
-        collector._queue.put(item, item[0].nbytes if isinstance(item, tuple) else 0)
-    return collector
+        reader._queue.put(item, item[0].nbytes if isinstance(item, tuple) else 0)
+    return reader
 
 
 def _batch(first_ts: int, count: int, name: str) -> tuple[np.ndarray, AuxBatch]:
@@ -29,15 +26,15 @@ def _batch(first_ts: int, count: int, name: str) -> tuple[np.ndarray, AuxBatch]:
 
 def test_queued_batches_merge_in_order_and_the_end_follows():
     collector = _queue_of(_batch(0, 3, "a"), _batch(3, 2, "b"), None)
-    events, records = collector._take()
+    events, records = collector.take()
     assert events["ts_ns"].tolist() == [0, 1, 2, 3, 4]
     assert [proc.comm for proc in records.procs] == ["a", "b"]
     assert collector._queue.held == 0
-    assert collector._take() is None  # held back, not lost
+    assert collector.take() is None  # held back, not lost
 
 
 def test_an_error_ends_the_stream_after_the_batches_before_it():
     failure = RuntimeError("capture died")
     collector = _queue_of(_batch(0, 1, "a"), failure)
-    assert collector._take()[0].size == 1
-    assert collector._take() is failure
+    assert collector.take()[0].size == 1
+    assert collector.take() is failure

@@ -64,7 +64,7 @@ def test_attach_returns_once_streamed_to_and_reads_the_batches(stream):
             return got[ag.OPS] >= 2
 
         wait_until(arrived, lambda: f"the batch's 2 calls in the attached source's totals ({got})")
-        assert (got[ag.OPS], got[ag.READ_BYTES], got[ag.WRITE_BYTES], source.error) == (2, 100, 7, None)
+        assert (got[ag.OPS], got[ag.READ_BYTES], got[ag.WRITE_BYTES], source.outcome.error) == (2, 100, 7, None)
     finally:
         source.stop()
 

@@ -113,6 +113,7 @@ class Probes:
                  layers: frozenset[str] = ly.DEFAULT, python: PythonOptions = PythonOptions(), btf: Btf | None = None):
         self.sizes = sizes
         self.layers = layers
+        self.btf = btf  # the kernel's types: the recording's exit accounting reads its layouts too
         self.entry = entry  # the syscall layer's way in (attach.syscall.choose)
         self._tracing: dict[tuple[str, ProgramKind, int], int] = {}  # tp_btf and fentry programs loaded (by group): fd
         self.attached_layers: dict[str, str] = {}  # layer -> how it is probed here, once attach() ran
