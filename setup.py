@@ -1,12 +1,14 @@
-"""The compiled core's build (everything else is in pyproject.toml): plain C against CPython's
-API, built from source by `make setup` with the distribution's compiler; nothing downloaded.
-A wheel also carries the probes' C sources (ebpf_probes/) as ioobserve/ebpf_probes, where an
-installed loader looks for them (a checkout's loader reads ebpf_probes/ itself)."""
+"""The compiled core's build and the package list (everything else is in pyproject.toml): plain
+C against CPython's API, built from source by `make setup` with the distribution's compiler;
+nothing downloaded. The Textual app lives at the repository's top (tui/) and installs as
+ioobserve.tui. A wheel also carries the probes' C sources (ebpf_probes/) as
+ioobserve/ebpf_probes, where an installed loader looks for them (a checkout's loader reads
+ebpf_probes/ itself)."""
 
 import shutil
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 PROBES = Path(__file__).resolve().parent / "ebpf_probes"
@@ -25,7 +27,9 @@ class BuildWithProbes(build_py):
             shutil.copyfile(source, target / source.name)
 
 
-setup(cmdclass={"build_py": BuildWithProbes}, ext_modules=[Extension(
+setup(packages=[*find_namespace_packages(include=["ioobserve", "ioobserve.*"], exclude=["*.__pycache__"]), "ioobserve.tui"],
+      package_dir={"ioobserve.tui": "tui"},
+      cmdclass={"build_py": BuildWithProbes}, ext_modules=[Extension(
     "ioobserve._core",
     sources=[f"ioobserve/csrc/{name}.c" for name in ("module", "lines", "parse", "aux", "linetable", "match", "stack_records", "stacks", "table")],
     depends=[f"ioobserve/csrc/{name}.h" for name in ("core", "linetable", "stacks", "table")],

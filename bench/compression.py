@@ -22,8 +22,8 @@ from pathlib import Path
 import deflate
 
 import harness  # noqa: F401  (first: it puts this checkout's ioobserve on sys.path)
-from ioobserve.trace.compact import GROUP_BYTES
 from ioobserve.trace.index import read_index
+from ioobserve.trace.write.compact import GROUP_BYTES
 
 
 def member_texts(trace: Path) -> tuple[list[bytes], int]:

@@ -28,7 +28,7 @@ _LOAD = f"import sys; sys.path.insert(0, {str(ROOT)!r}); import ioobserve; print
 _SCAN = f"""
 import json, sys; sys.path.insert(0, {str(ROOT)!r})
 import polars as pl, ioobserve
-from ioobserve.trace.columnar import copy_path
+from ioobserve.trace.read.columnar import copy_path
 trace, which = sys.argv[1], sys.argv[2]
 counts = ioobserve.scan(trace).group_by("pid").len().sort("len").collect()
 pid = counts.item(-1 if which == "busiest" else 0, "pid")

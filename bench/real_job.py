@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 
 from harness import IOOBSERVE, cmdline, cpu_seconds, dftracer_preload, tree
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 from serve import Observer  # sibling scripts
 from trace_size import TORCH_LOADER, _exit_lag, events_in
 
@@ -145,7 +145,7 @@ class RecorderCpu:
             if entry.name.isdigit():
                 try:
                     args = cmdline(int(entry.name))
-                    if "ioobserve.trace.finish" in args and any(str(self.out) in arg for arg in args):
+                    if "ioobserve.trace.write.finish" in args and any(str(self.out) in arg for arg in args):
                         self.seen[int(entry.name)] = cpu_seconds(entry.name)
                 except OSError:
                     continue

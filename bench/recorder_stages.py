@@ -20,19 +20,19 @@ import numpy as np
 import polars as pl
 
 import harness  # noqa: F401  (first: it puts this checkout's ioobserve on sys.path)
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.capture import decode, encode, ring_dtype
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import _RAW_COLUMNS, Enricher
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
-from ioobserve.decode import columns_of
-from ioobserve.model import Process
-from ioobserve.summary import SummarySink
-from ioobserve.trace.describe import PartDescriptions
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import columns_of
+from ioobserve.data.model import Process
+from ioobserve.sinks.summary import SummarySink
 from ioobserve.trace.lines import event_lines
 from ioobserve.trace.members import GZIP_LEVEL, HURRIED_LEVEL, gzip_member
+from ioobserve.trace.write.describe import PartDescriptions
 
 DEV, INO, PIDS = (8 << 20) | 1, 1234, (1000, 1001)
 

@@ -34,8 +34,8 @@ import polars as pl
 from harness import BENCH, IOOBSERVE, ROOT, against_plain  # first: this checkout's ioobserve
 from overhead import measure
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 
 LOADER = BENCH / "workloads" / "torch_s3_loader.py"
 MOTO_SERVER = ROOT / ".venv" / "bin" / "moto_server"

@@ -7,7 +7,7 @@ memory flat after the first minutes, zero loss, every rotated part loads.
 2. bench/flood.c issues pread(64 B) on one warm file, paced to --rate calls/s in all from
    --procs processes, for --minutes (one event per call at the syscall layer).
 3. Every --sample-s the recorder's processes are sampled: the main process, its capture child
-   (forked, same cmdline) and its disk process (`python -m ioobserve.trace.disk`), i.e. every
+   (forked, same cmdline) and its disk process (`python -m ioobserve.trace.write.disk`), i.e. every
    descendant whose cmdline names ioobserve. RSS (summed; PSS beside it, since the forked
    child shares pages with its parent) and CPU (user+system, share of one core) go to
    bench/results/soak-<time>.csv as they come.
@@ -86,7 +86,7 @@ class Recorder:
         found = {self.proc.pid: "main"}
         for pid in tree(self.proc.pid, names_ioobserve)[1:]:
             found[pid] = ("capture" if cmdlines[pid] == main_cmdline else
-                          "disk" if "ioobserve.trace.disk" in cmdlines[pid] else "other")
+                          "disk" if "ioobserve.trace.write.disk" in cmdlines[pid] else "other")
         return found
 
     def sample(self, interval_s: float) -> dict:
@@ -158,8 +158,8 @@ def check_parts(out: Path, flood_file: Path) -> list[dict]:
     import polars as pl
 
     import ioobserve
-    from ioobserve import schema as s
-    from ioobserve.trace.reader import own_records
+    from ioobserve.data import schema as s
+    from ioobserve.trace.read.reader import own_records
 
     results = []
     for path in sorted(out.glob("*.pfw.gz"), key=lambda p: (len(p.name), p.name)):  # -9 before -10

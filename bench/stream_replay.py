@@ -32,14 +32,14 @@ from pathlib import Path
 import polars as pl
 
 from harness import BENCH, ROOT
-from ioobserve import events as ev
 from ioobserve.collect import capture
 from ioobserve.collect.capture import ring_dtype
 from ioobserve.collect.collector import Collector
-from ioobserve.decode import decode_aux
+from ioobserve.data import events as ev
+from ioobserve.data.decode import decode_aux
 from ioobserve.python.stacks import PythonStacks
-from ioobserve.summary import SummarySink
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.sinks.summary import SummarySink
+from ioobserve.trace.write.writer import TraceWriter
 from thread_cpu import task_cpu  # a sibling script
 
 

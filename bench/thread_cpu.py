@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from harness import IOOBSERVE, ROOT, cmdline, cpu_of, stat, tree
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 from recorder_cpu import finisher_cpu  # a sibling script
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from harness import IOOBSERVE, build
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 
 
 def flood_run(binary: Path, work: Path, procs: int, calls: int) -> dict:

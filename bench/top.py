@@ -86,8 +86,8 @@ def one_rate(rate: int, seconds: float, flood: Path, work: Path, processes: int 
     import polars as pl
 
     import ioobserve
-    from ioobserve import schema as s
-    from ioobserve.trace.reader import own_records
+    from ioobserve.data import schema as s
+    from ioobserve.trace.read.reader import own_records
 
     traces = sorted(out.glob("*.pfw.gz"))
     events = ioobserve.load(traces).filter((pl.col(s.COMM) == "flood") & (pl.col(s.OP) == "pread64")).height

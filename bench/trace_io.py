@@ -27,9 +27,9 @@ import polars as pl
 
 import harness  # first: it puts this checkout (its ioobserve, its tests/) on sys.path
 import ioobserve
-from ioobserve import schema as s
-from ioobserve.model import Process
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import schema as s
+from ioobserve.data.model import Process
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches  # a loaded trace's frames, handed over as the collector does
 
 BATCH = 65536

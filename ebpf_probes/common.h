@@ -1,6 +1,6 @@
 /* The contract between the kernel probes and ioobserve's user space.
  *
- * Every record that crosses a ring buffer is declared here; ioobserve/events.py mirrors
+ * Every record that crosses a ring buffer is declared here; ioobserve/data/events.py mirrors
  * these layouts as numpy dtypes and tests/unit/test_event_layout.py compiles this header
  * to check that sizes and offsets agree. Keep fields naturally aligned, widest first.
  */

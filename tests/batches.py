@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
-from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA, BatchTables, Stack, parse_cgroup_path
+from ioobserve.data import schema as s
+from ioobserve.data.model import ENV_JOB, ENV_STEP, ROW_SCHEMA, BatchTables, Stack, parse_cgroup_path
 
 
 class Batches:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 from ioobserve.trace.lines import LAYER_TYPES
 
 

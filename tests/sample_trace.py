@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import Frame, Stack
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import Frame, Stack
 
 
 def sample_frame() -> pl.DataFrame:

@@ -15,13 +15,13 @@ from textual.containers import Horizontal
 from textual.geometry import Size
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
-from ioobserve.live.aggregate import METADATA_OPS, OPS, READ_BYTES, WRITE_BYTES, Snapshot
+from ioobserve.data.units import format_count, format_rate
 from ioobserve.live.source import Source
-from ioobserve.units import format_count, format_rate
-from tui import views
-from tui.keys import KEYS, KeyActions
-from tui.messages import SnapshotReady
-from tui.widgets import Stat
+from ioobserve.live.window_totals import METADATA_OPS, OPS, READ_BYTES, WRITE_BYTES, Snapshot
+from ioobserve.tui import views
+from ioobserve.tui.keys import KEYS, KeyActions
+from ioobserve.tui.messages import SnapshotReady
+from ioobserve.tui.widgets import Stat
 
 MIN_WIDTH, MIN_HEIGHT = 60, 16
 REFRESH_S = 1.0

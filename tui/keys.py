@@ -7,10 +7,10 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.widgets import DataTable, Input, TabbedContent
 
-from ioobserve.live.aggregate import Snapshot
 from ioobserve.live.source import REPLAY_STEP_S, Source
-from tui import views
-from tui.screens import HelpScreen
+from ioobserve.live.window_totals import Snapshot
+from ioobserve.tui import views
+from ioobserve.tui.screens import HelpScreen
 
 # Textual reads BINDINGS only from its own classes: TopApp declares these.
 KEYS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from ioobserve.live.aggregate import Snapshot
+from ioobserve.live.window_totals import Snapshot
 
 
 class SnapshotReady(Message):

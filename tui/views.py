@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.live import aggregate as ag
-from ioobserve.live.aggregate import Snapshot
-from ioobserve.units import format_bytes, format_count, format_rate, format_seconds
+from ioobserve.data import schema as s
+from ioobserve.data.units import format_bytes, format_count, format_rate, format_seconds
+from ioobserve.live import window_totals as ag
+from ioobserve.live.window_totals import Snapshot
 
 SORTS = ("bandwidth", "iops", "latency")
 MAX_ROWS = 300  # per table: the busiest; a node's thousands of idle processes would only slow the table

@@ -1,4 +1,4 @@
-"""The reference job (DESIGN.md §6): a real PyTorch DataLoader reading samples from files.
+"""The reference job: a real PyTorch DataLoader reading samples from files.
 
 Writes SAMPLES files of SIZE bytes, then runs EPOCHS epochs of a DataLoader with WORKERS
 workers started by 'spawn' (so each imports torch itself, as on real nodes) and not kept

@@ -1,4 +1,4 @@
-"""The reference job (DESIGN.md §6) with its samples in object storage: a real PyTorch
+"""The reference job (torch_loader.py) with its samples in object storage: a real PyTorch
 DataLoader whose Dataset.__getitem__ fetches its sample with boto3's get_object over HTTPS.
 
 EPOCHS epochs of a DataLoader with WORKERS workers started by 'spawn' (each imports torch and

@@ -1,2 +1,2 @@
 """Analysis of recorded events: named LazyFrame -> LazyFrame steps over the reader's frames
-(columns of ioobserve.schema). Nothing here prints; the CLI presents what it returns."""
+(columns of ioobserve.data.schema). Nothing here prints; the CLI presents what it returns."""

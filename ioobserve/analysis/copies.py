@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.operations import KIND, WRITE
-from ioobserve.totals import BYTES, CALLS, FIRST_NS, LAST_NS
-from ioobserve.units import format_bytes
+from ioobserve.data import schema as s
+from ioobserve.data.operations import KIND, WRITE
+from ioobserve.data.totals import BYTES, CALLS, FIRST_NS, LAST_NS
+from ioobserve.data.units import format_bytes
 
 COPY_LAG_NS = 1_000_000_000
 OBJECT, OBJECTS, COPY, COPIES = "object", "objects", "copy", "copies"

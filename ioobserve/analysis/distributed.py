@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.analysis.busy import EVERY, LENGTH, SCOPE, JobKey, OwnedIntervals, RangeKey, ReadRanges, all_runs, busy_unions
+from ioobserve.analysis.interval_aggregates import EVERY, LENGTH, SCOPE, JobKey, OwnedIntervals, RangeKey, ReadRanges, all_runs, busy_unions
 from ioobserve.analysis.partial import Partial, combine
 from ioobserve.analysis.trace_partial import ChunkPlan, chunk_plan, trace_partial
-from ioobserve.totals import FIRST_NS, LAST_NS
+from ioobserve.data import schema as s
+from ioobserve.data.totals import FIRST_NS, LAST_NS
 from ioobserve.trace.members import Damage
 
 CONNECT_TIMEOUT = "10s"

@@ -11,7 +11,7 @@ from ioobserve.analysis.partial import Partial, fold
 from ioobserve.analysis.trace_partial import DEFAULT_MEMORY_MB, Filters, chunk_plan, trace_partial
 from ioobserve.trace.index import read_index
 from ioobserve.trace.members import Damage
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 
 
 def analyze_partial(paths: Sequence[Path], filters: Filters = Filters(), scheduler: str | None = None,

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, merge
-from ioobserve.operations import KIND, OPEN_NAMES, READ, STAT_NAMES
+from ioobserve.data import schema as s
+from ioobserve.data.operations import KIND, OPEN_NAMES, READ, STAT_NAMES
 
 OPENS, OPENS_AFTER_STAT = "opens", "opens_after_stat"
 

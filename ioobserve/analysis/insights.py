@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.operations import KIND, METADATA, READ, WRITE
 from ioobserve.analysis.copies import FETCHED, MAPPED, OBJECT, READ as COPY_READ
 from ioobserve.analysis.patterns import RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.results import (
@@ -26,9 +24,11 @@ from ioobserve.analysis.results import (
 )
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import MS, rebin
-from ioobserve.model import SHARED_FS
-from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
-from ioobserve.units import format_bytes
+from ioobserve.data import schema as s
+from ioobserve.data.model import SHARED_FS
+from ioobserve.data.operations import KIND, METADATA, READ, WRITE
+from ioobserve.data.units import format_bytes
+from ioobserve.trace.read.tables import FSTYPE, MOUNTPOINT
 
 HIGH, WARN = "high", "warn"
 TOP = 3  # files or processes cited per insight

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 
 START, END = "start", "end"
 BUSY_NS = "busy_ns"

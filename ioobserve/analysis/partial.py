@@ -1,10 +1,10 @@
 """What one chunk of one trace contributes to an analysis, and how contributions combine.
 
-A chunk's events (ids, not names: ioobserve.trace.chunks) are reduced at once to the
+A chunk's events (ids, not names: ioobserve.trace.read.chunks) are reduced at once to the
 aggregates of AGGREGATES, each declared once with its keys, its step over a chunk and its
 combination: small frames keyed by host, pid, cgroup, file id, layer, op and kind
-(ioobserve.analysis.aggregates), and intervals where a union must stay exact across chunks
-and nodes, kept as spilled runs (ioobserve.analysis.busy). Partials of any number of
+(ioobserve.analysis.frame_aggregates), and intervals where a union must stay exact across chunks
+and nodes, kept as spilled runs (ioobserve.analysis.interval_aggregates). Partials of any number of
 chunks, traces and nodes combine into one, in any grouping: that is what the local loop and
 the Dask tasks both do.
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.analysis import aggregates as a
-from ioobserve.analysis import busy as b
-from ioobserve.analysis.aggregate import Aggregate, ChunkInputs
-from ioobserve.trace.chunks import TraceTables
+from ioobserve.analysis import frame_aggregates as a
+from ioobserve.analysis import interval_aggregates as b
+from ioobserve.analysis.aggregation import Aggregate, ChunkInputs
+from ioobserve.data import schema as s
+from ioobserve.trace.read.chunks import TraceTables
 
 AGGREGATES: list[Aggregate] = [
     a.Totals(), a.SIZES, a.Patterns(), b.OwnedIntervals(), b.JobIntervals(), b.ReadRanges(), a.Opens(),

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.operations import DATA_KINDS, KIND
+from ioobserve.data import schema as s
+from ioobserve.data.operations import DATA_KINDS, KIND
 
 CONSECUTIVE, SEQUENTIAL, RANDOM = "consecutive", "sequential", "random"
 UNALIGNED = "unaligned"  # accesses whose offset or size asked for is not a multiple of 4 KiB

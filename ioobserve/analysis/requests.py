@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
+from ioobserve.data import schema as s
+from ioobserve.data.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
 
 # A request's duration (its head's write to its answer's last read), upper bounds inclusive, ms.
 LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)

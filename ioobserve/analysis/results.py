@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
-from ioobserve.analysis.busy import (
+from ioobserve.analysis.copies import copies
+from ioobserve.analysis.interval_aggregates import (
     DATA_BUSY_NS,
     EVERY,
     GROUP,
@@ -25,15 +24,16 @@ from ioobserve.analysis.busy import (
     SCOPE_IO,
     owned_busy,
 )
-from ioobserve.analysis.copies import copies
 from ioobserve.analysis.partial import Partial, measured
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
 from ioobserve.analysis.requests import endpoints, objects
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
-from ioobserve.totals import (BYTES, CALLS, ERRORS, FIRST_NS, LAST_NS, PLACED_BYTES, READ_BYTES, TIME_NS, WRITE_BYTES, by_kind,
+from ioobserve.data import schema as s
+from ioobserve.data.operations import KIND, METADATA, READ, SYNC, WRITE, io_layer, totals_layers
+from ioobserve.data.totals import (BYTES, CALLS, ERRORS, FIRST_NS, LAST_NS, PLACED_BYTES, READ_BYTES, TIME_NS, WRITE_BYTES, by_kind,
                               combined)
-from ioobserve.trace.tables import FSTYPE, MOUNTPOINT
+from ioobserve.trace.read.tables import FSTYPE, MOUNTPOINT
 
 BYTES_READ, BYTES_WRITTEN = "bytes_read", "bytes_written"
 DATA_NS, META_NS, SYNC_NS = "data_ns", "metadata_ns", "sync_ns"

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis.intervals import END, START, merge_now
+from ioobserve.data import schema as s
 
 BIN, COUNT = "bin", "count"  # BIN: the bin's start, ns since the epoch
 MS = 1_000_000

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis.partial import Partial, chunk_partial, fold, process_table
-from ioobserve.trace.chunks import CHUNK_ROWS, TraceTables, event_chunks, trace_tables
+from ioobserve.data import schema as s
 from ioobserve.trace.members import Damage
-from ioobserve.trace.reader import Selection
+from ioobserve.trace.read.chunks import CHUNK_ROWS, TraceTables, event_chunks, trace_tables
+from ioobserve.trace.read.reader import Selection
 
 
 # Much of a chunk's reduction runs on one core (window functions, joins of small frames): two

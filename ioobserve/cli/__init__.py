@@ -13,7 +13,7 @@ import os
 import sys
 
 WATCHING_COMMANDS = ("record", "top", "serve")
-POLARS_THREADS = 2  # the recorder's own threads give it its parallelism (ioobserve.trace.writer)
+POLARS_THREADS = 2  # the recorder's own threads give it its parallelism (ioobserve.trace.write.writer)
 BOUNDED_COMMANDS = ("analyze", "report")
 POLARS_ALLOCATOR_CONF = "_RJEM_MALLOC_CONF"  # read by the jemalloc in Polars' runtime when it loads
 FAST_DECAY = "dirty_decay_ms:500,muzzy_decay_ms:500"

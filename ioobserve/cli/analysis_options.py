@@ -80,11 +80,11 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
     import sys
 
     from ioobserve.analysis.distributed import SchedulerError
+    from ioobserve.analysis.engine import analyze_partial
     from ioobserve.analysis.insights import insights
     from ioobserve.analysis.results import results
-    from ioobserve.analysis.engine import analyze_partial
     from ioobserve.analysis.trace_partial import DEFAULT_MEMORY_MB
-    from ioobserve.trace.reader import TraceError, throttles
+    from ioobserve.trace.read.reader import TraceError, throttles
 
     # SIGTERM ends the run as Ctrl-C does, through the exit handlers that remove its runs on disk
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

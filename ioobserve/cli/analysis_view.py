@@ -6,14 +6,14 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from ioobserve import schema as s
 from ioobserve.analysis import results as r
-from ioobserve.operations import KIND
 from ioobserve.analysis.copies import CELLS, cells
 from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.cli.summary_view import short_path
-from ioobserve.units import format_bytes, format_rate
+from ioobserve.data import schema as s
+from ioobserve.data.operations import KIND
+from ioobserve.data.units import format_bytes, format_rate
 
 LEVEL_STYLE = {"high": "bold red", "warn": "yellow"}
 WIDE = 120  # terminal columns for the full tables

@@ -71,11 +71,11 @@ def probes_check():
     (or ioobserve version) this compiles them, and keeps the result for every recording.
     The check, and the default layers unavailable here with why."""
     from ioobserve.collect.recording import load_probes
-    from ioobserve.probes.kernel.btf import BtfError
-    from ioobserve.probes.capabilities import Check
     from ioobserve.probes.build.compile import ProbeError
     from ioobserve.probes.build.headers import HeadersMissing
     from ioobserve.probes.build.object_cache import cache_dir
+    from ioobserve.probes.capabilities import Check
+    from ioobserve.probes.kernel.btf import BtfError
 
     try:
         probes = load_probes()

@@ -36,9 +36,9 @@ def export(
 ) -> None:
     """Convert traces for other tools, with the Python calls that made the I/O as PYTHON-layer
     spans (see ioobserve.python.spans); damaged members are skipped and reported."""
-    from ioobserve.trace.export import WRITERS, write_atomically
     from ioobserve.trace.output import OutputError
-    from ioobserve.trace.reader import TraceError, load
+    from ioobserve.trace.read.export import WRITERS, write_atomically
+    from ioobserve.trace.read.reader import TraceError, load
 
     for trace in traces:
         if not trace.is_file():

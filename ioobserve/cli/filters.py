@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from ioobserve import events as ev
 from ioobserve.cli.errors import UserError
-from ioobserve.context.tags import TAG_DIR
 from ioobserve.context.mounts import cgroup2_mount
+from ioobserve.context.tags import TAG_DIR
+from ioobserve.data import events as ev
 from ioobserve.probes.maps.filters import KernelFilters
 
 PidOption = Annotated[Optional[list[int]], typer.Option("--pid", help="Trace this process and all its descendants (repeatable).")]

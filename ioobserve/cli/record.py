@@ -31,7 +31,7 @@ from ioobserve.cli.filters import (
 from ioobserve.cli.prepare import ProbeChoice
 from ioobserve.collect.backlog import SPILL_FALLBACK, BacklogLimits, spill_directory
 from ioobserve.collect.options import RecordingOptions
-from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.plumbing.deadline import DEFAULT_STOP_TIMEOUT_S
 from ioobserve.probes.load.loader import ProbeSizes
 from ioobserve.trace.output import check_output_dir
 
@@ -97,14 +97,14 @@ def record(
     # The recorder runs niced (ioobserve/collect/priority.py) with Polars' pool capped
     # (ioobserve/cli/__init__.py). The traced command gets the environment and priority we
     # were given, untouched. Deferred imports keep `--help` fast and free of polars and bcc.
-    from ioobserve.background_sink import BackgroundSink
     from ioobserve.cli.prepare import prepare_recording
     from ioobserve.collect.priority import lower_priority
     from ioobserve.collect.recording import Recording, install_stop_signals
-    from ioobserve.memory import keep_freed_buffers
+    from ioobserve.plumbing.memory import keep_freed_buffers
     from ioobserve.probes.load.loader import ProbeError
-    from ioobserve.sink import Sinks
-    from ioobserve.summary import SummarySink
+    from ioobserve.sinks.background import BackgroundSink
+    from ioobserve.sinks.base import Sinks
+    from ioobserve.sinks.summary import SummarySink
 
     command_env = environment_given()
     original_nice = lower_priority()
@@ -177,8 +177,8 @@ def _open_writer(probes, choice: RecordChoice, command: list[str], rotate_mb: fl
     from ioobserve.cli.prepare import warn
     from ioobserve.collect.traces import StartRecord, open_trace
     from ioobserve.probes import layers as ly
-    from ioobserve.trace.finish import finish_later
     from ioobserve.trace.output import OutputError
+    from ioobserve.trace.write.finish import finish_later
 
     def finish_in_background(path: Path, hurried: bool) -> None:
         finisher = finish_later(path, recompress=hurried)

@@ -36,8 +36,8 @@ def report(
     """The analysis as a self-contained HTML report: overview, insights, bandwidth and operations
     over time per layer, a timeline per process, access sizes, top files, metadata vs data time."""
     from ioobserve.report.html import render
-    from ioobserve.trace.export import write_atomically
     from ioobserve.trace.output import OutputError
+    from ioobserve.trace.read.export import write_atomically
 
     try:
         filters = opt.build_filters(traces, job, pid, path_prefix, since, until)

@@ -7,11 +7,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ioobserve import schema as s
-from ioobserve.deadline import UNWRITTEN
+from ioobserve.data import schema as s
+from ioobserve.data.units import format_bytes
+from ioobserve.plumbing.deadline import UNWRITTEN
 from ioobserve.probes import layers as ly
-from ioobserve.summary import Summary
-from ioobserve.units import format_bytes
+from ioobserve.sinks.summary import Summary
 
 
 def short_path(path: str, width: int = 44) -> str:

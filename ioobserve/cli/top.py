@@ -11,7 +11,6 @@ from typing import Annotated
 import typer
 
 from ioobserve.cli.errors import EXIT_FAILURE, fail
-from ioobserve.cli.prepare import ProbeChoice
 from ioobserve.cli.filters import (
     CgroupOption,
     CommOption,
@@ -26,6 +25,7 @@ from ioobserve.cli.filters import (
     build_python,
     split_layers,
 )
+from ioobserve.cli.prepare import ProbeChoice
 
 EPILOG = """Examples:
 
@@ -40,7 +40,7 @@ Keys: q quit, / filter, s sort, p pause, enter drill down, esc back, ? help; rep
 
 
 class Theme(str, Enum):
-    """tui.app.THEMES."""
+    """ioobserve.tui.app.THEMES."""
 
     dark = "dark"
     light = "light"
@@ -68,7 +68,7 @@ def top(
     """A live view of file I/O: node totals, jobs, processes, files, latency histograms and the
     event stream, refreshed every second; or the same over recorded traces with a time cursor."""
     from ioobserve.cli.summary_view import incomplete_line
-    from tui.app import make_app
+    from ioobserve.tui.app import make_app
 
     if attach is not None and (trace or record or any((pid, cgroup, job, unit, pod, namespace, comm, path_prefix, layers))):
         fail("--attach shows the daemon's whole stream: filters, --record and --trace do not go with it "
@@ -104,7 +104,7 @@ def _attach(path: Path):
 
 def _replay(paths: list[Path]):
     from ioobserve.live.source import ReplaySource
-    from ioobserve.trace.reader import TraceError
+    from ioobserve.trace.read.reader import TraceError
 
     for path in paths:
         if not path.is_file():

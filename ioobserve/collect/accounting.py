@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import ACCOUNTING_SCHEMA, COUNTERS, TRACED
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import ACCOUNTING_SCHEMA, COUNTERS, TRACED
 from ioobserve.probes.kernel.btf import Btf, BtfError
 
 DELAYACCT = "/proc/sys/kernel/task_delayacct"

@@ -39,11 +39,11 @@ import time
 import numpy as np
 
 from ioobserve import _core
-from ioobserve import events as ev
 from ioobserve.collect.backlog import Backlog, BacklogLimits, SpillFile, open_spill
 from ioobserve.collect.priority import drain_priority
-from ioobserve.memory import keep_freed_buffers
-from ioobserve.thread_names import name_this_thread
+from ioobserve.data import events as ev
+from ioobserve.plumbing.memory import keep_freed_buffers
+from ioobserve.plumbing.thread_names import name_this_thread
 
 # The rings, read through their memory mapping.
 

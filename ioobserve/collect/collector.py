@@ -23,8 +23,8 @@ from ioobserve.collect.reader import BatchReader
 from ioobserve.collect.worker import Worker
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.lifecycle import seed_from_proc
-from ioobserve.deadline import UNWRITTEN, StopDeadline, grace, join_by
-from ioobserve.sink import Sink, Sinks
+from ioobserve.plumbing.deadline import UNWRITTEN, StopDeadline, grace, join_by
+from ioobserve.sinks.base import Sink, Sinks
 
 # The worker keeps many small objects for the whole recording (Python frames and stacks,
 # chains, paths), and the interpreter's default thresholds make its cycle collector walk them

@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.context.lifecycle import apply_lifecycle
 from ioobserve.context.files import FileTable
+from ioobserve.context.lifecycle import apply_lifecycle
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.users import UserNames
 from ioobserve.context.workers import WorkerOrdinals
-from ioobserve.decode import AuxBatch
-from ioobserve.model import Process
+from ioobserve.data.decode import AuxBatch
+from ioobserve.data.model import Process
 from ioobserve.python.stacks import PythonStacks
 
 

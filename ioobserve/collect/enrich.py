@@ -2,7 +2,7 @@
 ids, Python stack ids and the spans of the calls that did I/O; and the tables that name the
 ids (model.BatchTables): the files, the job context of each cgroup, the uids' names, the
 processes' context (rank, worker, tags) and the Python stacks. Names are applied only by the
-sinks that show them (ioobserve.naming).
+sinks that show them (ioobserve.data.naming).
 
 Runs per batch with joins and vectorized expressions; nothing here loops over events.
 """
@@ -15,16 +15,16 @@ import numpy as np
 import polars as pl
 
 from ioobserve import _core
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
 from ioobserve.collect.http_requests import RequestBuilder
 from ioobserve.context.tags import TAG_DIR, parse_tags, tag_text
-from ioobserve.decode import HeadRecord, columns_of, kernel_dev_to_user
-from ioobserve.derived import bytes_moved, errno_of
-from ioobserve.model import BatchTables
-from ioobserve.operations import layer_of
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import HeadRecord, columns_of, kernel_dev_to_user
+from ioobserve.data.derived import bytes_moved, errno_of
+from ioobserve.data.model import BatchTables
+from ioobserve.data.operations import layer_of
 from ioobserve.python.spans import PY_SAME, SpanBuilder
 
 _OPS = pl.Series("op_names", ev.OP_LABELS + ("unknown",) * (ev.MAX_OPS - len(ev.OP_NAMES)))

@@ -1,6 +1,6 @@
 """The recording's file ids: one number per distinct (path, dev, ino) an event names, found
 from the kernel's (dev, ino) of its open file or its path argument, so that the sinks key
-files by number, never by string (names: ioobserve.naming)."""
+files by number, never by string (names: ioobserve.data.naming)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 
 from ioobserve import _core
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import FILE_ROW_SCHEMA
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import FILE_ROW_SCHEMA
 
 _NO_NUMBER = (1 << 64) - 1  # a null DEV or INO, to rows_by_file (no device or inode has it)
 _SEED = 0x10B5  # any fixed seed: path hashes only find files within one batch

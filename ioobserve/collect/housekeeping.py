@@ -11,12 +11,12 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from ioobserve import events as ev
 from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, ExitAccounting
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher
 from ioobserve.collect.throttles import ThrottleWatch
-from ioobserve.sink import Sinks
+from ioobserve.data import events as ev
+from ioobserve.sinks.base import Sinks
 
 FORGET_EXITED_NS = 60_000_000_000  # late events of an exited process arrive well within this
 COMPACT_CONTEXT_NS = 10_000_000_000  # context changes older than this are folded together

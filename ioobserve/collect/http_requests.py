@@ -1,12 +1,12 @@
 """HTTP requests as events, built from the NET and TLS layers' events as they arrive.
 
-A write whose head the kernel copied (F_HEAD, ioobserve.decode.HeadRecord) starts a request
+A write whose head the kernel copied (F_HEAD, ioobserve.data.decode.HeadRecord) starts a request
 on its connection; the reads of the same layer on that connection after it, until the next
 request starts there, are its answer. One HTTP event per request, in the HTTP layer:
 
 - ts: the head's write; dur: until the answer's last read ended (the write's end, if no read);
 - op: the method; path: the object, as `https://host/path` (http:// over plain TCP);
-  path2: the connection (ioobserve.net.connections);
+  path2: the connection (ioobserve.data.sockets);
 - bytes_req: the range's length (GET) or the body's Content-Length (PUT, POST), else 0;
   offset: the range's first byte (-1 where none or a suffix);
 - ret and bytes: the answer's bytes (its status line and headers included: nothing of the
@@ -25,7 +25,7 @@ code that awaits them, in another thread, is not on any stack then).
 RequestBuilder keeps each connection's open request (its answer may go on in the next batch)
 and the heads whose events have not come yet. A request ends when the next one starts on its
 connection, when its process is gone, or at the end (`close`). A head that is no HTTP request
-(ioobserve.net.object_requests) ends the one before it and makes no event (`garbled`).
+(ioobserve.collect.object_requests) ends the one before it and makes no event (`garbled`).
 Per batch with Polars joins; Python touches each head and each ended request once.
 """
 
@@ -35,11 +35,11 @@ from collections.abc import Callable
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2
-from ioobserve.decode import HeadRecord
-from ioobserve.net.object_requests import parse_request_head
+from ioobserve.collect.object_requests import parse_request_head
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import HeadRecord
 
 HEAD_WAIT_NS = 10_000_000_000  # a head whose event never came (lost on a full ring) is dropped after this
 AFTER_NS = 10_000_000  # a memory-BIO SSL write's socket call follows it within this

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ioobserve.collect.backlog import BacklogLimits
-from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.plumbing.deadline import DEFAULT_STOP_TIMEOUT_S
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 
-from ioobserve import events as ev
 from ioobserve.collect.capture import CaptureProcess
 from ioobserve.collect.context_tables import ContextTables
-from ioobserve.decode import AuxBatch, decode_aux
-from ioobserve.handoff import Handoff
-from ioobserve.thread_names import name_this_thread
+from ioobserve.data import events as ev
+from ioobserve.data.decode import AuxBatch, decode_aux
+from ioobserve.plumbing.handoff import Handoff
+from ioobserve.plumbing.thread_names import name_this_thread
 
 # Read ahead of the worker up to this many event bytes (beyond it the capture process holds
 # the backlog): by bytes, not batches, so that a worker behind on many small batches (a

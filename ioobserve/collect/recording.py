@@ -12,23 +12,23 @@ from dataclasses import dataclass, field
 from ioobserve.collect.accounting import AccountingError, ExitAccounting, TaskstatsLayout
 from ioobserve.collect.collector import Collector
 from ioobserve.collect.options import RecordingOptions
-from ioobserve.sink import Sinks
 from ioobserve.collect.priority import restore_priority
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.deadline import StopDeadline
-from ioobserve.probes.kernel.bpf_syscall import enable_run_stats
-from ioobserve.probes.kernel.btf import Btf, BtfError
-from ioobserve.probes.kernel.features import tracefs_dir
-from ioobserve.probes.build.compile import HostNotReady, ProbeError
-from ioobserve.probes.maps.filters import KernelFilters
-from ioobserve.probes.build.headers import HeadersMissing, find_headers
-from ioobserve.probes.kernel.kernel_layout import layout_from_btf
-from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
-from ioobserve.probes.load.loader import Probes, ProbeSizes
+from ioobserve.plumbing.deadline import StopDeadline
 from ioobserve.probes.attach.exec_gate import ExecGate
 from ioobserve.probes.attach.python import PythonOptions
 from ioobserve.probes.attach.syscall import MechanismUnavailable
 from ioobserve.probes.attach.syscall import choose as choose_syscall_entry
+from ioobserve.probes.build.compile import HostNotReady, ProbeError
+from ioobserve.probes.build.headers import HeadersMissing, find_headers
+from ioobserve.probes.kernel.bpf_syscall import enable_run_stats
+from ioobserve.probes.kernel.btf import Btf, BtfError
+from ioobserve.probes.kernel.features import tracefs_dir
+from ioobserve.probes.kernel.kernel_layout import layout_from_btf
+from ioobserve.probes.layers import DEFAULT as DEFAULT_LAYERS
+from ioobserve.probes.load.loader import Probes, ProbeSizes
+from ioobserve.probes.maps.filters import KernelFilters
+from ioobserve.sinks.base import Sinks
 
 
 @dataclass

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from ioobserve import __version__
 from ioobserve.context.mounts import node_mounts
-from ioobserve.host import node_name
+from ioobserve.plumbing.host import node_name
 from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.trace.output import trace_name
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.trace.write.writer import TraceWriter
 
 
 @dataclass(frozen=True)

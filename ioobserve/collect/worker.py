@@ -9,16 +9,16 @@ import time
 import numpy as np
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher
 from ioobserve.collect.housekeeping import Housekeeping
 from ioobserve.collect.reader import BatchReader
-from ioobserve.decode import AuxBatch
-from ioobserve.model import BatchTables
-from ioobserve.sink import Sinks
-from ioobserve.thread_names import name_this_thread
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import AuxBatch
+from ioobserve.data.model import BatchTables
+from ioobserve.plumbing.thread_names import name_this_thread
+from ioobserve.sinks.base import Sinks
 
 
 def outside_prefixes(prefixes: list[str], files: pl.DataFrame) -> pl.Expr:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ioobserve.context.kubernetes import pod_names
 from ioobserve.context.mounts import cgroup2_mount
-from ioobserve.model import CgroupContext, parse_cgroup_path
+from ioobserve.data.model import CgroupContext, parse_cgroup_path
 
 RETRY_UNKNOWN_S = 1.0  # an id still unknown after a walk is looked for again after this
 

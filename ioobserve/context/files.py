@@ -8,7 +8,7 @@ import threading
 
 import polars as pl
 
-from ioobserve.decode import NameRecord, PathRecord, name_frame
+from ioobserve.data.decode import NameRecord, PathRecord, name_frame
 
 UNKNOWN_BASE = "?"
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ioobserve.host import host_root
+from ioobserve.plumbing.host import host_root
 
 # Where each runtime keeps a container's bundle, by its id.
 BUNDLES = (

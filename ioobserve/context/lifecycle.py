@@ -3,11 +3,11 @@ ordinals (the process table takes the same records first: both read the tree fro
 
 from __future__ import annotations
 
-from ioobserve import events as ev
 from ioobserve.context.launch import Launch, launch_from_environ, read_environ
 from ioobserve.context.timeline import ContextTimeline
 from ioobserve.context.workers import WorkerOrdinals
-from ioobserve.decode import EnvRecord, ProcRecord
+from ioobserve.data import events as ev
+from ioobserve.data.decode import EnvRecord, ProcRecord
 
 
 def apply_lifecycle(timeline: ContextTimeline, workers: WorkerOrdinals, procs: list[ProcRecord],

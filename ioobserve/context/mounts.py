@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ioobserve.host import host_root
-from ioobserve.model import Mount
+from ioobserve.data.model import Mount
+from ioobserve.plumbing.host import host_root
 
 MOUNTINFO = "/proc/self/mountinfo"
 NODE_MOUNTINFO = "/proc/1/mountinfo"  # init's: the host's mounts wherever we run with its PID namespace

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ioobserve import events as ev
-from ioobserve.decode import ProcRecord
-from ioobserve.model import Process
+from ioobserve.data import events as ev
+from ioobserve.data.decode import ProcRecord
+from ioobserve.data.model import Process
 
 PROC = Path("/proc")
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field, replace
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.context.launch import Launch
 from ioobserve.context.processes import ProcessTable
 from ioobserve.context.tags import apply_tags
-from ioobserve.model import ENV_JOB, ENV_STEP, ROW_SCHEMA
+from ioobserve.data import schema as s
+from ioobserve.data.model import ENV_JOB, ENV_STEP, ROW_SCHEMA
 
 _LAUNCH_FIELDS = ("job", "step", "rank", "local_rank", "world_size")
 MAX_CHANGES = 1024  # per process: older changes are folded into one beyond this

@@ -6,7 +6,7 @@ import pwd
 
 import polars as pl
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 
 
 class UserNames:

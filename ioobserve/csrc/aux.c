@@ -1,7 +1,7 @@
 /* Auxiliary records as the capture process takes them from the ring: the bytes of the
  * ring itself, each record after its 8-byte header and 8-byte aligned (discarded ones
  * included), so that neither the capture process nor the reader makes a Python object per
- * record it only passes on (ioobserve.collect.capture, ioobserve.decode). */
+ * record it only passes on (ioobserve.collect.capture, ioobserve.data.decode). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

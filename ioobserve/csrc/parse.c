@@ -1,4 +1,4 @@
-/* A member of our event lines back into columns, in one call per member (ioobserve.trace.parse).
+/* A member of our event lines back into columns, in one call per member (ioobserve.trace.read.parse).
  *
  * Every line of such a member has one layer and one shape (ioobserve.trace.lines): the same
  * JSON text between its values, given here as the template's tokens. A line is read by

@@ -11,9 +11,9 @@ from typing import BinaryIO
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.live.aggregate import Snapshot, WindowAggregator
+from ioobserve.data import schema as s
 from ioobserve.live.source import Outcome
+from ioobserve.live.window_totals import Snapshot, WindowAggregator
 from ioobserve.serve.stream import STREAMING
 
 ANSWER_TIMEOUT_S = 30.0  # the daemon answers at once; a busy node may be slow to schedule it

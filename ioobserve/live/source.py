@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.live.aggregate import (
+from ioobserve.data import schema as s
+from ioobserve.data.model import BatchTables
+from ioobserve.data.operations import KERNEL_VIEW
+from ioobserve.live.window_totals import (
     HISTORY,
     PROCESS_NAMES,
     STREAM_COLUMNS,
@@ -25,17 +27,15 @@ from ioobserve.live.aggregate import (
     rates_per_second,
     syscall_calls,
 )
-from ioobserve.model import BatchTables
-from ioobserve.naming import NamingSink
-from ioobserve.operations import KERNEL_VIEW
-from ioobserve.sink import Sinks
+from ioobserve.sinks.base import NamingSink
+from ioobserve.sinks.base import Sinks
 
 if TYPE_CHECKING:
     from ioobserve.collect.options import RecordingOptions
     from ioobserve.collect.recording import RecordingResult
     from ioobserve.probes.load.loader import Probes
     from ioobserve.probes.maps.filters import KernelFilters
-    from ioobserve.trace.writer import TraceWriter
+    from ioobserve.trace.write.writer import TraceWriter
 
 REPLAY_STEP_S = 1.0  # the cursor moves this far per step and per tick of play
 # What a replay shows; the rest is dropped.
@@ -196,7 +196,7 @@ class ReplaySource:
     @classmethod
     def from_traces(cls, paths: Sequence[Path]) -> ReplaySource:
         """The traces' events (read as ioobserve.scan reads them; a corrupt trace raises its TraceError)."""
-        from ioobserve.trace.reader import Selection, file_events
+        from ioobserve.trace.read.reader import Selection, file_events
 
         return cls(pl.concat([file_events(Path(path), Selection()) for path in paths]))
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ioobserve import events as ev
-from ioobserve.mappings import MappedFile, mapped_files
+from ioobserve.context.mappings import MappedFile, mapped_files
+from ioobserve.data import events as ev
 from ioobserve.python.elf import ElfError, ElfFile
 from ioobserve.python.layouts import LayoutError, debug_offsets_size, full_version, layout_row, version_text
 

@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 NO_FIELD = ev.PY_NO_FIELD
 DEBUG_COOKIE = b"xdebugpy"

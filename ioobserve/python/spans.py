@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 
 PY_SAME = "py_same"  # an enriched batch's extra column: levels shared with the thread's previous stack
 # A span starts 2 ns per level above the innermost before its first event's start, and 2 ns

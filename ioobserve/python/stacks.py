@@ -22,8 +22,8 @@ import numpy as np
 import polars as pl
 
 from ioobserve import _core
-from ioobserve import schema as s
-from ioobserve.model import KEPT_CHAINS, NO_LINE, Frame, Stack
+from ioobserve.data import schema as s
+from ioobserve.data.model import KEPT_CHAINS, NO_LINE, Frame, Stack
 from ioobserve.python.spans import LEVELS_SCHEMA
 
 MAX_FRAMES_KEPT = 1 << 20  # distinct frames numbered before the numbering starts over

@@ -8,15 +8,15 @@ from html import escape
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.analysis.copies import CELLS, cells
 from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import BIN
-from ioobserve.operations import DATA_KINDS, KIND, METADATA
+from ioobserve.data import schema as s
+from ioobserve.data.operations import DATA_KINDS, KIND, METADATA
+from ioobserve.data.units import format_bytes, format_count, format_rate, format_seconds
 from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, timeline
-from ioobserve.units import format_bytes, format_count, format_rate, format_seconds
 
 MAX_LANES = 32  # processes in the timeline
 TOP_FILES = 15

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import tomllib
 
-from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S
-from ioobserve.host import node_name
+from ioobserve.plumbing.deadline import DEFAULT_STOP_TIMEOUT_S
+from ioobserve.plumbing.host import node_name
 from ioobserve.probes import layers as ly
 from ioobserve.probes.maps.filters import DEFAULT_FLOOD_LIMIT
 

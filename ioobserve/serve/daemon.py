@@ -12,12 +12,12 @@ from ioobserve.collect.options import RecordingOptions
 from ioobserve.collect.recording import Recording
 from ioobserve.probes.load.loader import Probes
 from ioobserve.probes.maps.filters import KernelFilters
-from ioobserve.sink import Sinks
 from ioobserve.serve.config import ServeConfig
 from ioobserve.serve.jobs import JobRecorder
 from ioobserve.serve.metrics import KernelCollector
 from ioobserve.serve.retention import sweep
 from ioobserve.serve.stream import EventStream, bind_socket
+from ioobserve.sinks.base import Sinks
 from ioobserve.trace.output import OutputError, check_output_dir
 
 DISCOVER_S = 1.0  # how often recorded jobs' new cgroups are looked for

@@ -6,7 +6,7 @@ between the scheduler's prolog and epilog (`start` / `stop`). Its cgroups may no
 when the prolog runs, so `discover` (called every second) looks again for new ones.
 
 A job's trace on a failing disk (full, read-only, I/O errors) is said in the log and resumes
-in a new file when the disk takes writes again (ioobserve.trace.writer); the service, its
+in a new file when the disk takes writes again (ioobserve.trace.write.writer); the service, its
 metrics and its socket go on meanwhile."""
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.collect.traces import StartRecord, open_trace
 from ioobserve.context.cgroups import CgroupTable
-from ioobserve.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
-from ioobserve.model import BatchTables
-from ioobserve.naming import with_job_context
-from ioobserve.sink import Sink
-from ioobserve.trace.disk import RESUME_CHECK_S, describe_failure
+from ioobserve.data import schema as s
+from ioobserve.data.model import BatchTables
+from ioobserve.data.naming import with_job_context
+from ioobserve.plumbing.deadline import DEFAULT_STOP_TIMEOUT_S, StopDeadline
+from ioobserve.sinks.base import Sink
 from ioobserve.trace.output import OutputError, check_output_dir
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.trace.write.disk import RESUME_CHECK_S, describe_failure
+from ioobserve.trace.write.writer import TraceWriter
 
 EVERY_JOB = "*"
 _JOB_ID = re.compile(r"^[0-9A-Za-z_.-]{1,64}$")

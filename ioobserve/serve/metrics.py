@@ -11,12 +11,12 @@ import polars as pl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ioobserve import events as ev
 from ioobserve.context.cgroups import CgroupTable
 from ioobserve.context.mounts import node_mounts
 from ioobserve.context.users import UserNames
-from ioobserve.net.connections import endpoint_name
-from ioobserve.serve import aggregates as agg
+from ioobserve.data import events as ev
+from ioobserve.data.sockets import endpoint_name
+from ioobserve.serve import kernel_aggregates as agg
 from ioobserve.serve.own_cost import own_usage, probe_stats_on
 
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet

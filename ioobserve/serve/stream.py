@@ -26,9 +26,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.model import BatchTables
-from ioobserve.naming import NamingSink
+from ioobserve.data import schema as s
+from ioobserve.data.model import BatchTables
+from ioobserve.sinks.base import NamingSink
 
 QUEUE_BATCHES = 256
 FIRST_LINE_TIMEOUT_S = 5.0

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ioobserve.trace import parse
 from ioobserve.trace.members import Damage, iter_members
+from ioobserve.trace.read import parse
 
 SUFFIX = ".ioidx"
 KIND_EVENTS = "events"

@@ -18,7 +18,7 @@ In µs precision other events read back at whole µs, so a parent whose ts falls
 equals another event's time, and the 1 ns is below the precision asked for.
 
 Lines of one layer with the same fields (a "shape") go in members of their own: a reader
-then knows every line's layout from the first (ioobserve.trace.parse) and reads a member as
+then knows every line's layout from the first (ioobserve.trace.read.parse) and reads a member as
 columns, several times faster than as JSON, while any JSON reader (dftracer-utils included)
 reads the lines as ordinary JSON. Event lines carry no "id": nothing refers to them.
 """
@@ -35,8 +35,8 @@ import numpy as np
 import polars as pl
 
 from ioobserve import _core
-from ioobserve import schema as s
-from ioobserve.model import Frame, Stack
+from ioobserve.data import schema as s
+from ioobserve.data.model import Frame, Stack
 
 PH_COMPLETE = 1
 PH_METADATA = 4

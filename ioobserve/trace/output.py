@@ -12,7 +12,7 @@ import stat
 import time
 from pathlib import Path
 
-from ioobserve.host import node_name
+from ioobserve.plumbing.host import node_name
 
 
 class OutputError(Exception):

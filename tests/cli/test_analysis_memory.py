@@ -14,9 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.model import Process
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import schema as s
+from ioobserve.data.model import Process
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.unit.synthetic_traces import Proc, frame, io, private_dir
 

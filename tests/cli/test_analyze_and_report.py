@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli.cli_run import assert_one_line_error, run
 from tests.conftest import in_ci
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 A, B = Proc(100, rank=0), Proc(200, ppid=100, rank=0, worker=0)

@@ -12,12 +12,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import Process
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import Frame, Stack
+from ioobserve.data.model import Process
 from ioobserve.python.spans import LEVELS_SCHEMA, PY_SAME, SpanBuilder
-from ioobserve.model import Frame, Stack
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 
 PEERS = Path(__file__).resolve().parents[2] / ".venv-peers"

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 import ioobserve
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 
 WORKLOAD = Path(__file__).with_name("known_io.py")
 
@@ -81,8 +81,8 @@ def test_we_load_a_trace_dftracer_wrote(dftracer_wrote):
 
 
 def test_we_analyze_a_trace_dftracer_wrote(dftracer_wrote):
-    from ioobserve.analysis.results import BYTES_READ, BYTES_WRITTEN, REREAD_BYTES, results
     from ioobserve.analysis.engine import analyze_partial
+    from ioobserve.analysis.results import BYTES_READ, BYTES_WRITTEN, REREAD_BYTES, results
     from ioobserve.analysis.trace_partial import Filters
 
     traces, data, expected = dftracer_wrote

@@ -14,7 +14,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import ioobserve
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 
 IOOBSERVE = Path(sys.executable).with_name("ioobserve")
 

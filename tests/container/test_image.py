@@ -18,9 +18,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.context.mounts import read_mounts
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.container.podman import AGENT, HOST_ROOT, LIMITS, Detached, podman, private_dir
 from tests.kernel.scratch_cgroups import scratch_cgroups
 from tests.waiting import wait_until

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.decode import name_frame
-from ioobserve.model import Frame, Stack
-from ioobserve.trace import parse
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import name_frame
+from ioobserve.data.model import Frame, Stack
 from ioobserve.trace.lines import event_lines
+from ioobserve.trace.read import parse
 from tests.fuzz.sanitized import ENV_MODULE
 from tests.unit.fake_ring import ring_blob
 from tests.event_rows import ROW

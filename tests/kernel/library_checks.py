@@ -8,7 +8,7 @@ from collections import Counter
 
 import polars as pl
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 
 
 def check_stdio_workload(frame: pl.DataFrame, report: dict) -> None:

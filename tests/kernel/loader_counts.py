@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from tests.conftest import ROOT
 
 LOADER = str(ROOT / "tests" / "workloads" / "loader.py")

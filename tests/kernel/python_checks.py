@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load, own_records, records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, own_records, records
 
 
 def stacks_of(traces: list[Path]) -> dict[int, list[dict]]:

@@ -29,8 +29,8 @@ GUEST = ("--no-compact",) if phase() == RECORD else ()
 
 
 def wait_finished(directory: Path) -> None:
-    """Until the background finishers of the traces in `directory` are done (ioobserve.trace.finish)."""
-    from ioobserve.trace.finish import MARK_SUFFIX
+    """Until the background finishers of the traces in `directory` are done (ioobserve.trace.write.finish)."""
+    from ioobserve.trace.write.finish import MARK_SUFFIX
     from tests.waiting import wait_until
 
     # The finisher runs niced: on a loaded machine it takes its time.

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 
 from ioobserve import accounting
-from ioobserve import schema as s
 from ioobserve.collect.accounting import CALL_SLACK, ROUNDING
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import record_command
 

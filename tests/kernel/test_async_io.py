@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command
 

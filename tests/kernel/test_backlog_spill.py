@@ -10,9 +10,9 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.collect.backlog import spill_directory
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.recorder import record_command
 
 CALLS = 100_000  # 12.8 MB of ring records: far beyond a 1 MB memory part and the 1 MB pipe

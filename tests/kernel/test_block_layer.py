@@ -13,10 +13,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 from ioobserve.probes.kernel.features import first_tracepoint
-from ioobserve.trace.reader import load
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.kernel_side import ran
 from tests.kernel.recorder import record_command

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 from tests.kernel.faulty_mounts import faulty_fs
 from tests.kernel.recorder import IOOBSERVE, STOP
 from tests.waiting import wait_until

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.model import Process
-from ioobserve.trace import format_thread as writer_module
+from ioobserve.data.model import Process
 from ioobserve.trace.index import build_index, read_index
-from ioobserve.trace.reader import load, own_records
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.trace.read.reader import load, own_records
+from ioobserve.trace.write import format_thread as writer_module
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.kernel.faulty_mounts import faulty_fs, fill, small_tmpfs
 from tests.unit.synthetic_traces import Proc, frame, io

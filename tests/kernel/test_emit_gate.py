@@ -14,15 +14,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.options import RecordingOptions
 from ioobserve.collect.recording import Recording, load_probes
-from ioobserve.operations import layer_of
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.operations import layer_of
 from ioobserve.probes import layers as ly
-from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.probes.load.loader import ProbeSizes
-from ioobserve.sink import Sink, Sinks
+from ioobserve.probes.maps.filters import KernelFilters
+from ioobserve.sinks.base import Sink, Sinks
 
 SIZE = 1 << 20
 # Evicts FILE from the page cache and reads it whole (syscalls, through libc's read: a block

@@ -15,8 +15,8 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.kernel_side import ran
 from tests.kernel.library_checks import check_stdio_workload

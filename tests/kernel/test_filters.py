@@ -10,8 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line
 from tests.kernel.scratch_cgroups import scratch_cgroups

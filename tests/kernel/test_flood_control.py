@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 import ioobserve
-from ioobserve import schema as s
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.recorder import IOOBSERVE, record_command
 from tests.kernel import flood_jobs
 from tests.kernel.flood_jobs import EXACT_JOB, EXACT_READS, FLOOD_CALLS, FLOOD_JOB, LIMIT

@@ -14,8 +14,8 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.kernel_side import ran
 from tests.kernel.loader_counts import ARGS, LOADER, OPS, expected_counts, trace_counts
 from tests.kernel.recorder import json_line, record_command

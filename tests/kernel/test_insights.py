@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from ioobserve.analysis.engine import analyze_partial
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
-from ioobserve.analysis.engine import analyze_partial
 from ioobserve.analysis.trace_partial import Filters
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line

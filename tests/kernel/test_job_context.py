@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.kernel.kernel_side import as_completed, ran
 from tests.kernel.recorder import Recorder
 from tests.kernel.scratch_cgroups import scratch_cgroups

@@ -9,8 +9,8 @@ import subprocess
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.kernel_side import ran
@@ -47,9 +47,9 @@ def _load_per_probe_programs(side) -> dict:
 
     from ioobserve.collect.recording import load_probes
     from ioobserve.probes import layers as ly
+    from ioobserve.probes.attach.uprobes import RETURN_PROGRAM, SITE_ENTRY_PROGRAM
     from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS, entry_program
     from ioobserve.probes.maps.call_table import PYTHON
-    from ioobserve.probes.attach.uprobes import RETURN_PROGRAM, SITE_ENTRY_PROGRAM
 
     probes = load_probes(layers=ly.DEFAULT | set(ly.LIBRARY_LAYERS))
     try:

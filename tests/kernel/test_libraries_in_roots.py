@@ -16,8 +16,8 @@ import subprocess
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.certificates import self_signed
 from tests.kernel.library_checks import check_hdf5_workload, check_mpiio_workload, check_ssl_calls, check_stdio_workload

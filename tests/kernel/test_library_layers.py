@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.library_checks import check_hdf5_workload, check_mpiio_workload
 from tests.kernel.recorder import Recorder, Workload, record_command

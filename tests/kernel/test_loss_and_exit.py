@@ -9,10 +9,10 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.columnar import valid_copy
+from ioobserve.data import schema as s
 from ioobserve.trace.index import build_index, read_index
-from ioobserve.trace.reader import load, own_records
+from ioobserve.trace.read.columnar import valid_copy
+from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.recorder import Recorder, json_line, record_command, wait_finished

@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.python_checks import why_unwalked
 from tests.kernel.kernel_side import ran

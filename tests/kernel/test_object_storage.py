@@ -14,12 +14,12 @@ import subprocess
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.analysis.engine import analyze_partial
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
 from ioobserve.analysis.trace_partial import Filters
-from ioobserve.trace.reader import load, records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.certificates import self_signed
 from tests.kernel.recorder import IOOBSERVE, json_line, record_command

@@ -9,8 +9,8 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 

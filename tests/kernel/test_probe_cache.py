@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from ioobserve.trace.reader import load, own_records
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.loader_counts import LOADER, expected_counts, trace_counts
 from tests.kernel.recorder import IOOBSERVE, json_line, record_command
 

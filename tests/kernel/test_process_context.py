@@ -10,9 +10,9 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.export import tags_text
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.export import tags_text
+from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import Recorder, Workload, json_line, record_command
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel.python_checks import check_imports, check_item_spans, check_shard_reads, reads_of, stacks_of
 from tests.kernel.kernel_side import ran

@@ -16,9 +16,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from ioobserve.trace.index import build_index, read_index
-from ioobserve.trace.reader import load, own_records
+from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.faulty_mounts import faulty_fs, small_tmpfs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ioobserve.trace.reader import own_records
+from ioobserve.trace.read.reader import own_records
 from tests.kernel.recorder import record_command
 
 STATS = 5000

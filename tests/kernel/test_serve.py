@@ -19,10 +19,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.context.mounts import read_mounts
-from ioobserve.net.connections import service_end
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.data.sockets import service_end
+from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.recorder import json_line
@@ -364,7 +364,7 @@ def _traced_pids(job_dir: Path) -> set[int]:
 @pytest.mark.kernel
 def test_top_attached_to_the_daemon_shows_a_workload(job_cgroup, tmp_path):
     from ioobserve.live.attach import AttachedSource
-    from tui.app import make_app
+    from ioobserve.tui.app import make_app
 
     service = Service(tmp_path)
     try:

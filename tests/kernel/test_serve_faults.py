@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace.reader import load, own_records
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.faulty_mounts import fill, small_tmpfs
 from tests.kernel.serve_support import JOB, READS, WRITES, Service, metric_value, run_workload
 from tests.waiting import wait_until

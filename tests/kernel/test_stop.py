@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 STATS = 200
 # stat()s of a path nobody else asks for: at least this many stat calls of the child in the ring.
@@ -32,7 +32,7 @@ def _run_traced(probes, reader) -> int:
 def test_nothing_is_selected_once_the_recording_stops(root_required):
     from ioobserve.collect.capture import RingReader
     from ioobserve.collect.recording import load_probes
-    from ioobserve.mappings import file_ident
+    from ioobserve.context.mappings import file_ident
     from ioobserve.probes.maps.filters import KernelFilters
 
     probes = load_probes()

@@ -12,16 +12,16 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.collect import recording as recording_module
 from ioobserve.collect.options import RecordingOptions
 from ioobserve.collect.recording import Recording, load_probes
+from ioobserve.data import schema as s
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach import syscall as syscall_attach
 from ioobserve.probes.build.compile import ProbeError, compile_bpf
 from ioobserve.probes.maps.filters import KernelFilters
-from ioobserve.sink import Sink, Sinks
-from ioobserve.trace.reader import load, own_records
+from ioobserve.sinks.base import Sink, Sinks
+from ioobserve.trace.read.reader import load, own_records
 from tests.kernel.kernel_side import ran
 from tests.kernel.loader_counts import ARGS, LOADER, expected_counts, trace_counts
 from tests.kernel.recorder import json_line, record_command

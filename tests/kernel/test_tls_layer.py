@@ -12,9 +12,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.trace.reader import load, records
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.trace.read.reader import load, records
 from tests.conftest import PYTHON, ROOT
 from tests.kernel.certificates import self_signed
 from tests.kernel.kernel_side import ran

@@ -17,10 +17,10 @@ import threading
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.cli.top import _live
+from ioobserve.data import schema as s
 from ioobserve.probes.capabilities import vfs_available
-from ioobserve.trace.reader import load, own_records
+from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel.recorder import IOOBSERVE, Workload, json_line
 from tests.waiting import wait_until, wait_until_async
@@ -31,7 +31,7 @@ MiB = 1 << 20
 
 @pytest.mark.kernel
 def test_live_top_shows_a_workload_and_records_all_of_it(root_required, tmp_path):
-    from tui.app import make_app
+    from ioobserve.tui.app import make_app
 
     (tmp_path / "work").mkdir()
     workload = Workload([sys.executable, PATTERNS, "clean", str(tmp_path / "work")])

@@ -15,9 +15,9 @@ import sys
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from ioobserve.probes import layers as ly
-from ioobserve.trace.reader import load
+from ioobserve.trace.read.reader import load
 from tests.conftest import ROOT
 from tests.kernel import programs
 from tests.kernel.kernel_side import ran

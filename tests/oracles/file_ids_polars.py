@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import FILE_ROW_SCHEMA
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import FILE_ROW_SCHEMA
 
 _SEED = 0x10B5  # any fixed seed: row hashes only find files within one batch
 # The columns a batch gives its files by: the kernel's dev of an open file, and the path

@@ -7,8 +7,8 @@ import io
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 from ioobserve.trace.lines import EVENT_FIELDS, FIELD_DEFAULTS, literal_tokens
 
 QUOTED = frozenset({"name", "fhash", "fhash2", "module"})

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 
 NAME_KEYS = ["tid", "ts_ns"]
 

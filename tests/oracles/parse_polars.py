@@ -8,7 +8,7 @@ import io
 import polars as pl
 
 from ioobserve.trace.lines import EVENT_FIELDS, literal_tokens
-from ioobserve.trace.parse import RAW_SCHEMA, MalformedMember, Shape, with_defaults
+from ioobserve.trace.read.parse import RAW_SCHEMA, MalformedMember, Shape, with_defaults
 
 _SEPARATOR = b":"
 _TO_SEPARATOR = bytes.maketrans(b",{}", _SEPARATOR * 3)

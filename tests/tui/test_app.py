@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from ioobserve.live.source import ReplaySource
 from tests.unit.synthetic_traces import T0, Proc, io, write_trace
-from tui.app import make_app
-from tui.screens import HelpScreen
+from ioobserve.tui.app import make_app
+from ioobserve.tui.screens import HelpScreen
 
 MAIN, WORKER = Proc(100, rank=0, job="7"), Proc(200, ppid=100, rank=0, worker=0, job="7")
 OTHER = Proc(300, job="8")

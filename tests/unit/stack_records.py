@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 PID, CODE = 7, 0x1000  # the process the records are of, and its first code object
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import Mount
-from ioobserve.model import Process
-from ioobserve.model import Stack
-from ioobserve.trace import format_thread as writer_module
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import Mount
+from ioobserve.data.model import Process
+from ioobserve.data.model import Stack
+from ioobserve.trace.write import format_thread as writer_module
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 
 T0 = 1_800_000_000_000_000_000  # ns since the epoch
@@ -46,7 +46,7 @@ def io(proc: Proc, tid: int, start_us: float, end_us: float, op: str, path: str 
 
 
 def frame(rows: list[dict]) -> pl.DataFrame:
-    """Events in the columns of ioobserve.schema, the rest filled as a recording would."""
+    """Events in the columns of ioobserve.data.schema, the rest filled as a recording would."""
     given = pl.DataFrame(rows, schema={
         s.TS: pl.UInt64, s.DUR: pl.UInt64, s.PID: pl.UInt32, s.TID: pl.UInt32, s.PPID: pl.UInt32, s.OP: pl.String,
         s.PATH: pl.String, s.FD: pl.Int32, s.RET: pl.Int64, s.BYTES_REQ: pl.UInt64, s.OFFSET: pl.Int64,

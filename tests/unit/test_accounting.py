@@ -6,10 +6,10 @@ import struct
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.accounting import DROP, TAKE, WAIT, AccountingCheck, TaskstatsLayout
-from ioobserve.model import COUNTERS
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import COUNTERS
 
 LAYOUT = TaskstatsLayout({name: 64 + 8 * i for i, name in enumerate(COUNTERS)}, pid=8, tgid=12, size=160)
 

@@ -7,10 +7,10 @@ import random
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis.intervals import BUSY_NS, END, START, bandwidth, busy_intervals, busy_time, merge, merge_now
-from ioobserve.operations import KIND, op_kind
 from ioobserve.analysis.sizes import access_sizes
+from ioobserve.data import schema as s
+from ioobserve.data.operations import KIND, op_kind
 
 
 def _events(rows: list[tuple]) -> pl.LazyFrame:

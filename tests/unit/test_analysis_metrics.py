@@ -6,10 +6,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.analysis.engine import analyze_partial
 from ioobserve.analysis.trace_partial import Filters
+from ioobserve.data import schema as s
 from tests.unit.synthetic_traces import T0, US, Proc, io, write_trace
 
 A = Proc(100, rank=0)
@@ -120,7 +120,7 @@ def test_python_layer_overlap_from_the_calls_stacked_io_ran_in(tmp_path):
     hold them and do not count): t100: [0,30) (two reads), [40,50), [60,70); t101: [0,5),
     [45,80). Busy [0,30) [40,80) = 70; compute (gaps between a thread's calls) [30,40)
     [50,60) [5,45) = [5,45) [50,60); uncovered: [0,5) [45,50) [60,80) = 30."""
-    from ioobserve.model import Frame, Stack
+    from ioobserve.data.model import Frame, Stack
 
     stacks = {1: Stack((Frame("Dataset.__getitem__", "/w/data.py", 42), Frame("<module>", "/w/train.py", 7)), False)}
 

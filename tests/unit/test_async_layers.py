@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.analysis.trace_partial import trace_partial
-from ioobserve.derived import bytes_moved
-from ioobserve.live.aggregate import READ_BYTES, WRITE_BYTES, WindowAggregator
-from ioobserve.operations import OTHER, READ, SYNC, WRITE, io_layer, kernel_view, layer_of, op_kind, totals_layers
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.derived import bytes_moved
+from ioobserve.data.operations import OTHER, READ, SYNC, WRITE, io_layer, kernel_view, layer_of, op_kind, totals_layers
+from ioobserve.live.window_totals import READ_BYTES, WRITE_BYTES, WindowAggregator
 from ioobserve.probes.maps.async_table import AIO_CMDS, URING_OPS, aio_op_array, uring_spec_array
-from ioobserve.summary import SummarySink
+from ioobserve.sinks.summary import SummarySink
 from tests.unit.synthetic_traces import T0, Proc, frame, io, write_trace
 
 JOB = Proc(10)

@@ -11,8 +11,8 @@ import numpy as np
 from ioobserve.probes.attach import block, io_uring, vfs
 from ioobserve.probes.attach.syscall import SyscallEntry
 from ioobserve.probes.kernel.features import lockdown_mode
-from ioobserve.probes.load.portable_cfg import INSN, jump_closed_loops, refused_edges
 from ioobserve.probes.kernel.program_kind import BPF_PROG_TYPE_TRACING, fentry_kind
+from ioobserve.probes.load.portable_cfg import INSN, jump_closed_loops, refused_edges
 
 FILE, POS = "struct file *", "long long int *"
 

@@ -1,16 +1,17 @@
-"""The writer writes a batch from its id columns and the tables naming them (DESIGN: ids
-through the pipeline): the names a batch also carries for the live views are not read."""
+"""The writer writes a batch from its id columns and the tables naming them (docs/design.md,
+"The data's way": ids travel to disk): the names a batch also carries for the live views are
+not read."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.collect import file_ids
 from ioobserve.collect.file_ids import FileIds
-from ioobserve.model import BatchTables, Process
-from ioobserve.trace.reader import load, records
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import schema as s
+from ioobserve.data.model import BatchTables, Process
+from ioobserve.trace.read.reader import load, records
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches, as_path_arguments
 from tests.sample_trace import PY_STACKS, sample_frame
 

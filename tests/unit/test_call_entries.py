@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ioobserve import events as ev
-from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, PYTHON, TLS, call_entries
+from ioobserve.data import events as ev
 from ioobserve.probes.load.loader import probes_source_dir
+from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, PYTHON, TLS, call_entries
 
 ENTRY = re.compile(r"CALL_ENTRY\((\w+), (\w+)\)")
 

@@ -8,11 +8,11 @@ import os
 import numpy as np
 
 from ioobserve import _core
-from ioobserve import events as ev
 from ioobserve.collect import capture as capture_module
 from ioobserve.collect.backlog import BacklogLimits
 from ioobserve.collect.capture import HEADER, CaptureProcess, decode, encode, ring_dtype
 from ioobserve.collect.priority import DRAIN_BOOST, drain_priority
+from ioobserve.data import events as ev
 from tests.unit.fake_ring import SIZE, FakeRing, ring_blob
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from ioobserve.context.cgroups import CgroupTable
 
-from ioobserve.model import parse_cgroup_path
+from ioobserve.data.model import parse_cgroup_path
 
 CID = "3f4b8c2a9d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
 POD = "8e1d2c3b-4a5f-6e7d-8c9b-0a1b2c3d4e5f"

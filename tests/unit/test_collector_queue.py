@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ioobserve import events as ev
 from ioobserve.collect.reader import BatchReader
-from ioobserve.decode import AuxBatch, ProcRecord
+from ioobserve.data import events as ev
+from ioobserve.data.decode import AuxBatch, ProcRecord
 
 
 def _queue_of(*items) -> BatchReader:

@@ -11,11 +11,11 @@ import stat
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.trace import columnar
-from ioobserve.trace.columnar import copy_path, key_path, valid_copy
+from ioobserve.data import schema as s
 from ioobserve.trace.index import index_path
-from ioobserve.trace.reader import load, scan
+from ioobserve.trace.read import columnar
+from ioobserve.trace.read.columnar import copy_path, key_path, valid_copy
+from ioobserve.trace.read.reader import load, scan
 from tests.batches import Batches
 from tests.unit.synthetic_traces import T0, US, Proc, io, private_dir, write_trace
 from tests.waiting import wait_until
@@ -139,8 +139,8 @@ def test_several_traces_scan_in_time_order(trace, tmp_path):
 
 
 def test_a_trace_still_being_written_gets_no_copy_until_closed(tmp_path):
-    from ioobserve.model import Process
-    from ioobserve.trace.writer import TraceWriter
+    from ioobserve.data.model import Process
+    from ioobserve.trace.write.writer import TraceWriter
     from tests.unit.synthetic_traces import frame
 
     directory = private_dir(tmp_path, "live")

@@ -10,12 +10,12 @@ import stat
 
 import pytest
 
-from ioobserve.trace import compact as compact_module
-from ioobserve.trace.columnar import valid_copy
-from ioobserve.trace.compact import compact
-from ioobserve.trace.finish import finish_later, mark_path
 from ioobserve.trace.index import build_index, index_path, read_index
-from ioobserve.trace.reader import load, own_records
+from ioobserve.trace.read.columnar import valid_copy
+from ioobserve.trace.read.reader import load, own_records
+from ioobserve.trace.write import compact as compact_module
+from ioobserve.trace.write.compact import compact
+from ioobserve.trace.write.finish import finish_later, mark_path
 from tests.unit.synthetic_traces import Proc, io, private_dir, write_trace
 from tests.waiting import wait_until
 
@@ -99,7 +99,7 @@ def test_the_background_finisher_copies_recompresses_if_asked_then_removes_its_m
 
 def test_a_reader_waits_for_the_finisher_and_reads_its_copy(trace, monkeypatch):
     """The first read after a recording does not build the copy a second time beside the finisher."""
-    from ioobserve.trace import reader
+    from ioobserve.trace.read import reader
 
     expected = load(trace)
     for made in trace.parent.glob("*.parquet*"):

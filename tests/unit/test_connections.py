@@ -8,9 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ioobserve import events as ev
-from ioobserve.decode import _decode_path
-from ioobserve.net.connections import Connection, connection_name, endpoint_name, parse_connection, service_end
+from ioobserve.data import events as ev
+from ioobserve.data.decode import _decode_path
+from ioobserve.data.sockets import Connection, connection_name, endpoint_name, parse_connection, service_end
 
 
 def _desc(family: int, kind: int, local: tuple[str, int], peer: tuple[str, int] | None) -> bytes:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from ioobserve import events as ev
 from ioobserve.context.files import FileTable
 from ioobserve.context.processes import ProcessTable
-from ioobserve.decode import NameRecord, PathRecord, ProcRecord
+from ioobserve.data import events as ev
+from ioobserve.data.decode import NameRecord, PathRecord, ProcRecord
 
 
 def test_paths_by_identity_replace_and_rename():

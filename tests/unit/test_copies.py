@@ -4,11 +4,11 @@ on synthetic traces analysed whole and in chunks."""
 
 from __future__ import annotations
 
-from ioobserve import schema as s
 from ioobserve.analysis import results as r
 from ioobserve.analysis.copies import COPIES_SCHEMA, cells
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.trace_partial import ChunkPlan, trace_partial
+from ioobserve.data import schema as s
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MiB = 1 << 20

@@ -11,8 +11,8 @@ import zlib
 import pytest
 
 from ioobserve.trace.index import build_index, write_index
-from ioobserve.trace.reader import TraceError, load
 from ioobserve.trace.members import gzip_member
+from ioobserve.trace.read.reader import TraceError, load
 
 
 def _member(first: int, n: int = 10) -> bytes:
@@ -80,7 +80,7 @@ def _bomb(text_bytes: int) -> bytes:
 # report its parent's peak.
 BOMB_LOAD = """
 import re, sys
-from ioobserve.trace.reader import load
+from ioobserve.trace.read.reader import load
 damage = []
 frame = load(sys.argv[1], damage=damage)
 peak_kib = int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))

@@ -8,8 +8,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ioobserve import events as ev
-from ioobserve.decode import decode_aux, kernel_dev_to_user, name_frame, path_from_components
+from ioobserve.data import events as ev
+from ioobserve.data.decode import decode_aux, kernel_dev_to_user, name_frame, path_from_components
 
 from tests.unit.fake_ring import ring_blob
 

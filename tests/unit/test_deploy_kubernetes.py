@@ -16,7 +16,7 @@ import yaml
 from kubernetes_validate.utils import all_versions, latest_version
 
 from ioobserve.cli.app import app
-from ioobserve.host import HOST_ROOT_VARIABLE
+from ioobserve.plumbing.host import HOST_ROOT_VARIABLE
 from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy" / "kubernetes"

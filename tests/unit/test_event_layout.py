@@ -1,4 +1,4 @@
-"""common.h and ioobserve/events.py describe the same bytes: compile the header and compare."""
+"""common.h and ioobserve/data/events.py describe the same bytes: compile the header and compare."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 from tests.conftest import ROOT
 
 STRUCTS = {

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
-from ioobserve import events as ev
-from ioobserve import schema as s
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 from ioobserve.trace.lines import LAYER_TYPES, event_lines
 from tests.event_rows import ROW
 from tests.oracles import lines_polars

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from ioobserve.live import aggregate as ag
+from ioobserve.data.model import Process
+from ioobserve.live import window_totals as ag
 from ioobserve.live.attach import AttachedSource, AttachError
-from ioobserve.model import Process
 from ioobserve.serve.stream import EventStream, bind_socket
 from tests.batches import Batches
 from tests.unit.synthetic_traces import Proc, frame, io

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ioobserve.probes.kernel.fanotify import filesystems
 from ioobserve.probes.attach.linked_files import CACHE_NEW, CACHE_OLD, cache_entries, close_all, elf_links, linked_files
+from ioobserve.probes.kernel.fanotify import filesystems
 
 PROGRAM = Path("/usr/bin/true")  # dynamic, needs libc.so.6, interpreter /lib64/ld-linux-x86-64.so.2
 MACHINE = 62

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ioobserve.context import mounts
-from ioobserve.host import in_root, node_name
+from ioobserve.plumbing.host import in_root, node_name
 from ioobserve.probes.build import headers as h
 
 RELEASE = "6.1.0-9-amd64"

@@ -3,10 +3,10 @@ written traces; and the silence of a clean one."""
 
 from __future__ import annotations
 
+from ioobserve.analysis.engine import analyze_partial
 from ioobserve.analysis.insights import insights
 from ioobserve.analysis.results import results
-from ioobserve.analysis.engine import analyze_partial
-from ioobserve.model import Mount
+from ioobserve.data.model import Mount
 from tests.unit.synthetic_traces import Proc, io, write_trace
 
 MiB = 1 << 20

@@ -81,7 +81,7 @@ def test_a_pods_own_cgroup_takes_the_names_of_its_containers(tmp_path, monkeypat
 def test_names_read_ahead_outlive_the_bundle(tmp_path, monkeypatch):
     """The collector's reader reads a new container's names as its cgroup is made; the runtime
     may remove the bundle before the worker learns the cgroup, whose names stay."""
-    from ioobserve.decode import CgroupRecord
+    from ioobserve.data.decode import CgroupRecord
 
     _bundle(tmp_path, k.BUNDLES[0], {"io.kubernetes.cri.sandbox-namespace": "ml", "io.kubernetes.cri.sandbox-name": "train-0",
                                      "io.kubernetes.cri.container-name": "loader"})

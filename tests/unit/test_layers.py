@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.enrich import _LAYERS
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
 from ioobserve.probes import layers as ly
-from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS, call_spec_array
 from ioobserve.probes.attach.uprobes import HDF5_FILE, LIBC_FILE, MPI_FILE, TLS_FILE, resolve_calls
 from ioobserve.probes.kernel.tracepoint_format import FILEMAP_ADD, READAHEAD, TracepointFields, parse_format
+from ioobserve.probes.maps.call_table import HDF5, LIBC, MPIIO, TLS, call_spec_array
 
 FILEMAP_FORMAT = """name: mm_filemap_add_to_page_cache
 ID: 600

@@ -7,11 +7,11 @@ import random
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.live import aggregate as ag
-from ioobserve.live.aggregate import WindowAggregator
+from ioobserve.data import schema as s
 from ioobserve.live import source as source_module
+from ioobserve.live import window_totals as ag
 from ioobserve.live.source import ReplaySource
+from ioobserve.live.window_totals import WindowAggregator
 from tests.unit.synthetic_traces import T0, Proc, frame, io
 
 A, B = Proc(10, job="1"), Proc(20, job="2")
@@ -96,7 +96,7 @@ def test_replay_history_is_whole_seconds_of_calls_up_to_the_cursor(monkeypatch):
 
 
 def test_the_network_tab_sums_bytes_per_peer_and_requests_on_connections_to_it():
-    from tui.views import View, network_rows
+    from ioobserve.tui.views import View, network_rows
 
     client = "tcp:10.0.0.2:40000->10.0.0.9:443"
     events = frame([

@@ -1,11 +1,11 @@
-"""A process's mapped files as ioobserve.mappings finds them: this process's own libc, and
+"""A process's mapped files as ioobserve.context.mappings finds them: this process's own libc, and
 how a path of maps is named inside its root."""
 
 from __future__ import annotations
 
 import os
 
-from ioobserve.mappings import file_ident, inside_root, kernel_dev, mapped_files, mount_device, opened_ident
+from ioobserve.context.mappings import file_ident, inside_root, kernel_dev, mapped_files, mount_device, opened_ident
 from ioobserve.probes.attach.uprobes import LIBC_FILE
 
 

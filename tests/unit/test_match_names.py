@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
-from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import NAME_WAIT_NS, Enricher
+from ioobserve.data import schema as s
 from tests.oracles.names_polars import join_names
 
 CALLS = st.tuples(st.integers(1, 4), st.integers(0, 6))  # (tid, ts): few, so that they meet

@@ -1,4 +1,4 @@
-"""Names in one place (ioobserve.naming): an id batch and its tables, named by BatchNamer as
+"""Names in one place (ioobserve.data.naming): an id batch and its tables, named by BatchNamer as
 the sinks that show names do, give back the named events they were made from."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.collect.enrich import Enricher
 from ioobserve.context.files import FileTable
-from ioobserve.decode import PathRecord
-from ioobserve.model import BatchTables, Process
-from ioobserve.naming import BatchNamer, with_job_context
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import PathRecord
+from ioobserve.data.model import BatchTables, Process
+from ioobserve.data.naming import BatchNamer, with_job_context
 from tests.batches import Batches
 from tests.sample_trace import PY_STACKS, sample_frame
 

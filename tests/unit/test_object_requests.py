@@ -1,4 +1,4 @@
-"""The object-storage request named by an HTTP request's first bytes (ioobserve.net.object_requests):
+"""The object-storage request named by an HTTP request's first bytes (ioobserve.collect.object_requests):
 the heads boto3 and s3fs write, both S3 addressing styles, ranges, heads cut by the copy, and
 any bytes at all."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ioobserve.net.object_requests import HEAD_BYTES, ObjectRequest, parse_request_head
+from ioobserve.collect.object_requests import HEAD_BYTES, ObjectRequest, parse_request_head
 
 
 def _head(line: str, *headers: str) -> bytes:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.operations import METADATA, OTHER, READ, SYNC, WRITE, layer_of, op_kind
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.operations import METADATA, OTHER, READ, SYNC, WRITE, layer_of, op_kind
 
 
 def _kinds(rows: list[tuple[str, str, int]]) -> list[str]:

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from ioobserve.trace.lines import event_lines
-from ioobserve.trace.parse import MalformedMember, Shape, event_shape, shape_events
+from ioobserve.trace.read.parse import MalformedMember, Shape, event_shape, shape_events
 from tests.oracles import parse_polars
 from tests.event_rows import ROW
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.context_tables import ContextTables
 from ioobserve.context.launch import HELPER, PROGRAM, SPAWN_CHILD, Launch, child_kind, launch_from_environ
 from ioobserve.context.lifecycle import apply_record
 from ioobserve.context.tags import MAX_TAGS, apply_tags, parse_tags, tag_text
-from ioobserve.decode import ProcRecord
-from ioobserve.model import join_process_context
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import ProcRecord
+from ioobserve.data.model import join_process_context
 
 SPAWN = ("python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
          "--multiprocessing-fork")

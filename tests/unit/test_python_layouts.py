@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ioobserve import _core
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 from ioobserve.python.interpreters import InterpreterFinder
 from ioobserve.python.layouts import (
     DEBUG_POSITIONS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
+from ioobserve.data import schema as s
 from ioobserve.python.spans import LEVELS_SCHEMA, PY_SAME, SpanBuilder
 
 MAIN_GETITEM_LOAD, MAIN_GETITEM = 1, 2
@@ -61,7 +61,7 @@ def test_spans_nest_by_call_and_parent_the_io():
     assert by_end[("load", 3100)][s.PARENT_TS] == first_getitem[s.TS]
     assert by_end[("load", 4100)][s.PARENT_TS] == second_getitem[s.TS]
     # A span names its code by its first event's stack and the frame of it (one up from load):
-    # its function, file and line are that frame's, named where names are shown (ioobserve.naming).
+    # its function, file and line are that frame's, named where names are shown (ioobserve.data.naming).
     assert (first_getitem[s.PY_STACK], first_getitem[s.PY_FRAME]) == (MAIN_GETITEM_LOAD, 1)
     assert spans.get_column(s.LAYER).unique().to_list() == [s.LAYER_PYTHON]
     # Each read's parent is its innermost span; the read without a stack keeps none.

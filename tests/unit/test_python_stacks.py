@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve.model import KEPT_CHAINS
+from ioobserve.data.model import KEPT_CHAINS
 from ioobserve.python import stacks as python_stacks
 from ioobserve.python.stacks import PythonStacks
 from tests.unit.fake_ring import ring_blob

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from ioobserve.data.units import format_bytes, format_count, format_seconds
 from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, nice_ticks, shorten, timeline
-from ioobserve.units import format_bytes, format_count, format_seconds
 
 HOSTILE = '<script>alert("x")</script>&'
 

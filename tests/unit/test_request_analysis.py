@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import schema as s
 from ioobserve.analysis.requests import COUNT, ENDPOINT, LATENCY, LATENCY_BUCKETS, REQUESTS, endpoints, objects, request_latencies
-from ioobserve.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
+from ioobserve.data import schema as s
+from ioobserve.data.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
 
 MS = 1_000_000
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve import events as ev
-from ioobserve import schema as s
 from ioobserve.collect.file_ids import KDEV, NAME, NAME2
 from ioobserve.collect.http_requests import RequestBuilder
-from ioobserve.decode import HeadRecord
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.decode import HeadRecord
 
 OFFSET = 1_000  # the builder's clock offset: heads come in kernel time, events in epoch time
 CONNECTIONS = {(7, 1): "tcp:10.0.0.2:40000->10.0.0.9:443", (7, 2): "tcp:10.0.0.2:40001->10.0.0.9:80"}

@@ -6,13 +6,13 @@ import json
 
 import polars as pl
 
-from ioobserve import schema as s
-from ioobserve.model import Process
+from ioobserve.data import schema as s
+from ioobserve.data.model import Process
 from ioobserve.trace.index import build_index, read_index
 from ioobserve.trace.members import intact_text
-from ioobserve.trace import describe as describe_module
-from ioobserve.trace.reader import load, own_records
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.trace.read.reader import load, own_records
+from ioobserve.trace.write import describe as describe_module
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.sample_trace import PY_STACKS, sample_frame
 

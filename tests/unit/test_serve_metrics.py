@@ -13,8 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ioobserve import events as ev
-from ioobserve.serve import aggregates as agg
+from ioobserve.data import events as ev
+from ioobserve.serve import kernel_aggregates as agg
 from ioobserve.serve.metrics import KernelCollector
 from tests.conftest import ROOT
 
@@ -82,7 +82,7 @@ class _Cgroups:
         self.forgotten |= set(ids)
 
     def lookup(self, ids):
-        from ioobserve.model import CgroupContext
+        from ioobserve.data.model import CgroupContext
 
         return {i: CgroupContext(path=f"/x/{i}", job="77" if i == JOB_CG else None) for i in ids}
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ioobserve.background_sink import BackgroundSink
-from ioobserve.deadline import StopDeadline
-from ioobserve.sink import Sink, Sinks
+from ioobserve.plumbing.deadline import StopDeadline
+from ioobserve.sinks.background import BackgroundSink
+from ioobserve.sinks.base import Sink, Sinks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,8 @@ def _sink_like_classes() -> list[tuple[str, str]]:
     """(module, class) of every class in the package and the TUI with a sink's `events(frame, …)`."""
     found = []
     for path in [*(ROOT / "ioobserve").rglob("*.py"), *(ROOT / "tui").rglob("*.py")]:
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        module = ".".join(("ioobserve", *parts) if parts[0] == "tui" else parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(item, ast.FunctionDef) and item.name == "events" and [a.arg for a in item.args.args[1:2]] == ["frame"]
@@ -77,7 +78,7 @@ def test_the_fan_out_refuses_what_is_not_a_sink():
         def events(self, frame, tables) -> None:
             pass
 
-    with pytest.raises(TypeError, match="Loose is not an ioobserve.sink.Sink"):
+    with pytest.raises(TypeError, match="Loose is not an ioobserve.sinks.base.Sink"):
         Sinks([Loose()])
 
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ioobserve import _core
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import NO_LINE, Frame, Stack
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import NO_LINE, Frame, Stack
 from ioobserve.python.stacks import PythonStacks
 from tests.oracles.linetable_python import LineTable
 from tests.unit.fake_ring import ring_blob, ring_record

@@ -7,7 +7,7 @@ import os
 
 from ioobserve import __version__
 from ioobserve.collect.traces import StartRecord
-from ioobserve.host import node_name
+from ioobserve.plumbing.host import node_name
 from ioobserve.probes.maps.filters import KernelFilters
 
 COMMON = {"host", "kernel", "ioobserve", "command", "recorder_pid", "layers"}

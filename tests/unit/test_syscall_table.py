@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 from ioobserve.probes.kernel.syscall_table import (FUNCTION_PREFIX, NUMBERS, SPECS, UnsupportedArchitecture, spec_array,
                                                    traced_functions)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ioobserve import events as ev
 from ioobserve.collect.throttles import QUIET_NS, ThrottleWatch
+from ioobserve.data import events as ev
 
 S = 1_000_000_000
 DTYPE = [("cgroup_id", "<u8"), *ev.FLOOD_STATE.descr]

@@ -9,11 +9,11 @@ import zlib
 import polars as pl
 import pytest
 
-from ioobserve import events as ev
-from ioobserve import schema as s
-from ioobserve.model import Process
-from ioobserve.trace.reader import load, records
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import events as ev
+from ioobserve.data import schema as s
+from ioobserve.data.model import Process
+from ioobserve.trace.read.reader import load, records
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.sample_trace import PY_STACKS, sample_frame
 

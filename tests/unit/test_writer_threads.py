@@ -8,12 +8,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ioobserve import schema as s
-from ioobserve.deadline import UNWRITTEN
-from ioobserve.model import Process
-from ioobserve.trace import format_thread as writer_module
-from ioobserve.trace.reader import load, own_records
-from ioobserve.trace.writer import TraceWriter
+from ioobserve.data import schema as s
+from ioobserve.data.model import Process
+from ioobserve.plumbing.deadline import UNWRITTEN
+from ioobserve.trace.read.reader import load, own_records
+from ioobserve.trace.write import format_thread as writer_module
+from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.unit.synthetic_traces import Proc, frame, io, private_dir
 

@@ -5,7 +5,7 @@ recvmsg; write, read; writev, readv, on the socket's descriptor), a UDP datagram
 UDP sockets made and closed one after another, and, as what the layer must leave out, a Unix
 socket pair and a pipe. Prints one JSON object:
 {"pid", "calls": [[connection name, op, return value], ...], "unix_bytes", "pipe_bytes"},
-where the name is the one the trace must give the socket (ioobserve.net.connections), from
+where the name is the one the trace must give the socket (ioobserve.data.sockets), from
 the client's side or the server's, and every call that moves bytes made in exchange(),
 receive(), datagrams() or short_lived() (the Python frames the trace must show).
 """

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ioobserve.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
+from ioobserve.context.mappings import MappedFile, inside_root, kernel_dev, opened_ident, process_root, root_shown
 from ioobserve.probes.attach.linked_files import linked_files, openat2_available
 from ioobserve.probes.kernel.exec_keeper import ANSWER, FROM_RECORDER, HELD, TO_RECORDER, UNMARKED
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ioobserve.mappings import mapped_files
+from ioobserve.context.mappings import mapped_files
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.uprobes import HDF5_FILE, LIBC_FILE, MPI_FILE, TLS_FILE
 from ioobserve.python.interpreters import INTERPRETER_FILE, InterpreterFinder

@@ -4,7 +4,7 @@ where the kernel has them (6.6+), one uprobe per function where it does not."""
 
 from __future__ import annotations
 
-from ioobserve.mappings import MappedFile
+from ioobserve.context.mappings import MappedFile
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.uprobes import HDF5_FILE, LIBC_FILE, MPI_FILE, TLS_FILE, LibraryProbes, running_copies
 from ioobserve.probes.build.compile import ProbeError

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ioobserve import events as ev
-from ioobserve.mappings import MappedFile, mapped_files
+from ioobserve.context.mappings import MappedFile, mapped_files
+from ioobserve.data import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.uprobes import LibraryProbes
 from ioobserve.probes.build.compile import ProbeError

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ioobserve import events as ev
-from ioobserve.mappings import MappedFile, file_ident, mapped_files, reported_file
+from ioobserve.context.mappings import MappedFile, file_ident, mapped_files, reported_file
+from ioobserve.data import events as ev
 from ioobserve.probes.attach.uprobe_multi import BPF_TRACE_UPROBE_MULTI, link_uprobes
 from ioobserve.probes.maps.call_table import CallSpec, entry_program
 

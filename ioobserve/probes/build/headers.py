@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ioobserve.host import HOST_ROOT_VARIABLE, host_root, in_root
+from ioobserve.plumbing.host import HOST_ROOT_VARIABLE, host_root, in_root
 
 CACHE_DIR = Path(os.environ.get("IOOBSERVE_CACHE_DIR", "/var/cache/ioobserve"))
 

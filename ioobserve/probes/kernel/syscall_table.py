@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 
 class UnsupportedArchitecture(Exception):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ioobserve import __version__
-from ioobserve import events as ev
-from ioobserve.mappings import MappedFile
+from ioobserve.context.mappings import MappedFile
+from ioobserve.data import events as ev
 from ioobserve.probes import layers as ly
 from ioobserve.probes.attach.block import BlockLayer
 from ioobserve.probes.attach.cache import CacheLayer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 # IORING_OP_* (uapi, fixed) -> (our op, how its io_kiocb is read: ev.U_*). Only requests on
 # files: sockets, polls, timeouts and the like are not file I/O.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ioobserve.context.mounts import MOUNTINFO, read_mounts
 
-from ioobserve.model import PSEUDO_FS
+from ioobserve.data.model import PSEUDO_FS
 
 
 def excluded_devices(mountinfo: str = MOUNTINFO) -> set[int]:

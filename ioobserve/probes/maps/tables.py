@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ioobserve import events as ev
+from ioobserve.data import events as ev
 from ioobserve.probes.kernel.syscall_table import spec_array
 from ioobserve.probes.maps.async_table import aio_op_array, uring_spec_array
 from ioobserve.probes.maps.call_table import CallSpec, call_spec_array

@@ -1,0 +1,1 @@
+"""The recorder's plumbing: hand-offs between threads, deadlines, thread names, memory, the host's root."""

@@ -1,0 +1,1 @@
+"""Reading traces back: members inflated, lines parsed, ids named, as Polars frames."""
