@@ -1,5 +1,5 @@
 # Quick start: `make demo` and `make test`; both run set-up when needed.
-.PHONY: setup demo test test-kernels bench image clean
+.PHONY: setup demo test test-kernels docs bench image clean
 
 VENV := .venv
 STAMP := $(VENV)/.ioobserve-installed
@@ -45,6 +45,11 @@ test: $(STAMP) $(PEERS_STAMP) $(TOOLS_STAMP)
 test-kernels: $(STAMP)
 	$(VENV)/bin/python ci/kernel_matrix.py
 
+# The documentation site (docs/: Sphinx with MyST and Furo), warnings as errors, into docs/_build/html.
+docs: $(STAMP)
+	$(VENV)/bin/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
+
 # Every benchmark in bench/ (root); QUICK=1: small sizes, to see that each one works.
 bench: $(STAMP)
 	$(VENV)/bin/python bench/run_all.py $(if $(QUICK),--quick)
@@ -55,4 +60,4 @@ image: $(STAMP)
 	deploy/image/build.sh
 
 clean:
-	rm -rf $(VENV) .venv-peers .tools demo-traces .pytest_cache
+	rm -rf $(VENV) .venv-peers .tools demo-traces .pytest_cache docs/_build

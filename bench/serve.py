@@ -6,7 +6,7 @@ the floor: empty programs on the same two tracepoints.
    observer runs system-wide and /metrics is scraped every 5 s; CPU is the observer's
    user+system time over the flood as a share of one core, memory its peak RSS. serve runs
    with --probe-stats, and its own /metrics families (each program's runs and seconds, the
-   agent's CPU and memory, events lost) over the flood make the second table: the README's
+   agent's CPU and memory, events lost) over the flood make the second table: docs/serve.md's
    figures are these.
 2. Overhead: bench/microbench.c (N x pread 4 KiB from the page cache, ns per call as it
    measures itself) with nothing, the empty probes, a record per call (the second floor: the
@@ -207,7 +207,7 @@ def _delta(before: dict, after: dict, wall: float) -> dict:
 
 
 def print_own_cost(own: dict, rate: int) -> None:
-    """serve's own /metrics over the flood, as the README's table."""
+    """serve's own /metrics over the flood, as docs/serve.md's table."""
     wall = own[("wall",)]
     print("\nserve's own figures over the flood, from its /metrics (--probe-stats):\n")
     print("| program | runs/s | ns per run | share of a core |")

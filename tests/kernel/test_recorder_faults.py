@@ -27,7 +27,7 @@ from tests.waiting import wait_until
 
 FLOOD = str(ROOT / "tests" / "workloads" / "flood.py")
 STATUS = 3
-WORKING_SET_MIB = 768  # what the recorder holds beyond its backlog: README, "When the disk is slow"
+WORKING_SET_MIB = 768  # what the recorder holds beyond its backlog: docs/recording.md, "When the disk fails, is slow, or hangs"
 OUTPUT = bytes(range(256)) * 4096  # 1 MiB the command writes to its own file
 # Writes OUTPUT, then reads it back in 64-byte preads N times, prints N and exits with STATUS.
 COMMAND = f"""

@@ -100,7 +100,7 @@ def main() -> None:
     ctx = mp.get_context(args.start)
     queue = ctx.Queue()
     for epoch in range(args.epochs):
-        # ioobserve's application tag (README): about a microsecond, a no-op when not recording.
+        # ioobserve's application tag (docs/containers.md): about a microsecond, a no-op when not recording.
         os.access(f"/run/ioobserve/tag/epoch={epoch}", os.F_OK)
         # Like a DataLoader: fresh worker processes every epoch, each with its share.
         workers = [
