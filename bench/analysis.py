@@ -75,7 +75,7 @@ def dfanalyzer(trace_dir: Path, venv: Path, scratch: Path) -> dict:
 
 def count_events(trace: Path) -> int:
     """Events in the trace (from its index)."""
-    code = ("import sys; from ioobserve.trace.index import read_index; "
+    code = ("import sys; from ioobserve.trace.members import read_index; "
             "print(sum(e.events for e in read_index(__import__('pathlib').Path(sys.argv[1])) or []))")
     done = subprocess.run([str(PYTHON), "-c", code, str(trace)], capture_output=True, text=True,
                           check=True, cwd=ROOT)

@@ -22,7 +22,7 @@ from pathlib import Path
 import deflate
 
 import harness  # noqa: F401  (first: it puts this checkout's ioobserve on sys.path)
-from ioobserve.trace.index import read_index
+from ioobserve.trace.members import read_index
 from ioobserve.trace.write.compact import GROUP_BYTES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
+from ioobserve.collect.enrich import KDEV, NAME, NAME2, FileIds
 from ioobserve.data import schema as s
 from ioobserve.data.model import ENV_JOB, ENV_STEP, ROW_SCHEMA, BatchTables, Stack, parse_cgroup_path
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from ioobserve.analysis.partial import Partial, fold
 from ioobserve.analysis.trace_partial import DEFAULT_MEMORY_MB, Filters, chunk_plan, trace_partial
-from ioobserve.trace.index import read_index
-from ioobserve.trace.members import Damage
+from ioobserve.trace.members import Damage, read_index
 from ioobserve.trace.read.reader import own_records
 
 

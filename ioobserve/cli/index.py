@@ -21,8 +21,7 @@ EPILOG = """Examples:
 def index(traces: Annotated[list[Path], typer.Argument(help="Trace files (.pfw.gz).")]) -> None:
     """Rebuild each trace's member index (<trace>.ioidx) by reading it; damaged members are
     skipped and reported, and the exit status is then non-zero."""
-    from ioobserve.trace.index import build_index, write_index
-    from ioobserve.trace.members import NotATrace
+    from ioobserve.trace.members import NotATrace, build_index, write_index
 
     damaged = False
     for trace in traces:

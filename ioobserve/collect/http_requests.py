@@ -35,7 +35,6 @@ from collections.abc import Callable
 
 import polars as pl
 
-from ioobserve.collect.file_ids import KDEV, NAME, NAME2
 from ioobserve.collect.object_requests import parse_request_head
 from ioobserve.data import events as ev
 from ioobserve.data import schema as s
@@ -85,16 +84,16 @@ class RequestBuilder:
 
     def add(self, events: pl.DataFrame) -> pl.DataFrame:
         """The requests this batch of enriched events (with KDEV and INO) ends, as events."""
-        on_socket = ((pl.col(s.FLAGS) & ev.F_FILE) != 0) & pl.col(KDEV).is_not_null()
+        on_socket = ((pl.col(s.FLAGS) & ev.F_FILE) != 0) & pl.col(s.KDEV).is_not_null()
         on_ssl = (pl.col(s.LAYER) == s.LAYER_TLS) & ~on_socket & (pl.col(s.ARG) != 0)
         conn = events.filter(pl.col(s.LAYER).is_in([s.LAYER_NET, s.LAYER_TLS]) & (on_socket | on_ssl))
         if conn.is_empty():
             return self._none
         head = (pl.col(s.FLAGS) & ev.F_HEAD) != 0
-        conn = (conn.select(pl.when(on_socket).then(pl.col(KDEV).cast(pl.UInt64)).otherwise(SSL_KEY | pl.col(s.PID).cast(pl.UInt64))
+        conn = (conn.select(pl.when(on_socket).then(pl.col(s.KDEV).cast(pl.UInt64)).otherwise(SSL_KEY | pl.col(s.PID).cast(pl.UInt64))
                             .alias("_k1"),
                             pl.when(on_socket).then(pl.col(s.INO)).otherwise(pl.col(s.ARG)).alias("_k2"),
-                            KDEV, s.INO, s.TS, s.DUR, s.PID, s.TID, s.UID, s.CGROUP, s.FD, s.LAYER, s.OP, s.RET, s.PARENT_TS,
+                            s.KDEV, s.INO, s.TS, s.DUR, s.PID, s.TID, s.UID, s.CGROUP, s.FD, s.LAYER, s.OP, s.RET, s.PARENT_TS,
                             s.PY_STACK, head.alias("_head"))
                 .sort(s.TS)
                 .with_columns(pl.col("_head").cast(pl.UInt32).cum_sum().over(_CONN).cast(pl.UInt32).alias("_seq")))
@@ -133,9 +132,9 @@ class RequestBuilder:
         beneath = (conn.filter(pl.col(s.PARENT_TS).is_not_null() & pl.col(s.PY_STACK).is_not_null())
                    .group_by(s.TID, s.PARENT_TS).agg(pl.col(s.PY_STACK).first().alias("_beneath"))
                    .rename({s.PARENT_TS: s.TS}))
-        after = (conn.filter((pl.col(s.LAYER) == s.LAYER_NET) & pl.col(KDEV).is_not_null())
+        after = (conn.filter((pl.col(s.LAYER) == s.LAYER_NET) & pl.col(s.KDEV).is_not_null())
                  .select(s.TID, pl.col(s.TS).alias("_after_ts"), pl.col(s.PY_STACK).alias("_after_stack"),
-                         pl.col(KDEV).alias("_after_kdev"), pl.col(s.INO).alias("_after_ino")).sort("_after_ts"))
+                         pl.col(s.KDEV).alias("_after_kdev"), pl.col(s.INO).alias("_after_ino")).sort("_after_ts"))
         joined = (writes.join(self._heads, on=[s.TID, s.TS], how="left")
                   .join(beneath, on=[s.TID, s.TS], how="left")
                   .sort(s.TS)
@@ -146,7 +145,7 @@ class RequestBuilder:
         self._heads = self._heads.join(writes.select(s.TID, s.TS), on=[s.TID, s.TS], how="anti").filter(
             pl.col(s.TS) >= horizon)
         return joined.select(
-            *_CONN, pl.when(on_ssl).then(pl.col("_after_kdev")).otherwise(pl.col(KDEV)).alias("_nkdev"),
+            *_CONN, pl.when(on_ssl).then(pl.col("_after_kdev")).otherwise(pl.col(s.KDEV)).alias("_nkdev"),
             pl.when(on_ssl).then(pl.col("_after_ino")).otherwise(pl.col(s.INO)).alias("_nino"),
             "_seq", s.TS, s.PID, s.TID, s.UID, s.CGROUP, s.FD, pl.col(s.LAYER).alias("_layer"), "_method", "_target",
             pl.col(s.OFFSET).fill_null(-1), pl.col(s.BYTES_REQ).fill_null(0),
@@ -167,8 +166,8 @@ class RequestBuilder:
         scheme = pl.when(pl.col("_layer") == s.LAYER_TLS).then(pl.lit("https://")).otherwise(pl.lit("http://"))
         return ended.select(
             s.TS, (end - pl.col(s.TS)).alias(s.DUR), s.PID, s.TID, s.UID, pl.lit(s.LAYER_HTTP).alias(s.LAYER),
-            pl.col("_method").alias(s.OP), pl.lit(None, pl.UInt32).alias(KDEV), (scheme + pl.col("_target")).alias(NAME),
-            pl.Series(NAME2, names, dtype=pl.String), s.FD, pl.col("_got").cast(pl.Int64).alias(s.RET),
+            pl.col("_method").alias(s.OP), pl.lit(None, pl.UInt32).alias(s.KDEV), (scheme + pl.col("_target")).alias(s.NAME),
+            pl.Series(s.NAME2, names, dtype=pl.String), s.FD, pl.col("_got").cast(pl.Int64).alias(s.RET),
             pl.lit(0, pl.Int16).alias(s.ERRNO), s.BYTES_REQ, pl.col("_got").alias(s.BYTES), s.OFFSET,
             pl.lit(None, pl.UInt64).alias(s.DEV), pl.lit(None, pl.UInt64).alias(s.INO), s.CGROUP,
             (pl.col("_first_end") - pl.col(s.TS)).fill_null(0).alias(s.ARG), pl.lit(0, pl.UInt16).alias(s.FLAGS),

@@ -40,6 +40,9 @@ PY_FUNCTION = "py_function"  # qualified name
 PY_FILE = "py_file"
 PY_LINE = "py_line"
 PY_MODULE = "py_module"  # PYTHON-layer import events: the module imported
+# The enrichment's working columns (ioobserve.collect.enrich), gone before a batch reaches the
+# sinks: the open file's kernel dev_t, and the call's path arguments, which name its file ids.
+KDEV, NAME, NAME2 = "_kdev", "_name", "_name2"
 # Job context, from the event's cgroup (ioobserve.context.cgroups) and uid.
 CGROUP_PATH = "cgroup"  # relative to the cgroup v2 mount
 JOB = "job"  # Slurm job id: from the cgroup, else SLURM_JOB_ID in the environment

@@ -88,7 +88,7 @@ def test_usage_errors_are_one_line():
 
 
 def test_index_rebuilds_and_reports_damage(tmp_path):
-    from ioobserve.trace.index import build_index, index_path, read_index
+    from ioobserve.trace.members import build_index, index_path, read_index
     from ioobserve.trace.write.writer import TraceWriter
     from tests.batches import Batches
     from tests.sample_trace import sample_frame

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ioobserve.data.model import Process
-from ioobserve.trace.index import build_index, read_index
+from ioobserve.trace.members import build_index, read_index
 from ioobserve.trace.read.reader import load, own_records
 from ioobserve.trace.write import format_thread as writer_module
 from ioobserve.trace.write.writer import TraceWriter

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from ioobserve.data import schema as s
-from ioobserve.trace.index import build_index, read_index
+from ioobserve.trace.members import build_index, read_index
 from ioobserve.trace.read.reader import load, own_records
 from tests.conftest import ROOT
 from tests.kernel import programs

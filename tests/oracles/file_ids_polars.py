@@ -1,5 +1,5 @@
 """The recording's file ids with Polars (a struct hash per row and replace_strict), as before
-the compiled core's rows_by_file (issue 46): the oracle that ioobserve/collect/file_ids.py
+the compiled core's rows_by_file (issue 46): the oracle that ioobserve/collect/enrich.py
 is compared with. Not used by the package."""
 
 from __future__ import annotations

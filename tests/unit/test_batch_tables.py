@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve.collect import file_ids
-from ioobserve.collect.file_ids import FileIds
+from ioobserve.collect import enrich as file_ids
+from ioobserve.collect.enrich import FileIds
 from ioobserve.data import schema as s
 from ioobserve.data.model import BatchTables, Process
 from ioobserve.trace.read.reader import load, records

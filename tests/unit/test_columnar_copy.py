@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from ioobserve.data import schema as s
-from ioobserve.trace.index import index_path
+from ioobserve.trace.members import index_path
 from ioobserve.trace.read import columnar
 from ioobserve.trace.read.columnar import copy_path, key_path, valid_copy
 from ioobserve.trace.read.reader import load, scan

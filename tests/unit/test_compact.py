@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ioobserve.trace.index import build_index, index_path, read_index
+from ioobserve.trace.members import build_index, index_path, read_index
 from ioobserve.trace.read.columnar import valid_copy
 from ioobserve.trace.read.reader import load, own_records
 from ioobserve.trace.write import compact as compact_module

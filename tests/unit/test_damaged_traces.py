@@ -10,8 +10,7 @@ import zlib
 
 import pytest
 
-from ioobserve.trace.index import build_index, write_index
-from ioobserve.trace.members import gzip_member
+from ioobserve.trace.members import build_index, write_index, gzip_member
 from ioobserve.trace.read.reader import TraceError, load
 
 

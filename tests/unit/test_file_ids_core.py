@@ -9,7 +9,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ioobserve.collect.file_ids import KDEV, NAME, NAME2, FileIds
+from ioobserve.collect.enrich import KDEV, NAME, NAME2, FileIds
 from ioobserve.data import events as ev
 from ioobserve.data import schema as s
 from tests.oracles import file_ids_polars

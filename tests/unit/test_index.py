@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import stat
 
-from ioobserve.trace.index import build_index, index_path, read_index, write_index
+from ioobserve.trace.members import build_index, index_path, read_index, write_index
 from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.sample_trace import sample_frame

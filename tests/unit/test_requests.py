@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ioobserve.collect.file_ids import KDEV, NAME, NAME2
+from ioobserve.collect.enrich import KDEV, NAME, NAME2
 from ioobserve.collect.http_requests import RequestBuilder
 from ioobserve.data import events as ev
 from ioobserve.data import schema as s

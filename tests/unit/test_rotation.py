@@ -8,8 +8,7 @@ import polars as pl
 
 from ioobserve.data import schema as s
 from ioobserve.data.model import Process
-from ioobserve.trace.index import build_index, read_index
-from ioobserve.trace.members import intact_text
+from ioobserve.trace.members import build_index, read_index, intact_text
 from ioobserve.trace.read.reader import load, own_records
 from ioobserve.trace.write import describe as describe_module
 from ioobserve.trace.write.writer import TraceWriter

@@ -36,8 +36,7 @@ from polars.io.plugins import register_io_source
 from ioobserve.data import events as ev
 from ioobserve.data import schema as s
 from ioobserve.plumbing.memory import release_freed_buffers
-from ioobserve.trace.index import index_path, parse_index
-from ioobserve.trace.members import Damage
+from ioobserve.trace.members import Damage, index_path, parse_index
 from ioobserve.trace.output import OutputError, check_output_dir
 from ioobserve.trace.read.inflate import Selection, TraceError, read_lines, run_chunks
 from ioobserve.trace.read.named import TraceNames

@@ -22,8 +22,7 @@ import polars as pl
 
 from ioobserve.data import schema as s
 from ioobserve.plumbing.memory import keep_freed_buffers
-from ioobserve.trace.index import KIND_EVENTS, MemberEntry, index_path, read_index
-from ioobserve.trace.members import Damage, NotATrace, OversizedMember, inflate_member, iter_members
+from ioobserve.trace.members import Damage, NotATrace, OversizedMember, inflate_member, iter_members, KIND_EVENTS, MemberEntry, index_path, read_index
 from ioobserve.trace.read import parse
 
 WORKERS = 2 * (os.cpu_count() or 1)  # more than the cores: a member task waits on the GIL part of the time

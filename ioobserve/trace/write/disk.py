@@ -84,7 +84,7 @@ class PartFile:
     """One part of a trace, open for appending: data and index created 0600, never through a symlink."""
 
     def __init__(self, disk: DiskProcess, directory: Path, name: str) -> None:
-        from ioobserve.trace.index import index_path  # here: the disk process must not import numpy and polars
+        from ioobserve.trace.members import index_path  # here: the disk process must not import numpy and polars
 
         self.disk = disk
         self.path = Path(directory) / name

@@ -1,13 +1,15 @@
-"""The trace writer's format thread, and the hand-offs on either side of it.
+"""The trace writer's format stage: the items its queues carry, the flushes it gathers, and
+the format thread with the hand-offs on either side of it.
 
-The caller's items (ioobserve.trace.write.queued) arrive in order; the thread describes each batch's
-ids (the metadata lines: ioobserve.trace.write.describe), gathers lines and batches into flushes
-(ioobserve.trace.write.flushing), and hands each flush to a pool of `writer_threads` that formats
-batches (the compiled core) and compresses members (independent work, done beside each other
-where one core is not enough: both release the GIL), and its place in the file to the disk
-thread (ioobserve.trace.write.disk_thread). A flush goes out at most every FLUSH_SECONDS or
-FLUSH_BYTES of text. While the disk takes nothing, or after abandon, frames are dropped
-unformatted and counted.
+The caller's items (a closed set of small ones below, each handled by one `match` in the
+thread that takes it: here and in ioobserve.trace.write.disk_thread) arrive in order; the
+thread describes each batch's ids (the metadata lines: ioobserve.trace.write.describe),
+gathers lines and batches into flushes, and hands each flush to a pool of `writer_threads`
+that formats batches (the compiled core) and compresses members (independent work, done
+beside each other where one core is not enough: both release the GIL), and its place in the
+file to the disk thread. A flush goes out at most every FLUSH_SECONDS or FLUSH_BYTES of
+text. While the disk takes nothing, or after abandon, frames are dropped unformatted and
+counted.
 """
 
 from __future__ import annotations
@@ -15,17 +17,153 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+import polars as pl
+
+from ioobserve.data.model import BatchTables
 from ioobserve.plumbing.handoff import Handoff
 from ioobserve.plumbing.thread_names import name_this_thread
-from ioobserve.trace.index import MemberStats
 from ioobserve.trace.lines import event_lines
-from ioobserve.trace.members import gzip_member
+from ioobserve.trace.members import KIND_EVENTS, KIND_META, MemberStats, gzip_member
 from ioobserve.trace.write.describe import PartDescriptions
-from ioobserve.trace.write.flushing import Flush, Pending
-from ioobserve.trace.write.parts import Parts
-from ioobserve.trace.write.queued import Batch, End, Flushed, FlushNow, Line, ProcessLine, Rotate, Stop
+
+if TYPE_CHECKING:  # the disk thread's module, which imports this one, holds the parts
+    from ioobserve.trace.write.disk_thread import Parts
+
+
+# The items of the writer's queues.
+
+@dataclass(frozen=True)
+class Line:
+    """A metadata line or one of our own records (start, lost)."""
+
+    text: bytes
+
+
+@dataclass(frozen=True)
+class ProcessLine:
+    """A PR line, with the uid and cgroup its process's events need not repeat in this part."""
+
+    text: bytes
+    pid: int
+    uid: int
+    cgroup: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch's events as ids (schema.ID_SCHEMA) and the tables naming them, in queue order;
+    `behind`: its calls ended writer.HURRY_LAG_NS or more before it reached the writer."""
+
+    frame: pl.DataFrame
+    tables: BatchTables
+    behind: bool
+
+
+@dataclass(frozen=True)
+class Flushed:
+    """A flush made into members in the pool (a future of (hurried, members)), for the disk thread."""
+
+    made: Future
+    events: int
+    meta_lines: int
+
+
+@dataclass(frozen=True)
+class End:
+    """A part's end record: written after everything queued before it, by the disk thread,
+    which alone knows by then how many events were dropped."""
+
+    record_id: int
+    args: dict
+    final: bool
+    ts_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+
+
+@dataclass(frozen=True)
+class Rotate:
+    """Switch to the part file of this name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class FlushNow:
+    """Flush what is pending (the start record goes out on its own: the file is readable at once)."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Write what is left and close."""
+
+
+# A flush: what waits for it, and the members it becomes.
+
+LINE_BYTES_GUESS = 200  # of text per event line, before it is formatted: when to flush
+
+
+class Pending:
+    """What waits for the next flush: metadata lines, then batches being formatted."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over after a flush."""
+        self.meta: list[bytes] = []
+        self.batches: list[Future] = []
+        self.events = 0
+        self.buffered = 0
+        self.behind = False  # a batch in it reached the writer late: deflate it fast
+
+    def add_meta(self, line: bytes) -> None:
+        """A metadata line or one of our own records."""
+        self.meta.append(line)
+        self.buffered += len(line)
+
+    def add_batch(self, formatting: Future, events: int, behind: bool) -> None:
+        """A batch being formatted (event_lines' result to come)."""
+        self.batches.append(formatting)
+        self.behind = self.behind or behind
+        self.events += events
+        self.buffered += events * LINE_BYTES_GUESS
+
+    def flush(self) -> Flush | None:
+        """What is pending as one flush (None if nothing is), and start over."""
+        flush = Flush(self.meta, self.batches, self.events, self.behind) if self.meta or self.batches else None
+        self.reset()
+        return flush
+
+
+class Flush:
+    """One flush's lines: metadata, then events per layer and shape, in separate members."""
+
+    def __init__(self, meta: list[bytes], batches: list[Future], events: int, behind: bool) -> None:
+        self.meta, self.batches, self.events, self.behind = meta, batches, events, behind
+
+    def members(self):
+        """(text, stats) of each member to write, once the batches are formatted."""
+        if self.meta:
+            text = b"".join(self.meta)
+            stats = MemberStats(KIND_META)
+            stats.add_text(text)
+            yield text, stats
+        texts: dict[tuple, list[memoryview]] = {}
+        stats_by_key: dict[tuple, MemberStats] = {}
+        for formatting in self.batches:
+            for key, group in formatting.result().items():
+                stats = stats_by_key.setdefault(key, MemberStats(KIND_EVENTS))
+                stats.add_text(group.text, lines=group.lines)
+                stats.add_events(group.ts, group.pids)
+                texts.setdefault(key, []).append(group.text)
+        for key, parts in texts.items():
+            yield b"".join(parts), stats_by_key[key]
+
+
+# The format thread.
 
 FLUSH_SECONDS = 1.0
 FLUSH_BYTES = 8 << 20

@@ -8,12 +8,14 @@ a pool of `writer_threads` that formats and compresses them, and the disk thread
 nothing silently: the flush's events are counted as unwritten. Each flush appends complete
 gzip members (metadata first, then events per layer) that end on line boundaries, so a
 recorder killed with SIGKILL leaves a file whose every complete member loads. Which part the
-caller's items go to, and the records each part opens and ends with, are
-ioobserve.trace.write.rotation's.
+caller's items go to is the Rotation's, on the caller's thread: when a part ends (its size, its
+age, or asked: logrotate's SIGHUP, or the disk thread once the disk may take writes again),
+and what it queues so that each part stands alone (its own start and end records, and a PR
+line for every process it mentions).
 
 The disk failing (full, read-only, I/O errors, the file deleted) never ends the recording:
 the part keeps what it had, events are dropped and counted as unwritten, `on_trouble` is told
-once, and when the file system can take writes again a new part is started (ioobserve.trace.write.parts).
+once, and when the file system can take writes again a new part is started (ioobserve.trace.write.disk_thread).
 What waits for the disk is bounded (format_thread.QUEUED_EVENTS frames, DISK_QUEUE members):
 beyond that the collector waits, and beyond its backlog the kernel counts the loss. `close`
 takes a deadline.
@@ -33,14 +35,120 @@ from ioobserve.data.model import PSEUDO_FS, BatchTables, Mount, Process
 from ioobserve.plumbing.deadline import StopDeadline, grace, join_by
 from ioobserve.plumbing.host import node_name
 from ioobserve.sinks.base import Sink
-from ioobserve.trace.index import index_path
 from ioobserve.trace.lines import PRECISIONS, complete_line, metadata_line, string_hash
+from ioobserve.trace.members import index_path
 from ioobserve.trace.write.describe import PartDescriptions
-from ioobserve.trace.write.disk_thread import DiskThread
-from ioobserve.trace.write.format_thread import FormatThread, Handoffs
-from ioobserve.trace.write.parts import Parts
-from ioobserve.trace.write.queued import Batch, Line, Stop
-from ioobserve.trace.write.rotation import Rotation, part_name
+from ioobserve.trace.write.disk_thread import DiskThread, Parts
+from ioobserve.trace.write.format_thread import Batch, End, FlushNow, FormatThread, Handoffs, Line, ProcessLine, Rotate, Stop
+
+
+SUFFIX = ".pfw.gz"
+
+
+def part_name(name: str, part: int) -> str:
+    """The file name of part `part` of a rotated trace (part 0 keeps the original name)."""
+    return name if part == 0 else f"{name[: -len(SUFFIX)]}-{part}{SUFFIX}"
+
+
+class Rotation:
+    """The parts of one recording named `name`, from the caller's thread (`pid`, `hhash`: the
+    writer's, on every record; `unwritten`: its count so far, for a start after trouble)."""
+
+    def __init__(self, handoffs: Handoffs, parts: Parts, name: str, pid: int, hhash: str, recording: dict,
+                 mounts: list[Mount], rotate_bytes: int | None, rotate_seconds: float | None,
+                 unwritten: Callable[[], int]) -> None:
+        self._handoffs = handoffs
+        self._parts = parts  # read only: the part's size and the disk's troubles
+        self._name = name
+        self._pid, self._hhash = pid, hhash
+        self._recording = recording
+        self._mounts = mounts
+        self._rotate_bytes = rotate_bytes
+        self._rotate_seconds = rotate_seconds
+        self._unwritten = unwritten
+        self.number = 0
+        self.asked = False  # a new part with the next batch (any thread sets it)
+        self.events = 0  # events queued in this part
+        self._started = time.monotonic()
+        self._next_id = 1
+        self._part_pids: set[int] = set()  # per part: PR lines written
+        self._proc_lines: dict[int, ProcessLine] = {}  # latest PR line of every process
+
+    def ask(self) -> None:
+        """Start a new part with the next batch; any thread."""
+        self.asked = True
+
+    def due(self) -> bool:
+        """Whether the next batch starts a new part."""
+        if self.asked:
+            return True
+        if self._rotate_seconds is not None and time.monotonic() - self._started >= self._rotate_seconds:
+            return True
+        return self._rotate_bytes is not None and self._parts.size >= self._rotate_bytes
+
+    def open_part(self) -> None:
+        """Queue the part's first records (host, mounts, start) and flush them: the file is readable at once."""
+        put = self._handoffs.put
+        put(Line(metadata_line("HH", self._pid, self._pid, {"hhash": self._hhash, "name": node_name(), "value": self._hhash})))
+        for mount in self._mounts:  # which file system each dev is: local or shared
+            put(Line(metadata_line("MT", self._pid, self._pid, {"dev": mount.dev, "name": mount.mountpoint,
+                                                                 "value": mount.fstype})))
+        start = {"hhash": self._hhash, **self._recording, "part": self.number}
+        if self._parts.troubles:
+            start["after_trouble"] = {"error": self._parts.troubles[-1], "unwritten_so_far": self._unwritten()}
+        put(Line(complete_line(self.take_id(), "start", self._pid, self._pid, time.time_ns() // 1000, start)))
+        self._handoffs.to_format.put(FlushNow())
+
+    def rotate(self) -> None:
+        """End this part and start the next; the writer's threads switch files in queue order."""
+        self.end()
+        self.number += 1
+        self.asked = False
+        self._handoffs.put(Rotate(part_name(self._name, self.number)))
+        self._part_pids.clear()
+        self._started = time.monotonic()
+        self.events = 0
+        self.open_part()
+
+    def end(self, totals: dict | None = None) -> None:
+        """Queue this part's end record: the next part's name, or, the recording's last, its
+        `totals` (the disk thread adds what it dropped: DiskThread._end_member)."""
+        args = {"hhash": self._hhash, "num_events": self.events, "part": self.number}
+        if totals is not None:
+            args |= totals
+        else:
+            args["next"] = part_name(self._name, self.number + 1)
+        self._handoffs.put(End(self.take_id(), args, totals is not None))
+
+    def take_id(self) -> int:
+        """The id of our next own record (start, lost, end)."""
+        self._next_id += 1
+        return self._next_id - 1
+
+    def processes(self, changed: list[Process]) -> None:
+        """Queue a PR line per process, and keep it for later parts."""
+        for proc in changed:
+            args = {
+                "hhash": self._hhash, "ppid": proc.ppid, "comm": proc.comm, "exe": proc.exe,
+                "cmdline": list(proc.cmdline), "uid": proc.uid, "cgroup": proc.cgroup_id,
+            }
+            line = ProcessLine(metadata_line("PR", proc.pid, proc.pid, args), proc.pid, proc.uid, proc.cgroup_id)
+            self._proc_lines[proc.pid] = line
+            self._part_pids.add(proc.pid)
+            self._handoffs.put(line)
+
+    def forget(self, pids) -> None:
+        """Processes long gone: their PR lines need not be repeated in later parts."""
+        for pid in pids:
+            self._proc_lines.pop(pid, None)
+
+    def introduce(self, pids) -> None:
+        """Queue the PR lines this part lacks for processes described in an earlier one."""
+        for pid in set(pids) - self._part_pids:
+            if pid in self._proc_lines:
+                self._handoffs.put(self._proc_lines[pid])
+            self._part_pids.add(pid)
+
 
 # A batch whose calls ended this long before it reached the writer: the backlog is in the
 # capture process, out of the writer's sight (a flood). On the torch job batches arrive within 0.9 s.
