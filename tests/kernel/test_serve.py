@@ -45,10 +45,14 @@ MAYBE_LOADED = {"on_block_bio_queue"[:15]}
 COLD_READ = """
 import ctypes, json, mmap, os, sys
 cgroup, path = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+# Every page the interpreter has mapped is read in and kept before the job begins: on a busy
+# machine some were evicted, and their faults in the job's cgroup were block reads of "/" too.
+if libc.mlockall(1) != 0:  # MCL_CURRENT
+    sys.exit(f"mlockall: {os.strerror(ctypes.get_errno())}")
 with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
     procs.write(str(os.getpid()))
 fd = os.open(path, os.O_RDONLY)
-libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 size = os.fstat(fd).st_size
