@@ -177,24 +177,12 @@ int aio_reaped(void *ctx)
 		if (!r)
 			continue;  /* submitted before the recording, or by a process not selected */
 		struct ioo_event ev = {};
-		ev.op = r->op;
-		ev.flags = r->have_file ? IOO_F_FILE : 0;
-		ev.ret = done.res;
-		ev.dur_ns = now - r->ts;
-		ev.bytes_req = r->bytes_req;
-		ev.dev = r->have_file ? r->file.dev : 0;
-		ev.cgroup_id = r->cgroup_id;
-		ev.uid = r->uid;
+		event_measured(&ev, r->op, r->have_file ? IOO_F_FILE : 0, done.res, now - r->ts, r->bytes_req,
+			       r->have_file ? r->file.dev : 0);
+		event_owner_was(&ev, r->cgroup_id, r->uid);
 		if (event_gate(&ev, r->wanted)) {
-			ev.ts_ns = r->ts;
-			ev.offset = r->offset;
-			ev.ino = r->have_file ? r->file.ino : 0;
-			ev.arg = r->ctx_id;
-			ev.parent_ts = r->ts - 1;
-			ev.fd = r->fd;
-			ev.pid = key.tgid;
-			ev.tid = r->tid;
-			__builtin_memcpy(ev.comm, r->comm, IOO_COMM_LEN);
+			event_placed(&ev, r->ts, r->offset, r->have_file ? r->file.ino : 0, r->ctx_id, r->ts - 1, r->fd);
+			event_task_was(&ev, key.tgid, r->tid, r->comm);
 			event_submit(&ev);
 		}
 		aio_requests.delete(&key);

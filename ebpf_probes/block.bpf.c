@@ -164,24 +164,17 @@ int on_block_rq_complete(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	}
 	struct ioo_event ev = {};
-	ev.op = block_op(req->op);
-	ev.flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC) |
-		   (req->origin.kernel_thread && ev.op == IOO_OP_BLOCK_WRITE ? IOO_F_WRITEBACK : 0);
-	ev.ret = ctx->args[1] ? -5 /* EIO */ : (s64)req->bytes;
-	ev.dur_ns = bpf_ktime_get_ns() - req->issue_ts;
-	ev.bytes_req = req->bytes;
-	ev.dev = req->origin.dev;
-	ev.cgroup_id = req->origin.cgroup_id;
-	ev.uid = req->origin.uid;
+	u16 op = block_op(req->op);
+	u16 flags = IOO_F_BLOCK | (req->origin.parent_ts ? 0 : IOO_F_ASYNC) |
+		    (req->origin.kernel_thread && op == IOO_OP_BLOCK_WRITE ? IOO_F_WRITEBACK : 0);
+	event_measured(&ev, op, flags, ctx->args[1] ? -5 /* EIO */ : (s64)req->bytes, bpf_ktime_get_ns() - req->issue_ts,
+		       req->bytes, req->origin.dev);
+	event_owner_was(&ev, req->origin.cgroup_id, req->origin.uid);
 	if (event_gate(&ev, req->origin.wanted)) {
-		ev.ts_ns = req->issue_ts;
-		ev.offset = (s64)(req->sector << SECTOR_SHIFT_);
-		ev.arg = req->issue_ts - req->origin.start_ts;
-		ev.parent_ts = req->origin.parent_ts;
-		ev.fd = -1;
-		ev.pid = req->origin.pid;
-		ev.tid = req->origin.tid;
-		__builtin_memcpy(ev.comm, req->origin.comm, IOO_COMM_LEN);
+		/* no inode: a request names blocks of a device, not a file */
+		event_placed(&ev, req->issue_ts, (s64)(req->sector << SECTOR_SHIFT_), 0, req->issue_ts - req->origin.start_ts,
+			     req->origin.parent_ts, -1);
+		event_task_was(&ev, req->origin.pid, req->origin.tid, req->origin.comm);
 		event_submit(&ev);
 	}
 	block_requests.delete(&rq);

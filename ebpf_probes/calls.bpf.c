@@ -254,25 +254,18 @@ static __always_inline int call_return(struct pt_regs *ctx)
 			ret *= size;  /* items to bytes */
 	}
 	struct ioo_event ev = {};
-	ev.op = frame.op;
-	ev.flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
+	u16 flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
 	if ((frame.op == IOO_OP_SSL_WRITE || frame.op == IOO_OP_SSL_WRITE_EX) && ret > 0)
-		ev.flags |= send_head(frame.ts, frame.args[1], ret);  /* the plaintext of an HTTPS request */
-	ev.ret = ret;
-	ev.dur_ns = bpf_ktime_get_ns() - frame.ts;
-	ev.bytes_req = count;
-	ev.dev = has_file == 1 ? id.dev : 0;
+		flags |= send_head(frame.ts, frame.args[1], ret);  /* the plaintext of an HTTPS request */
+	event_measured(&ev, frame.op, flags, ret, bpf_ktime_get_ns() - frame.ts, count, has_file == 1 ? id.dev : 0);
 	event_owner(&ev);
 	if (!event_gate(&ev, GATE_OWNER))
 		return 0;
-	ev.ts_ns = frame.ts;
-	ev.offset = spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & (CALL_ARGS - 1)] : -1;
-	ev.ino = has_file == 1 ? id.ino : 0;
-	ev.arg = spec->aux_arg >= 0 && !(spec->flags & IOO_C_OUT_BYTES) ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
+	u64 arg = spec->aux_arg >= 0 && !(spec->flags & IOO_C_OUT_BYTES) ? frame.args[spec->aux_arg & (CALL_ARGS - 1)] : 0;
 	if (frame.library == IOO_LIB_SSL)
-		ev.arg = frame.handle;  /* the SSL's address: it names the connection where no socket does (a memory BIO) */
-	ev.parent_ts = frame.parent_ts;
-	ev.fd = fd;
+		arg = frame.handle;  /* the SSL's address: it names the connection where no socket does (a memory BIO) */
+	event_placed(&ev, frame.ts, spec->offset_arg >= 0 ? (s64)frame.args[spec->offset_arg & (CALL_ARGS - 1)] : -1,
+		     has_file == 1 ? id.ino : 0, arg, frame.parent_ts, fd);
 	event_task(&ev);
 	if (event_submit(&ev) != 0)
 		return 0;

@@ -42,6 +42,48 @@ static __always_inline void event_task(struct ioo_event *ev)
 	current_comm(ev->comm);
 }
 
+/* The owner and the task of an event completed away from them (a block, AIO or io_uring
+ * request), as its submission kept them. */
+static __always_inline void event_owner_was(struct ioo_event *ev, u64 cgroup_id, u32 uid)
+{
+	ev->cgroup_id = cgroup_id;
+	ev->uid = uid;
+}
+
+static __always_inline void event_task_was(struct ioo_event *ev, u32 pid, u32 tid, const char *comm)
+{
+	ev->pid = pid;
+	ev->tid = tid;
+	__builtin_memcpy(ev->comm, comm, IOO_COMM_LEN);
+}
+
+/* Every event's fields in two steps, the only places they are set (beside the owner's and
+ * the task's above): what the gate and the aggregates read, then, for an event that leaves
+ * the kernel, where and when it happened. */
+static __always_inline void event_measured(struct ioo_event *ev, u16 op, u16 flags, s64 ret, u64 dur_ns,
+					   u64 bytes_req, u32 dev)
+{
+	ev->op = op;
+	ev->flags = flags;
+	ev->ret = ret;
+	ev->dur_ns = dur_ns;
+	ev->bytes_req = bytes_req;
+	ev->dev = dev;
+}
+
+/* `ts_ns`: the call's start; `offset`: its place in its file (-1: none); `parent_ts`: the
+ * start of the event it happened inside (0: none). */
+static __always_inline void event_placed(struct ioo_event *ev, u64 ts_ns, s64 offset, u64 ino, u64 arg,
+					 u64 parent_ts, s32 fd)
+{
+	ev->ts_ns = ts_ns;
+	ev->offset = offset;
+	ev->ino = ino;
+	ev->arg = arg;
+	ev->parent_ts = parent_ts;
+	ev->fd = fd;
+}
+
 #ifdef IOO_AGGREGATE
 static __always_inline u64 log2_slot(u64 v)
 {
@@ -274,20 +316,11 @@ static __always_inline void submit_page_event(u16 op, u64 ts, u32 dev, u64 ino, 
 					      u64 arg, u64 parent_ts, int out)
 {
 	struct ioo_event ev = {};
-	ev.op = op;
-	ev.flags = IOO_F_FILE;
-	ev.ret = pages * PAGE_SIZE_;
-	ev.bytes_req = pages * PAGE_SIZE_;
-	ev.dev = dev;
+	event_measured(&ev, op, IOO_F_FILE, pages * PAGE_SIZE_, 0, pages * PAGE_SIZE_, dev);
 	event_owner(&ev);
 	if (!(out == GATE_OWNER ? event_gate(&ev, GATE_OWNER) : event_gate_decided(&ev, out)))
 		return;
-	ev.ts_ns = ts;
-	ev.offset = index * PAGE_SIZE_;
-	ev.ino = ino;
-	ev.arg = arg;
-	ev.parent_ts = parent_ts;
-	ev.fd = -1;
+	event_placed(&ev, ts, index * PAGE_SIZE_, ino, arg, parent_ts, -1);
 	event_task(&ev);
 	event_submit(&ev);
 }

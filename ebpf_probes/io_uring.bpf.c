@@ -189,25 +189,13 @@ static __always_inline void uring_completed(void *req, struct uring_request *r)
 			return;  /* no file a path filter could admit */
 	}
 	struct ioo_event ev = {};
-	ev.op = r->op;
-	ev.flags = r->flags | (has_file ? IOO_F_FILE : 0);
-	ev.ret = res;
-	ev.dur_ns = bpf_ktime_get_ns() - r->ts;
-	ev.bytes_req = r->bytes_req;
-	ev.dev = has_file ? id.dev : 0;
-	ev.cgroup_id = r->cgroup_id;
-	ev.uid = r->uid;
+	event_measured(&ev, r->op, r->flags | (has_file ? IOO_F_FILE : 0), res, bpf_ktime_get_ns() - r->ts, r->bytes_req,
+		       has_file ? id.dev : 0);
+	event_owner_was(&ev, r->cgroup_id, r->uid);
 	if (!event_gate(&ev, r->wanted))
 		return;
-	ev.ts_ns = r->ts;
-	ev.offset = r->offset;
-	ev.ino = has_file ? id.ino : 0;
-	ev.arg = r->ring;
-	ev.parent_ts = r->parent_ts;
-	ev.fd = fd;
-	ev.pid = r->pid;
-	ev.tid = r->tid;
-	__builtin_memcpy(ev.comm, r->comm, IOO_COMM_LEN);
+	event_placed(&ev, r->ts, r->offset, has_file ? id.ino : 0, r->ring, r->parent_ts, fd);
+	event_task_was(&ev, r->pid, r->tid, r->comm);
 	event_submit(&ev);
 }
 

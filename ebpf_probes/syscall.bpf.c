@@ -313,13 +313,9 @@ static __always_inline int submit_syscall(struct inflight *st, s64 ret, u64 dur,
 					  int has_file, s32 fd, s64 pos, u64 arg, u16 flags)
 {
 	struct ioo_event ev = {};
-	ev.op = st->op;
 	/* cache_pages: submit_cache's page event, which follows, names this call */
-	ev.flags = flags | (has_file ? IOO_F_FILE : 0) | (((st->have & HAVE_CHILD) || st->cache_pages) ? IOO_F_PARENT : 0);
-	ev.ret = ret;
-	ev.dur_ns = dur;
-	ev.bytes_req = st->bytes_req;
-	ev.dev = has_file ? id->dev : 0;
+	flags |= (has_file ? IOO_F_FILE : 0) | (((st->have & HAVE_CHILD) || st->cache_pages) ? IOO_F_PARENT : 0);
+	event_measured(&ev, st->op, flags, ret, dur, st->bytes_req, has_file ? id->dev : 0);
 	event_owner(&ev);
 #ifdef IOO_AGGREGATE
 	ev.dev ^= st->agg_dev_xor;  /* a socket call is aggregated by its service end, not sockfs's device */
@@ -329,12 +325,7 @@ static __always_inline int submit_syscall(struct inflight *st, s64 ret, u64 dur,
 #ifdef IOO_AGGREGATE
 	ev.dev ^= st->agg_dev_xor;
 #endif
-	ev.ts_ns = st->ts;
-	ev.offset = pos;
-	ev.ino = has_file ? id->ino : 0;
-	ev.arg = arg;
-	ev.parent_ts = st->parent_ts;
-	ev.fd = fd;
+	event_placed(&ev, st->ts, pos, has_file ? id->ino : 0, arg, st->parent_ts, fd);
 	event_task(&ev);
 	u64 py_chain = st->py_chain;
 	struct py_calls *calls = NULL;

@@ -69,20 +69,11 @@ static __always_inline int vfs_submit(struct vfs_call *call, struct inflight *st
 	if (!file || !file_traced(file, &id, &unused_pos))
 		return 0;
 	struct ioo_event ev = {};
-	ev.op = call->op;
-	ev.flags = IOO_F_FILE | flags;
-	ev.ret = ret;
-	ev.dur_ns = bpf_ktime_get_ns() - call->ts;
-	ev.bytes_req = call->count;
-	ev.dev = id.dev;
+	event_measured(&ev, call->op, IOO_F_FILE | flags, ret, bpf_ktime_get_ns() - call->ts, call->count, id.dev);
 	event_owner(&ev);
 	if (!event_gate(&ev, GATE_OWNER))
 		return 0;
-	ev.ts_ns = call->ts;
-	ev.offset = offset;
-	ev.ino = id.ino;
-	ev.parent_ts = syscall_as_parent(st);
-	ev.fd = -1;
+	event_placed(&ev, call->ts, offset, id.ino, 0, syscall_as_parent(st), -1);
 	event_task(&ev);
 	event_submit(&ev);
 	return 1;
