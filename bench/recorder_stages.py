@@ -32,7 +32,7 @@ from ioobserve.data.model import Process
 from ioobserve.sinks.summary import SummarySink
 from ioobserve.trace.lines import event_lines
 from ioobserve.trace.members import GZIP_LEVEL, HURRIED_LEVEL, gzip_member
-from ioobserve.trace.write.describe import PartDescriptions
+from ioobserve.trace.write.format_thread import PartDescriptions
 
 DEV, INO, PIDS = (8 << 20) | 1, 1234, (1000, 1001)
 

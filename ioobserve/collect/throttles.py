@@ -1,4 +1,4 @@
-"""Flood control's marks: from the kernel's per-cgroup counts (flood_states in emit.bpf.c),
+"""Flood control's marks: from the kernel's per-cgroup counts (flood_states in core.bpf.c),
 read about once a second, the start and the end of each cgroup's throttle, with the events
 held back in between, for the trace, the summary and the analysis.
 

@@ -188,7 +188,7 @@ CONFIG = np.dtype(
         ("flood_limit", "<u4"),
     ]
 )
-# A cgroup's flood control (flood_states in emit.bpf.c): its events this second, and those the
+# A cgroup's flood control (flood_states in core.bpf.c): its events this second, and those the
 # limit kept in the kernel over the recording, the last of them and the first of its throttle.
 FLOOD_STATE = np.dtype([("window", "<u8"), ("count", "<u8"), ("dropped", "<u8"), ("last_drop_ns", "<u8"),
                         ("throttle_start_ns", "<u8")])
@@ -301,5 +301,5 @@ FILE_KEY = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])
 # the block requests that could not be attributed and the events a flood limit held back.
 LOST_AUX_BASE = MAX_OPS
 LOST_BLOCK_NO_ORIGIN = MAX_OPS + AUX_KINDS  # block requests issued with no submitter known (block.bpf.c)
-LOST_THROTTLED = MAX_OPS + AUX_KINDS + 1  # events a cgroup's flood limit kept in the kernel (emit.bpf.c)
+LOST_THROTTLED = MAX_OPS + AUX_KINDS + 1  # events a cgroup's flood limit kept in the kernel (core.bpf.c)
 LOST_SLOTS = MAX_OPS + AUX_KINDS + 2

@@ -1,7 +1,7 @@
-"""Every layer's events leave the kernel by one gate (ebpf_probes/emit.bpf.c): with `serve`'s
-aggregation compiled in and the gate shut, a workload touching every layer puts no event in
-the ring while the kernel's aggregates count each layer's; with the gate open, the events
-received and the aggregates count the same events."""
+"""Every layer's events leave the kernel by one gate (the way out, at the end of
+ebpf_probes/core.bpf.c): with `serve`'s aggregation compiled in and the gate shut, a workload
+touching every layer puts no event in the ring while the kernel's aggregates count each
+layer's; with the gate open, the events received and the aggregates count the same events."""
 
 from __future__ import annotations
 

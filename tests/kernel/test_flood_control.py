@@ -1,4 +1,4 @@
-"""Flood control (flood_allows in ebpf_probes/emit.bpf.c, ioobserve/collect/throttles.py): a
+"""Flood control (flood_allows in ebpf_probes/core.bpf.c, ioobserve/collect/throttles.py): a
 job flooding `record` or `serve` from one cgroup is held to its events-a-second limit, its
 held-back events counted in the kernel and the throttle marked in the trace; a job in another
 cgroup, running at the same time, loses nothing."""

@@ -1,4 +1,4 @@
-"""A part's descriptions (ioobserve.trace.write.describe), without the writer's threads: each id is
+"""A part's descriptions (ioobserve.trace.write.format_thread), without the writer's threads: each id is
 described once per part, before its events, and the event columns show what the lines say."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ioobserve.data import schema as s
 from ioobserve.data.model import Frame, Stack
 from ioobserve.trace.lines import StackLines, metadata_line
-from ioobserve.trace.write.describe import PartDescriptions
+from ioobserve.trace.write.format_thread import PartDescriptions
 from tests.batches import Batches
 from tests.sample_trace import PY_STACKS, sample_frame
 

@@ -10,7 +10,7 @@ from ioobserve.data import schema as s
 from ioobserve.data.model import Process
 from ioobserve.trace.members import build_index, read_index, intact_text
 from ioobserve.trace.read.reader import load, own_records
-from ioobserve.trace.write import describe as describe_module
+from ioobserve.trace.write import format_thread as describe_module
 from ioobserve.trace.write.writer import TraceWriter
 from tests.batches import Batches
 from tests.sample_trace import PY_STACKS, sample_frame

@@ -44,7 +44,7 @@ from ioobserve.probes.maps.tail_calls import TailCalls
 PROBES_DIR = Path(__file__).resolve().parents[3] / "ebpf_probes"
 # A file per layer, compiled as one unit in this order (each uses what the ones before it
 # define): bcc rewrites map calls only in its main file.
-SOURCES = ("core.bpf.c", "paths.bpf.c", "emit.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "io_uring.bpf.c", "aio.bpf.c",
+SOURCES = ("core.bpf.c", "paths.bpf.c", "lineage.bpf.c", "syscall.bpf.c", "io_uring.bpf.c", "aio.bpf.c",
            "block.bpf.c", "cache.bpf.c", "calls.bpf.c", "vfs.bpf.c", "python_stacks.bpf.c")
 # Stack pointer at a function's return minus at its entry: x86 pops the return address.
 RETURN_SP_ADJUST = {"x86_64": 8, "aarch64": 0}

@@ -1,15 +1,17 @@
-"""The trace writer's format stage: the items its queues carry, the flushes it gathers, and
-the format thread with the hand-offs on either side of it.
+"""The trace writer's format stage: the items its queues carry, what each part has
+described, the flushes it gathers, and the format thread.
 
 The caller's items (a closed set of small ones below, each handled by one `match` in the
-thread that takes it: here and in ioobserve.trace.write.disk_thread) arrive in order; the
-thread describes each batch's ids (the metadata lines: ioobserve.trace.write.describe),
-gathers lines and batches into flushes, and hands each flush to a pool of `writer_threads`
-that formats batches (the compiled core) and compresses members (independent work, done
-beside each other where one core is not enough: both release the GIL), and its place in the
-file to the disk thread. A flush goes out at most every FLUSH_SECONDS or FLUSH_BYTES of
-text. While the disk takes nothing, or after abandon, frames are dropped unformatted and
-counted.
+thread that takes it: here and in ioobserve.trace.write.disk_thread) arrive in order. The
+thread describes each batch's ids: a part describes each id once, before the first event
+using it, as a metadata line (a file FH, a cgroup's job context CG, a user US, a process's
+context as it changes PC, a Python stack PS); `PartDescriptions` is that state, pure and
+tested without threads. It gathers lines and batches into flushes, and hands each flush to a
+pool of `writer_threads` that formats batches (the compiled core) and compresses members
+(independent work, done beside each other where one core is not enough: both release the
+GIL), and its place in the file to the disk thread. A flush goes out at most every
+FLUSH_SECONDS or FLUSH_BYTES of text. While the disk takes nothing, or after abandon, frames
+are dropped unformatted and counted. The queues on either side are the writer's `Handoffs`.
 """
 
 from __future__ import annotations
@@ -17,21 +19,22 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from ioobserve.data.model import BatchTables
-from ioobserve.plumbing.handoff import Handoff
+from ioobserve.data import schema as s
+from ioobserve.data.model import ENV_JOB, ENV_STEP, KEPT_CHAINS, BatchTables, Stack
 from ioobserve.plumbing.thread_names import name_this_thread
-from ioobserve.trace.lines import event_lines
+from ioobserve.trace.lines import StackLines, event_lines, file_id_prefix, metadata_line
 from ioobserve.trace.members import KIND_EVENTS, KIND_META, MemberStats, gzip_member
-from ioobserve.trace.write.describe import PartDescriptions
 
-if TYPE_CHECKING:  # the disk thread's module, which imports this one, holds the parts
+if TYPE_CHECKING:  # the modules that import this one hold the parts and the queues
     from ioobserve.trace.write.disk_thread import Parts
+    from ioobserve.trace.write.writer import Handoffs
 
 
 # The items of the writer's queues.
@@ -98,6 +101,134 @@ class FlushNow:
 @dataclass(frozen=True)
 class Stop:
     """Write what is left and close."""
+
+
+# A part's descriptions: the metadata lines a batch needs.
+
+_CGROUP_FIELDS = list(s.CGROUP_CONTEXT_SCHEMA)[1:]  # what a CG line says beside the path
+
+
+class PartDescriptions:
+    """The ids one part has described, and for each batch the lines it lacks and the batch as
+    its event lines show it: file ids the tables do not name, and uid and cgroup where the
+    process's PR line says them, nulled (`pid`, `hhash`: the writer's, on every metadata line)."""
+
+    def __init__(self, pid: int, hhash: str) -> None:
+        self._pid, self._hhash = pid, hhash
+        # The Python stacks used last, least recently first: as many as the collector keeps
+        # chains, and touched at each use as it touches them, so any stack id the collector can
+        # still give an event is here (python/stacks.py). Kept across parts.
+        self._stacks: OrderedDict[int, Stack] = OrderedDict()
+        self.stacks_missing = 0  # stack ids used with no frames to describe them (should stay 0)
+        self._stack_lines = StackLines()
+        self.new_part()
+
+    def new_part(self) -> None:
+        """Start describing a new part: nothing described yet, and a new file id prefix."""
+        self.file_prefix = file_id_prefix()
+        self._files: set[int] = set()
+        self._cgroups: set[int] = set()
+        self._uids: set[int] = set()
+        self._contexts: dict[int, tuple] = {}  # pid -> the context its last PC line gave
+        self._stacks_described: set[int] = set()
+        self._processes: dict[int, tuple[int, int]] = {}  # pid -> uid and cgroup of its first PR line
+
+    def process_line(self, pid: int, uid: int, cgroup: int) -> None:
+        """A PR line went into the part: its process's events need not repeat uid and cgroup."""
+        self._processes.setdefault(pid, (uid, cgroup))
+
+    def keep_stacks(self, new: dict[int, Stack]) -> None:
+        """Stacks the collector resolved (kept while the disk takes nothing too: later batches use them)."""
+        for stack_id, stack in new.items():
+            self._stacks[stack_id] = stack
+            self._stacks.move_to_end(stack_id)
+        for _ in range(len(self._stacks) - KEPT_CHAINS):
+            self._stacks_described.discard(self._stacks.popitem(last=False)[0])
+
+    def describe(self, frame: pl.DataFrame, tables: BatchTables) -> tuple[pl.DataFrame, list[bytes]]:
+        """The metadata lines a batch of ids (schema.ID_SCHEMA) needs and the part lacks (PS,
+        FH, CG, US, PC), straight from its tables; and the frame as its lines will show it."""
+        lines: list[bytes] = []
+        self._describe_stacks(frame, lines)
+        frame = self._describe_files(frame, tables.files, lines)
+        for cgroup in frame.get_column(s.CGROUP).unique().to_list():
+            context = tables.cgroups.get(cgroup)
+            if cgroup in self._cgroups or context is None:
+                continue  # described, or not known yet: described when a later batch knows it
+            self._cgroups.add(cgroup)
+            args = {"hhash": self._hhash, "cgroup": cgroup, "name": context.path}
+            args |= {key: getattr(context, key) for key in _CGROUP_FIELDS if getattr(context, key) is not None}
+            lines.append(metadata_line("CG", self._pid, self._pid, args))
+        for uid in frame.get_column(s.UID).unique().to_list():
+            user = tables.users.get(uid)
+            if uid not in self._uids and user is not None:
+                self._uids.add(uid)
+                lines.append(metadata_line("US", self._pid, self._pid, {"hhash": self._hhash, "uid": uid, "name": user}))
+        # Only the batch's own processes: a job's trace in `serve` says nothing of other jobs'.
+        self._describe_contexts(tables.contexts.filter(pl.col(s.PID).is_in(frame.get_column(s.PID).unique().implode())),
+                                lines)
+        return self._without_process_ids(frame), lines
+
+    def _describe_files(self, frame: pl.DataFrame, files: pl.DataFrame, lines: list[bytes]) -> pl.DataFrame:
+        """An FH line per file the batch names and the part has not described; the frame
+        with FILE and FILE2 null where the tables do not name the file (written as the
+        part's prefix and the recording's file id, in hex)."""
+        used = pl.concat([frame.get_column(s.FILE), frame.get_column(s.FILE2)]).drop_nulls().unique()
+        named = files.filter(pl.col(s.FILE).is_in(used.implode())).unique(s.FILE)
+        for file_id, path, dev, ino in named.iter_rows():  # the batch's few files, not the part's many
+            if file_id in self._files:
+                continue
+            self._files.add(file_id)
+            args = {"hhash": self._hhash, "name": path, "value": f"{self.file_prefix}{file_id:x}", "dev": dev, "ino": ino}
+            lines.append(metadata_line("FH", self._pid, self._pid, args))
+        ids = named.get_column(s.FILE).implode()
+        return frame.with_columns(pl.when(pl.col(column).is_in(ids)).then(pl.col(column)).alias(column)
+                                  for column in (s.FILE, s.FILE2))
+
+    def _describe_contexts(self, rows: pl.DataFrame, lines: list[bytes]) -> None:
+        """A PC line per change of a process's context (rank, worker, tags, and job and step
+        as its environment gave them) the part has not described: a reader joins each event
+        to the latest PC line of its pid before it."""
+        for row in rows.sort("since").iter_rows(named=True):
+            pid = row.pop(s.PID)
+            since = row.pop("since")
+            row[s.TAGS] = row[s.TAGS] or None  # no tags: as for a process without context
+            context = tuple((key, str(value)) for key, value in row.items() if value is not None)
+            if context == self._contexts.get(pid, ()):
+                continue
+            self._contexts[pid] = context
+            args = {"hhash": self._hhash, "since": since, "job": row[ENV_JOB], "step": row[ENV_STEP]}
+            args |= {key: row[key] for key in s.PROCESS_CONTEXT_SCHEMA}
+            lines.append(metadata_line("PC", pid, pid, {k: v for k, v in args.items() if v is not None}))
+
+    def _describe_stacks(self, frame: pl.DataFrame, lines: list[bytes]) -> None:
+        """A PS line per Python stack the batch uses and the part has not described."""
+        used = frame.get_column(s.PY_STACK).drop_nulls().unique().to_list()
+        for stack_id in used:
+            if stack_id in self._stacks:
+                self._stacks.move_to_end(stack_id)
+        for stack_id in sorted(set(used) - self._stacks_described):
+            stack = self._stacks.get(stack_id)
+            if stack is None:
+                self.stacks_missing += 1
+                continue
+            lines.append(self._stack_lines.line(self._pid, self._hhash, stack_id, stack))
+            self._stacks_described.add(stack_id)
+
+    def _without_process_ids(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """uid and cgroup nulled where the process's first PR line in the part says them."""
+        pids = [pid for pid in frame.get_column(s.PID).unique().to_list() if pid in self._processes]
+        if not pids:
+            return frame
+        # Replacing by pid, not joining: a join copies every column of the batch.
+        uid = pl.col(s.PID).replace_strict(pids, [self._processes[p][0] for p in pids], default=None,
+                                           return_dtype=pl.UInt32)
+        cgroup = pl.col(s.PID).replace_strict(pids, [self._processes[p][1] for p in pids], default=None,
+                                              return_dtype=pl.UInt64)
+        return frame.with_columns(
+            pl.when(uid.is_null() | (pl.col(s.UID) != uid)).then(pl.col(s.UID)).alias(s.UID),
+            pl.when(cgroup.is_null() | (pl.col(s.CGROUP) != cgroup)).then(pl.col(s.CGROUP)).alias(s.CGROUP),
+        )
 
 
 # A flush: what waits for it, and the members it becomes.
@@ -170,30 +301,6 @@ FLUSH_BYTES = 8 << 20
 DISK_QUEUE = 4  # members waiting for the disk
 QUEUED_EVENTS = 1 << 16  # events waiting to be formatted before the collector's worker waits (a batch or so)
 HURRY_QUEUE = QUEUED_EVENTS  # this many waiting (the worker is about to wait): compress fast rather than small
-
-
-class Handoffs:
-    """The writer's two queues, caller to format thread (bounded by events) and format thread
-    to disk thread (bounded by members), and what its threads share about them: whether they
-    were abandoned, and the error a thread of ours hit (a bug, raised to the next caller)."""
-
-    def __init__(self) -> None:
-        self.to_format = Handoff(QUEUED_EVENTS)
-        self.to_disk = Handoff(DISK_QUEUE)
-        self.abandoned = threading.Event()
-        self.error: BaseException | None = None
-
-    def put(self, item, weight: int = 0) -> None:
-        """Queue an item for the format thread; first raise the error a thread of ours hit, if any."""
-        if self.error is not None:
-            raise self.error
-        self.to_format.put(item, weight)
-
-    def abandon(self) -> None:
-        """Drop what is queued from now on (any thread): no put waits for room again."""
-        self.abandoned.set()
-        self.to_format.abandon()
-        self.to_disk.abandon()
 
 
 class FormatThread:

@@ -24,6 +24,7 @@ takes a deadline.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,13 +34,14 @@ import polars as pl
 from ioobserve.data import schema as s
 from ioobserve.data.model import PSEUDO_FS, BatchTables, Mount, Process
 from ioobserve.plumbing.deadline import StopDeadline, grace, join_by
+from ioobserve.plumbing.handoff import Handoff
 from ioobserve.plumbing.host import node_name
 from ioobserve.sinks.base import Sink
 from ioobserve.trace.lines import PRECISIONS, complete_line, metadata_line, string_hash
 from ioobserve.trace.members import index_path
-from ioobserve.trace.write.describe import PartDescriptions
 from ioobserve.trace.write.disk_thread import DiskThread, Parts
-from ioobserve.trace.write.format_thread import Batch, End, FlushNow, FormatThread, Handoffs, Line, ProcessLine, Rotate, Stop
+from ioobserve.trace.write.format_thread import (DISK_QUEUE, QUEUED_EVENTS, Batch, End, FlushNow, FormatThread, Line,
+                                                 PartDescriptions, ProcessLine, Rotate, Stop)
 
 
 SUFFIX = ".pfw.gz"
@@ -48,6 +50,30 @@ SUFFIX = ".pfw.gz"
 def part_name(name: str, part: int) -> str:
     """The file name of part `part` of a rotated trace (part 0 keeps the original name)."""
     return name if part == 0 else f"{name[: -len(SUFFIX)]}-{part}{SUFFIX}"
+
+
+class Handoffs:
+    """The writer's two queues, caller to format thread (bounded by events) and format thread
+    to disk thread (bounded by members), and what its threads share about them: whether they
+    were abandoned, and the error a thread of ours hit (a bug, raised to the next caller)."""
+
+    def __init__(self) -> None:
+        self.to_format = Handoff(QUEUED_EVENTS)
+        self.to_disk = Handoff(DISK_QUEUE)
+        self.abandoned = threading.Event()
+        self.error: BaseException | None = None
+
+    def put(self, item, weight: int = 0) -> None:
+        """Queue an item for the format thread; first raise the error a thread of ours hit, if any."""
+        if self.error is not None:
+            raise self.error
+        self.to_format.put(item, weight)
+
+    def abandon(self) -> None:
+        """Drop what is queued from now on (any thread): no put waits for room again."""
+        self.abandoned.set()
+        self.to_format.abandon()
+        self.to_disk.abandon()
 
 
 class Rotation:
