@@ -3,11 +3,11 @@
 Writes SAMPLES files of SIZE bytes, then runs EPOCHS epochs of a DataLoader with WORKERS
 workers started by 'spawn' (so each imports torch itself, as on real nodes) and not kept
 between epochs: each epoch spawns and ends its own workers. Dataset.__getitem__ opens its
-sample, reads it whole and makes a tensor of it. Prints one JSON line with what it did:
-{"samples_read": N, "bytes_read": B, "seconds": S, "ended_at": epoch seconds at its end}.
+sample, reads it whole (or in --read-size reads) and makes a tensor of it. Prints one JSON
+line with what it did: {"samples_read": N, "bytes_read": B, "seconds": S, "ended_at": epoch seconds at its end}.
 
 Needs torch (the CPU wheel: `pip install torch==2.13.0` in a scratch venv).
-Usage: python bench/workloads/torch_loader.py --dir DIR [--samples 48 --workers 4 --epochs 2]
+Usage: python bench/workloads/torch_loader.py --dir DIR [--samples 48 --workers 4 --epochs 2 --read-size 0]
 """
 
 from __future__ import annotations
@@ -22,17 +22,22 @@ from torch.utils.data import DataLoader, Dataset
 
 
 class FileSamples(Dataset):
-    """One file per sample, read whole in __getitem__."""
+    """One file per sample, read whole in __getitem__ (in `read_size` reads, if not 0)."""
 
-    def __init__(self, paths: list[str]):
+    def __init__(self, paths: list[str], read_size: int = 0):
         self.paths = paths
+        self.read_size = read_size
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, index: int) -> torch.Tensor:
-        with open(self.paths[index], "rb") as handle:
-            data = handle.read()
+        if not self.read_size:
+            with open(self.paths[index], "rb") as handle:
+                data = handle.read()
+        else:
+            with open(self.paths[index], "rb", buffering=0) as handle:  # unbuffered: a read() is a system call
+                data = b"".join(iter(lambda: handle.read(self.read_size), b""))
         return torch.frombuffer(bytearray(data), dtype=torch.uint8).float().mean().reshape(1)
 
 
@@ -43,6 +48,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1 << 20, help="bytes per sample file")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--read-size", type=int, default=0, help="bytes per read() of a sample (0: the whole file at once)")
     args = parser.parse_args()
 
     os.makedirs(args.dir, exist_ok=True)
@@ -55,7 +61,7 @@ def main() -> None:
         paths.append(path)
 
     started = time.monotonic()
-    loader = DataLoader(FileSamples(paths), batch_size=4, num_workers=args.workers,
+    loader = DataLoader(FileSamples(paths, args.read_size), batch_size=4, num_workers=args.workers,
                         multiprocessing_context="spawn", persistent_workers=False)
     seen = 0
     for _ in range(args.epochs):

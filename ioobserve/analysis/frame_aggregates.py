@@ -1,6 +1,7 @@
 """The aggregates of an analysis made of frames: totals, access sizes and patterns, opens
-after a stat, the timeline, process lanes, HTTP requests' latency and the trace's tables; each declared once, with
-its keys, its step over a chunk and its combination (ioobserve.analysis.aggregation)."""
+after a stat, the timeline, process lanes, calls' and HTTP requests' latency, the Python
+functions that made I/O calls, and the trace's tables; each declared once, with its keys, its
+step over a chunk and its combination (ioobserve.analysis.aggregation)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import NamedTuple
 import polars as pl
 
 from ioobserve.analysis.aggregation import LANE_DETAIL, Aggregate, ChunkInputs, Latest, Summed, local, stacked, summed
+from ioobserve.analysis.call_latency import LATENCY_KEYS, call_latencies
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, merge_now
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
@@ -18,6 +20,7 @@ from ioobserve.analysis.timeline import BIN, MAX_BINS, MS, bin_exponent, binned,
 from ioobserve.data import schema as s
 from ioobserve.data.operations import DATA_KINDS, IO_LAYERS, KIND
 from ioobserve.data.totals import BYTES, CALLS, ERRORS, FIRST_NS, LAST_NS, PLACED_BYTES, TIME_NS, combined, over_events
+from ioobserve.trace.read.tables import frames_of
 
 TOTAL_SUMS = [CALLS, BYTES, TIME_NS, ERRORS, PLACED_BYTES, FIRST_NS, LAST_NS]  # ioobserve.data.totals
 TOTAL_KEYS = [s.HOST, s.PID, s.CGROUP, s.LAYER, s.OP, KIND, s.FILE_ID]
@@ -26,6 +29,7 @@ PATTERN_KEYS = [s.HOST, s.PID, s.LAYER, s.FILE_ID, KIND]
 STREAM = [s.HOST, s.PID, s.LAYER, s.FILE_ID, s.FD, KIND]  # one descriptor's accesses of one file
 OPEN_KEYS = [s.HOST, s.PID, s.LAYER]
 LANE_KEYS = [s.HOST, s.PID]
+FUNCTION_KEYS = [s.PY_FUNCTION, s.PY_FILE, KIND]
 
 
 class Totals(Aggregate):
@@ -189,6 +193,20 @@ SIZES = Summed("sizes", SIZE_KEYS, [COUNT],
                lambda inputs: access_sizes(inputs.io, [s.PID, s.LAYER, s.FILE_ID]).with_columns(inputs.on_host))
 REQUEST_LATENCY = Summed("request_latency", [s.HOST, s.FILE_ID, LATENCY], [COUNT],
                          lambda inputs: request_latencies(inputs.by_layer, [s.FILE_ID]).with_columns(inputs.on_host))
+CALL_LATENCY = Summed("call_latency", LATENCY_KEYS, [COUNT], lambda inputs: call_latencies(inputs.by_layer))
+
+
+def python_callers(inputs: ChunkInputs) -> pl.LazyFrame:
+    """CALLS, BYTES and TIME_NS of the I/O calls per Python function that made them (the
+    innermost frame of their stacks) and KIND."""
+    calls = (inputs.io.filter(pl.col(s.PY_STACK).is_not_null())
+             .group_by(s.PY_STACK, pl.col(s.PY_FRAME).fill_null(0), KIND).agg(over_events(CALLS, BYTES, TIME_NS)))
+    names = frames_of(inputs.tables.stacks).lazy().select(s.PY_STACK, s.PY_FRAME, s.PY_FUNCTION, s.PY_FILE)
+    return (calls.join(names, on=[s.PY_STACK, s.PY_FRAME], how="inner")
+            .group_by(FUNCTION_KEYS).agg(pl.col(CALLS, BYTES, TIME_NS).sum()))
+
+
+FUNCTIONS = Summed("functions", FUNCTION_KEYS, [CALLS, BYTES, TIME_NS], python_callers)
 OWNERS = Latest("owners", [s.HOST, s.PID, s.CGROUP], lambda inputs: inputs.owners.with_columns(inputs.on_host))
 FILES = Latest("files", [s.FILE_ID], lambda inputs: inputs.tables.files)
 MOUNTS = Latest("mounts", [s.HOST, s.DEV], lambda inputs: inputs.tables.mounts.with_columns(inputs.on_host))

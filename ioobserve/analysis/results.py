@@ -1,6 +1,6 @@
 """The answers of an analysis, named and collected from a combined partial: totals per job,
-rank, worker, process, file, layer and operation, access sizes and patterns, overlap, the
-timeline and process lanes. `analyze` prints them, `report` draws them."""
+rank, worker, process, file, layer, operation and Python function, call latency, access sizes
+and patterns, overlap, the timeline and process lanes. `analyze` prints them, `report` draws them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from ioobserve.analysis.call_latency import percentiles
 from ioobserve.analysis.copies import copies
 from ioobserve.analysis.interval_aggregates import (
     DATA_BUSY_NS,
@@ -72,6 +73,8 @@ class Analysis:
     objects: pl.DataFrame  # PATH (an object's address): requests, bytes, time (the HTTP layer)
     endpoints: pl.DataFrame  # ENDPOINT: requests, bytes, time, a count per latency bucket
     copies: pl.DataFrame  # objects fetched into local copies: bytes fetched, written, read (ioobserve.analysis.copies)
+    latency: pl.DataFrame  # LAYER, OP: calls and their duration's percentiles (ioobserve.analysis.call_latency)
+    functions: pl.DataFrame  # PY_FUNCTION, PY_FILE: the I/O calls each made, their bytes read and written, time
     insights: list = field(default_factory=list)
     throttles: pl.DataFrame | None = None  # flood control's throttles (trace.reader.throttles), where read
 
@@ -152,7 +155,18 @@ def results(part: Partial) -> Analysis:
         objects=per_object,
         endpoints=endpoints(part.request_latency, files, per_object),
         copies=copies(named, io, part.files, unique_reads.rename({UNIQUE_BYTES_READ: READ})),
+        latency=percentiles(part.call_latency),
+        functions=_functions(part.functions),
     )
+
+
+def _functions(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per Python function (and its file): the I/O calls it made, bytes read and written, time;
+    most time first."""
+    read, written = (pl.col(BYTES).filter(pl.col(KIND) == kind).sum() for kind in (READ, WRITE))
+    return (calls.group_by(s.PY_FUNCTION, s.PY_FILE)
+            .agg(pl.col(CALLS).sum(), read.alias(BYTES_READ), written.alias(BYTES_WRITTEN), pl.col(TIME_NS).sum())
+            .sort(TIME_NS, s.PY_FUNCTION, s.PY_FILE, descending=[True, False, False]))
 
 
 def _processes(io: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:

@@ -47,7 +47,9 @@ def print_analysis(analysis: r.Analysis, console: Console | None = None, top: in
         _totals(console, "Ranks", analysis.ranks, [s.JOB, s.RANK], top)
     if analysis.workers.height:
         _totals(console, "Worker slots (all epochs)", analysis.workers, [s.RANK, s.WORKER], top)
+    _latency(analysis, console, top)
     _processes(analysis, console, top)
+    _functions(analysis, console, top)
     _files(analysis, console, top)
     _requests(analysis, console, top)
     _sizes_and_patterns(analysis, console)
@@ -128,6 +130,34 @@ def _processes(analysis: r.Analysis, console: Console, top: int) -> None:
     for row in analysis.spawns.iter_rows(named=True):
         console.print(f"pid {row[s.PPID]} started {row['workers']} worker processes in {row['slots']} slots over "
                       f"{row['epochs']} epoch(s)")
+
+
+def _latency(analysis: r.Analysis, console: Console, top: int) -> None:
+    frame = analysis.latency
+    table = _table(f"Call latency, top {min(top, frame.height)} of {frame.height} by calls (within 9%)",
+                   "layer op", "calls", "median", "p90", "p99")
+    for row in frame.head(top).iter_rows(named=True):
+        table.add_row(f"{row[s.LAYER]} {row[s.OP]}", f"{row['calls']:,}", *(_us(row[p]) for p in ("p50_ns", "p90_ns", "p99_ns")))
+    console.print(table)
+
+
+def _us(ns: float | None) -> str:
+    if ns is None:
+        return "-"
+    return f"{ns:.0f} ns" if ns < 1e3 else f"{ns / 1e3:,.1f} µs" if ns < 1e6 else _ms(ns)
+
+
+def _functions(analysis: r.Analysis, console: Console, top: int) -> None:
+    """The Python functions that made I/O calls (a recording with the Python layer)."""
+    frame = analysis.functions
+    if not frame.height:
+        return
+    table = _table(f"Python functions, top {min(top, frame.height)} of {frame.height} by I/O time", "function (file)",
+                   "calls", "read", "written", "time")
+    for row in frame.head(top).iter_rows(named=True):
+        table.add_row(f"{row[s.PY_FUNCTION]} ({short_path(row[s.PY_FILE] or '?', 40)})", f"{row[r.CALLS]:,}",
+                      format_bytes(row[r.BYTES_READ] or 0), format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]))
+    console.print(table)
 
 
 def _files(analysis: r.Analysis, console: Console, top: int) -> None:

@@ -12,7 +12,7 @@ except ImportError:  # older typer uses click itself
     from click.exceptions import UsageError
 
 from ioobserve import __version__
-from ioobserve.cli import analyze, doctor, export, index, job, record, report, serve, top
+from ioobserve.cli import analyze, diff, doctor, export, index, job, record, report, serve, top
 
 app = typer.Typer(
     name="ioobserve",
@@ -38,6 +38,7 @@ def _options(
 
 
 app.command("analyze", epilog=analyze.EPILOG)(analyze.analyze)
+app.command("diff", epilog=diff.EPILOG)(diff.diff)
 app.command("doctor", epilog=doctor.EPILOG)(doctor.doctor)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.command("index", epilog=index.EPILOG)(index.index)

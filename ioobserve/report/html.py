@@ -44,7 +44,8 @@ svg { display: block; margin: 8px 0 16px; color: var(--fg); }
 """
 
 
-def _esc(value: object) -> str:
+def esc(value: object) -> str:
+    """A value for HTML text or an attribute, "-" for None."""
     return escape("-" if value is None else str(value), quote=True)
 
 
@@ -52,13 +53,15 @@ def _ms(ns: float | None) -> str:
     return "-" if ns is None else format_seconds(ns / 1e9)
 
 
-def _figure(value: str, label: str) -> str:
-    return f'<div class="figure"><b>{_esc(value)}</b><span>{_esc(label)}</span></div>'
+def figure(value: str, label: str) -> str:
+    """A figure card: the value large, its label under it."""
+    return f'<div class="figure"><b>{esc(value)}</b><span>{esc(label)}</span></div>'
 
 
-def _table(headers: list[str], rows: list[list[object]]) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+def html_table(headers: list[str], rows: list[list[object]]) -> str:
+    """A table of escaped cells."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -77,7 +80,7 @@ def _overview(a: r.Analysis) -> str:
     if o.get("python_io_busy_ns") is not None:
         figures += [(_ms(o["python_io_busy_ns"]), "in Python I/O calls (imports, open(), functions doing I/O)"),
                     (_ms(o["python_unoverlapped_ns"]), "of them unoverlapped")]
-    return '<div class="figures">' + "".join(_figure(v, label) for v, label in figures) + "</div>"
+    return '<div class="figures">' + "".join(figure(v, label) for v, label in figures) + "</div>"
 
 
 def _insights(a: r.Analysis) -> str:
@@ -85,12 +88,12 @@ def _insights(a: r.Analysis) -> str:
         return "<p>No insight fired: nothing in these traces crossed a threshold.</p>"
     parts = []
     for insight in a.insights:
-        evidence = "".join(f"<li>{_esc(item)}</li>" for item in insight.evidence)
+        evidence = "".join(f"<li>{esc(item)}</li>" for item in insight.evidence)
         parts.append(
-            f'<div class="insight {_esc(insight.level)}"><span class="level">{_esc(insight.level.upper())}</span> '
-            f"<b>{_esc(insight.title)}</b>: {_esc(insight.detail)}"
+            f'<div class="insight {esc(insight.level)}"><span class="level">{esc(insight.level.upper())}</span> '
+            f"<b>{esc(insight.title)}</b>: {esc(insight.detail)}"
             + (f"<ul>{evidence}</ul>" if evidence else "")
-            + f'<div class="advice">Try: {_esc(insight.advice)}</div></div>')
+            + f'<div class="advice">Try: {esc(insight.advice)}</div></div>')
     return "".join(parts)
 
 
@@ -149,7 +152,7 @@ def _files(a: r.Analysis) -> str:
     rows = [[row[s.PATH], row[r.PROCESSES], format_count(row[r.CALLS]), format_bytes(row[r.BYTES_READ] or 0),
              format_bytes(row[r.REREAD_BYTES] or 0), format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS])]
             for row in a.files.head(TOP_ROWS).iter_rows(named=True)]
-    return chart + _table(["path", "processes", "calls", "read", "re-read", "written", "time"], rows)
+    return chart + html_table(["path", "processes", "calls", "read", "re-read", "written", "time"], rows)
 
 
 def _object_storage(a: r.Analysis) -> list[str]:
@@ -166,13 +169,13 @@ def _object_storage(a: r.Analysis) -> list[str]:
     objects = [[row[s.PATH], format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
                for row in a.objects.head(TOP_ROWS).iter_rows(named=True)]
     more = f" ({TOP_ROWS} of {a.objects.height:,})" if a.objects.height > TOP_ROWS else ""
-    shown = ["<h2>Object storage</h2>", chart, _table(["endpoint", "requests", "bytes", "time"], endpoints),
-             f"<p>Objects by time in requests{_esc(more)}:</p>",
-             _table(["object", "requests", "bytes", "time"], objects)]
+    shown = ["<h2>Object storage</h2>", chart, html_table(["endpoint", "requests", "bytes", "time"], endpoints),
+             f"<p>Objects by time in requests{esc(more)}:</p>",
+             html_table(["object", "requests", "bytes", "time"], objects)]
     if a.copies.height:
         more = f" ({TOP_ROWS} of {a.copies.height:,})" if a.copies.height > TOP_ROWS else ""
-        shown += [f"<p>Objects read through a local copy, bytes fetched against bytes read, most unread first{_esc(more)}:</p>",
-                  _table(list(CELLS), [cells(row) for row in a.copies.head(TOP_ROWS).iter_rows(named=True)])]
+        shown += [f"<p>Objects read through a local copy, bytes fetched against bytes read, most unread first{esc(more)}:</p>",
+                  html_table(list(CELLS), [cells(row) for row in a.copies.head(TOP_ROWS).iter_rows(named=True)])]
     return shown
 
 
@@ -195,10 +198,10 @@ def _processes_table(a: r.Analysis) -> str:
              format_bytes(row[r.BYTES_WRITTEN] or 0), _ms(row[r.TIME_NS]), _ms(row[r.WALL_NS]),
              "-" if row[r.IO_SHARE] is None else f"{row[r.IO_SHARE]:.0%}"]
             for row in a.processes.head(TOP_ROWS).iter_rows(named=True)]
-    spawned = "".join(f"<p>pid {_esc(row[s.PPID])} started {_esc(row['workers'])} worker processes in "
-                      f"{_esc(row['slots'])} slots over {_esc(row['epochs'])} epoch(s).</p>"
+    spawned = "".join(f"<p>pid {esc(row[s.PPID])} started {esc(row['workers'])} worker processes in "
+                      f"{esc(row['slots'])} slots over {esc(row['epochs'])} epoch(s).</p>"
                       for row in a.spawns.iter_rows(named=True))
-    return _table(["process", "calls", "read", "written", "I/O time", "seen for", "in I/O"], rows) + spawned
+    return html_table(["process", "calls", "read", "written", "I/O time", "seen for", "in I/O"], rows) + spawned
 
 
 def render(analysis: r.Analysis, traces: list[str]) -> str:
@@ -209,8 +212,8 @@ def render(analysis: r.Analysis, traces: list[str]) -> str:
     made = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     began = datetime.datetime.fromtimestamp(start_ns / 1e9).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z") if start_ns else "-"
     sections = [
-        (f"<h1>ioobserve report</h1><p class=\"muted\">{_esc(len(traces))} trace(s) from {_esc(', '.join(a.hosts) or '-')}; "
-         f"from {_esc(began)} for {_esc(format_seconds(span))}; made {_esc(made)}.</p>"),
+        (f"<h1>ioobserve report</h1><p class=\"muted\">{esc(len(traces))} trace(s) from {esc(', '.join(a.hosts) or '-')}; "
+         f"from {esc(began)} for {esc(format_seconds(span))}; made {esc(made)}.</p>"),
         "<h2>Overview</h2>", _overview(a),
         f"<h2>Insights ({len(a.insights)})</h2>", _insights(a),
         "<h2>Over time</h2>", _over_time(a, start_ns),
@@ -218,10 +221,15 @@ def render(analysis: r.Analysis, traces: list[str]) -> str:
         "<h2>Files</h2>", _files(a),
         *_object_storage(a),
         "<h2>Access sizes</h2>", _sizes(a),
-        "<h2>Traces</h2>", "<ul>" + "".join(f"<li>{_esc(trace)}</li>" for trace in traces) + "</ul>",
+        "<h2>Traces</h2>", "<ul>" + "".join(f"<li>{esc(trace)}</li>" for trace in traces) + "</ul>",
         ('<p class="muted">Busy time is the union of the calls\' intervals; bandwidth is bytes over the union of read and '
          "write calls; unoverlapped I/O is I/O time when no thread was computing (between its own I/O calls).</p>"),
     ]
+    return page("ioobserve report", sections)
+
+
+def page(title: str, sections: list[str]) -> str:
+    """One HTML document of the sections, with the report's style."""
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>ioobserve report</title>"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
             f"<style>{CSS}</style></head><body>" + "".join(sections) + "</body></html>\n")

@@ -1,7 +1,7 @@
 """A DataLoader-like workload that reports exactly what I/O it did, per process.
 
 The main process creates N files, indexes them (listdir + stat), then K workers (started
-with multiprocessing 'spawn' or 'fork') each read their share in 4 KiB and 1 MiB chunks,
+with multiprocessing 'spawn' or 'fork') each read their share in 4 KiB and 1 MiB chunks (or --chunk),
 stat and list the directory; a thread pool in the main process reads too; finally the main
 process renames and unlinks the files. Every process counts its own calls and bytes, and the
 main process prints one JSON line: {"EXPECTED": {pid: {...}}}. Tests compare a trace against it.
@@ -73,6 +73,8 @@ def main() -> None:
     parser.add_argument("--report", choices=["json", "text"], default="json", help="json for tests, text for people")
     parser.add_argument("--outputs", action="store_true", help="each worker also writes an output file")
     parser.add_argument("--short", type=int, default=0, help="forked children that read one file and exit at once")
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="bytes per read in every worker (default: 4 KiB and 1 MiB by turns)")
     args = parser.parse_args()
 
     base = args.dir or tempfile.mkdtemp(prefix="ioobserve-loader-")
@@ -104,7 +106,8 @@ def main() -> None:
         os.access(f"/run/ioobserve/tag/epoch={epoch}", os.F_OK)
         # Like a DataLoader: fresh worker processes every epoch, each with its share.
         workers = [
-            ctx.Process(target=worker, args=(directory, paths[w :: args.workers], SMALL if w % 2 == 0 else LARGE, queue, args.outputs))
+            ctx.Process(target=worker, args=(directory, paths[w :: args.workers], args.chunk or (SMALL if w % 2 == 0 else LARGE),
+                                                  queue, args.outputs))
             for w in range(args.workers)
         ]
         for proc in workers:

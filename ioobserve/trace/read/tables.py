@@ -75,7 +75,11 @@ def user_table(lines: pl.DataFrame) -> pl.DataFrame:
 def stack_frames(lines: pl.DataFrame) -> pl.DataFrame:
     """(Python stack id, frame: 0 the innermost) -> the frame's function, file and line, from
     PS records (naming.FRAME_NAMES_SCHEMA)."""
-    stacks = stack_table(lines)
+    return frames_of(stack_table(lines))
+
+
+def frames_of(stacks: pl.DataFrame) -> pl.DataFrame:
+    """A stack table's (STACK_TABLE_SCHEMA) frames, one row each (naming.FRAME_NAMES_SCHEMA)."""
     return stacks.select(
         pl.col("stack").alias(s.PY_STACK), pl.int_ranges(pl.col("frames").list.len(), dtype=pl.UInt16).alias(s.PY_FRAME),
         "frames",
