@@ -208,6 +208,21 @@ def changes(comparison: c.Comparison, threshold: float) -> list[Change]:
     found += overview_changes(comparison.overview, threshold)
     found += row_changes("ops", comparison.tables["ops"], threshold)
     found += latency_changes(comparison.tables["latency"], threshold)
-    for table in ("functions", "endpoints", "files"):
+    for table in ("functions", "endpoints"):
         found += row_changes(table, comparison.tables[table], threshold)
-    return found
+    return found + file_changes(comparison.tables["files"], threshold)
+
+
+def file_changes(frame: pl.DataFrame, threshold: float) -> list[Change]:
+    """Files whose calls changed: said of each (as row_changes) when they are a few, else once
+    for them all, with the median file's calls (a dataset's shards change together)."""
+    before, after = pl.col(f"{r.CALLS}_{c.BASELINE}"), pl.col(f"{r.CALLS}_{c.VARIANT}")
+    both = frame.filter((before > 0) & (after > 0))
+    moved = both.filter((after / before).log().abs() >= math.log1p(threshold) - 1e-12)
+    if moved.height <= ROWS_PER_TABLE:
+        return row_changes("files", frame, threshold)
+    medians = moved.select(before.median(), after.median()).row(0)
+    ratio = medians[1] / medians[0]
+    return [Change("files", f"{moved.height} files", r.CALLS, medians[0], medians[1], ratio,
+                   f"{moved.height} of the {both.height} files both runs used: calls went from {_count(medians[0])} to "
+                   f"{_count(medians[1])} ({factor(ratio)}) in the median one")]
