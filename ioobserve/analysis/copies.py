@@ -20,7 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from ioobserve.data import schema as s
-from ioobserve.data.operations import KIND, WRITE
+from ioobserve.data.operations import HTTP_READS, KIND, WRITE
 from ioobserve.data.totals import BYTES, CALLS, FIRST_NS, LAST_NS
 from ioobserve.data.units import format_bytes
 
@@ -41,7 +41,8 @@ def copies(named: pl.DataFrame, io: pl.DataFrame, files: pl.DataFrame, unique_re
     was memory-mapped (MAPPED: its reads are not calls, READ is then a floor); most unread first.
     `named`: the totals with PATH; `io`: those of the I/O layer; `files`: FILE_ID, PATH, DEV,
     INO; `unique_reads`: FILE_ID, READ."""
-    fetches = (named.filter((pl.col(s.LAYER).cast(pl.String) == s.LAYER_HTTP) & (pl.col(s.OP).cast(pl.String) == "GET"))
+    fetched = pl.col(s.OP).cast(pl.String).is_in(sorted(HTTP_READS))  # GET, or S3's GetObject
+    fetches = (named.filter((pl.col(s.LAYER).cast(pl.String) == s.LAYER_HTTP) & fetched)
                .group_by(s.HOST, s.PID, s.FILE_ID)
                .agg(pl.col(BYTES).sum().alias(FETCHED), pl.col(FIRST_NS).min(), pl.col(LAST_NS).max()))
     writes = (io.filter((pl.col(KIND) == WRITE) & (pl.col(BYTES) > 0) & pl.col(s.FILE_ID).is_not_null())

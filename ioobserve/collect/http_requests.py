@@ -5,7 +5,8 @@ on its connection; the reads of the same layer on that connection after it, unti
 request starts there, are its answer. One HTTP event per request, in the HTTP layer:
 
 - ts: the head's write; dur: until the answer's last read ended (the write's end, if no read);
-- op: the method; path: the object, as `https://host/path` (http:// over plain TCP);
+- op: the S3 operation (GetObject, UploadPart, ...) of a request of S3's, else the method;
+  path: the object, as `https://host/path` (http:// over plain TCP), never its query;
   path2: the connection (ioobserve.data.sockets);
 - bytes_req: the range's length (GET) or the body's Content-Length (PUT, POST), else 0;
   offset: the range's first byte (-1 where none or a suffix);
@@ -78,7 +79,7 @@ class RequestBuilder:
                 rows.append((head.tid, head.ts_ns + self._clock_offset_ns, None, None, -1, 0))
                 continue
             first = request.first if request.first is not None else -1
-            rows.append((head.tid, head.ts_ns + self._clock_offset_ns, request.method,
+            rows.append((head.tid, head.ts_ns + self._clock_offset_ns, request.operation or request.method,
                          f"{request.host or '?'}{request.path}", first, request.asked or 0))
         self._heads = pl.concat([self._heads, pl.DataFrame(rows, schema=_HEADS_SCHEMA, orient="row")])
 

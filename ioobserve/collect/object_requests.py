@@ -3,9 +3,10 @@
 The TLS and network layers copy at most HEAD_BYTES of each request a client writes (never the
 payload beyond them). From those bytes this module takes the method, the Host header, the
 bucket and key (S3's path style, `/bucket/key`, and its virtual-host style,
-`bucket.s3.<region>.amazonaws.com/key`; Google Cloud Storage's alike) and the first byte
-range asked. Headers cut off by the copy are simply not found. Anything that is not an HTTP
-request line gives None: the caller shows such a write by its socket alone.
+`bucket.s3.<region>.amazonaws.com/key`; Google Cloud Storage's alike), the first byte
+range asked, and, for a request of S3's, its operation (ioobserve.collect.s3_operations).
+Headers cut off by the copy are simply not found. Anything that is not an HTTP request line
+gives None: the caller shows such a write by its socket alone.
 
 Called once per distinct request head of a batch, not per event.
 """
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from ioobserve.collect.s3_operations import is_s3, query_names, s3_operation
 from ioobserve.data.events import HEAD_BYTES  # noqa: F401 (copied from the start of each request: its line and headers)
 
 METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
@@ -41,6 +43,7 @@ class ObjectRequest:
     suffix: int | None = None  # `bytes=-N`: the last N bytes
     path: str = "/"  # the target's path, without its query
     length: int | None = None  # Content-Length: the body a PUT or POST sends
+    operation: str | None = None  # the S3 operation, for a request of S3's (ioobserve.collect.s3_operations)
 
     @property
     def asked(self) -> int | None:
@@ -73,15 +76,17 @@ def parse_request_head(head: bytes) -> ObjectRequest | None:
     host = headers.get("host")
     if target.startswith(("http://", "https://")):  # absolute form (through a proxy): its own host
         parts = urlsplit(target)
-        host, target = parts.netloc or host, parts.path or "/"
+        host, target = parts.netloc or host, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = _without_port(host) if host else None
-    path = target.split("?", 1)[0]
+    path, _, query_text = target.partition("?")
     bucket, key = _bucket_and_key(host, path)
     first, last, suffix = _range(headers.get("range"))
     # boto3 streams a PUT's body in aws-chunked encoding: its size is then the decoded length
     length = headers.get("x-amz-decoded-content-length") or headers.get("content-length", "")
-    return ObjectRequest(match[1].decode(), host, bucket, key, first, last, suffix, path or "/",
-                         int(length) if length.isdigit() else None)
+    method, query = match[1].decode(), query_names(query_text)
+    operation = s3_operation(method, bucket, key, query, headers) if is_s3(host, headers, query) else None
+    return ObjectRequest(method, host, bucket, key, first, last, suffix, path or "/",
+                         int(length) if length.isdigit() else None, operation)
 
 
 def _headers(lines: list[bytes]) -> dict[str, str]:

@@ -110,8 +110,17 @@ FIRST_NET_OP = OP_CODES["net_read"]
 FIRST_TLS_OP = OP_CODES["SSL_read"]
 TLS_READ_OPS = frozenset({"SSL_read", "SSL_read_ex"})  # ret is plaintext bytes moved
 TLS_WRITE_OPS = frozenset({"SSL_write", "SSL_write_ex"})
-# The HTTP layer's events (made in user space, ioobserve.collect.http_requests) by method: ret is the answer's bytes.
+# The HTTP layer's events (made in user space, ioobserve.collect.http_requests) by method, or
+# by S3 operation where the request is S3's (ioobserve.collect.object_requests): ret is the answer's bytes.
 HTTP_METHODS = frozenset({"GET", "PUT", "POST", "HEAD", "DELETE"})
+S3_OPERATIONS = frozenset({
+    "GetObject", "HeadObject", "PutObject", "CopyObject", "DeleteObject", "DeleteObjects", "RestoreObject",
+    "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "CompleteMultipartUpload", "AbortMultipartUpload",
+    "ListParts", "ListMultipartUploads", "ListObjects", "ListObjectsV2", "ListObjectVersions", "ListBuckets",
+    "HeadBucket", "CreateBucket", "DeleteBucket", "GetBucketLocation", "GetObjectTagging", "PutObjectTagging",
+    "DeleteObjectTagging", "GetObjectAcl", "PutObjectAcl", "GetObjectAttributes", "SelectObjectContent",
+    "GetBucketSubresource", "PutBucketSubresource", "DeleteBucketSubresource", "PostObject",
+})
 # The network layer's transfers (labels): ret is bytes moved.
 NET_READ_LABELS = frozenset({"read", "readv", "recvfrom", "recvmsg"})
 NET_WRITE_LABELS = frozenset({"write", "writev", "sendto", "sendmsg"})
@@ -127,7 +136,7 @@ MPIIO_TRANSFER_OPS = frozenset(name for name in OP_NAMES if name.startswith(("MP
 # Labels of ops whose return is bytes moved, whatever their layer.
 BYTES_OPS = (READ_OPS | WRITE_OPS | COPY_OPS | {"block_read", "block_write"} | STDIO_BYTES_OPS | POSIX_BYTES_OPS
              | CACHE_BYTES_OPS | VFS_BYTES_OPS | ASYNC_READ_LABELS | ASYNC_WRITE_LABELS | NET_READ_LABELS | NET_WRITE_LABELS
-             | TLS_READ_OPS | TLS_WRITE_OPS | HTTP_METHODS)
+             | TLS_READ_OPS | TLS_WRITE_OPS | HTTP_METHODS | S3_OPERATIONS)
 
 # ioo_syscall_spec.flags
 S_RET_FD, S_IOV, S_STATBUF, S_STATX = 0x0001, 0x0002, 0x0004, 0x0008

@@ -26,8 +26,10 @@ READ_NAMES = frozenset(ev.READ_OPS | ev.ASYNC_READ_LABELS | ev.NET_READ_LABELS |
 WRITE_NAMES = frozenset(ev.WRITE_OPS | ev.ASYNC_WRITE_LABELS | ev.NET_WRITE_LABELS | ev.TLS_WRITE_OPS | {"pwrite", "fwrite", "fputs", "fprintf", "vfprintf",
                                                                   "vfs_write", "block_write", "H5Dwrite", "H5Awrite"}
                         | {name for name in ev.OP_NAMES if name.startswith("MPI_File_write")})
-# An HTTP request (the HTTP layer's events): a GET reads an object, a PUT or POST writes one.
-HTTP_READS, HTTP_WRITES = frozenset({"GET"}), frozenset({"PUT", "POST"})
+# An HTTP request (the HTTP layer's events): a GET reads an object, a PUT or POST writes one;
+# of S3's operations, GetObject reads one and the uploads write (the others are metadata).
+HTTP_READS = frozenset({"GET", "GetObject", "SelectObjectContent"})
+HTTP_WRITES = frozenset({"PUT", "POST", "PutObject", "UploadPart", "UploadPartCopy", "CopyObject", "PostObject"})
 SYNC_NAMES = frozenset({"fsync", "fdatasync", "fdsync", "sync_file_range", "syncfs", "vfs_fsync", "block_flush",
                         "fflush", "H5Fflush", "MPI_File_sync", "msync"})
 # Not I/O of a file's data or its metadata: the page cache's and the interpreter's view of the

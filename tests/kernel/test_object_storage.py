@@ -1,8 +1,9 @@
 """Object storage read with real clients from a real S3 server on loopback: moto's server mode,
 over HTTPS (a self-signed certificate; the TLS layer) and over plain HTTP (the NET layer).
-boto3's ranged get_object calls and s3fs's open().read() are recorded; every request the
-clients' own before-send hook saw is one HTTP event, in order, with its method, object, range
-and an answer of at least the bytes asked; boto3's name the function that asked on their
+boto3's ranged get_object calls, a listing, a multipart upload and s3fs's listing and
+open().read() are recorded; every request the clients' own hooks saw is one HTTP event, in
+order, named by the S3 operation the client called (GetObject, UploadPart, ListObjectsV2,
+...), with its object, range and an answer of at least the bytes asked; boto3's name the function that asked on their
 stack, s3fs's (its asyncio thread's) the thread that sent them. Objects read through local
 copies give the bytes fetched against the bytes read."""
 
@@ -86,21 +87,23 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
         return first, last - first + 1
 
     seen = [(row[s.OP], row[s.PATH], row[s.OFFSET]) for row in http.iter_rows(named=True)]
-    assert seen == [(method, f"{scheme}://127.0.0.1{path}", expected_range(value)[0])
-                    for method, path, value, _ in report["requests"]]
-    for row, (method, _, value, phase) in zip(http.iter_rows(named=True), report["requests"], strict=True):
+    assert seen == [(operation, f"{scheme}://127.0.0.1{path}", expected_range(value)[0])
+                    for _, path, value, _, operation in report["requests"]]
+    called = {operation for *_, operation in report["requests"]}
+    assert {"ListObjectsV2", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "HeadObject"} <= called
+    for row, (_, _, value, phase, _) in zip(http.iter_rows(named=True), report["requests"], strict=True):
         asked = expected_range(value)[1]
         if asked:
             assert row[s.BYTES_REQ] == asked and asked <= row[s.RET] <= asked + HEADERS_AT_MOST, row
         assert 0 < row[s.ARG] <= row[s.DUR] + 1000, row  # time to first byte, within the request
         assert row[s.PATH2].startswith("tcp:127.0.0.1:") and row[s.PATH2].endswith(f":{endpoint.rsplit(':', 1)[1]}"), row
     # The bytes the application got are the ranges' (boto3) and the object's (s3fs).
-    gets = http.filter(pl.col(s.OP) == "GET")
+    gets = http.filter(pl.col(s.OP) == "GetObject")
     assert int(gets.get_column(s.BYTES_REQ).sum()) == sum(report["bytes"].values())
     # boto3 asked from fetch_ranges: on the stack of its requests; s3fs's come from its own thread.
     stacks = {row["stack"]: [frame["function"] for frame in row["frames"]] for row in records(traces, "PS").select(
         pl.col("args").struct.field("stack"), pl.col("args").struct.field("frames")).iter_rows(named=True)}
-    phases = [phase for *_, phase in report["requests"]]
+    phases = [phase for _, _, _, phase, _ in report["requests"]]
     for row, phase in zip(http.iter_rows(named=True), phases, strict=True):
         if phase == "boto3":
             assert "fetch_ranges" in stacks[row[s.PY_STACK]], stacks[row[s.PY_STACK]]

@@ -4,6 +4,7 @@ any bytes at all."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -98,3 +99,54 @@ def test_any_bytes_give_a_request_or_none(data):
 def test_bytes_after_the_blank_line_never_change_the_request(method, path, tail):
     head = _head(f"{method} /{path} HTTP/1.1", "Host: 127.0.0.1:5000")
     assert parse_request_head(head + tail) == parse_request_head(head)
+
+
+SIGNED = ("X-Amz-Date: 20261207T120000Z", "Authorization: AWS4-HMAC-SHA256 Credential=testing/20261207/us-east-1/s3/aws4_request")
+
+
+@pytest.mark.parametrize("line, extra, operation", [
+    ("GET /b/k.tar", (), "GetObject"),
+    ("HEAD /b/k.tar", (), "HeadObject"),
+    ("PUT /b/k.tar", (), "PutObject"),
+    ("PUT /b/k.tar", ("x-amz-copy-source: /b/other",), "CopyObject"),
+    ("DELETE /b/k.tar", (), "DeleteObject"),
+    ("POST /b/ckpt.pt?uploads", (), "CreateMultipartUpload"),
+    ("PUT /b/ckpt.pt?partNumber=1&uploadId=2~abc", (), "UploadPart"),
+    ("PUT /b/ckpt.pt?partNumber=2&uploadId=2~abc", ("x-amz-copy-source: /b/k.tar",), "UploadPartCopy"),
+    ("POST /b/ckpt.pt?uploadId=2~abc", (), "CompleteMultipartUpload"),
+    ("DELETE /b/ckpt.pt?uploadId=2~abc", (), "AbortMultipartUpload"),
+    ("GET /b/ckpt.pt?uploadId=2~abc", (), "ListParts"),
+    ("GET /b/k.tar?tagging", (), "GetObjectTagging"),
+    ("GET /b?list-type=2&prefix=shards%2F&encoding-type=url", (), "ListObjectsV2"),
+    ("GET /b?prefix=shards%2F", (), "ListObjects"),
+    ("GET /b", (), "ListObjects"),
+    ("GET /b?uploads", (), "ListMultipartUploads"),
+    ("GET /b?location", (), "GetBucketLocation"),
+    ("GET /b?policy", (), "GetBucketSubresource"),
+    ("HEAD /b", (), "HeadBucket"),
+    ("PUT /b", (), "CreateBucket"),
+    ("DELETE /b", (), "DeleteBucket"),
+    ("POST /b?delete", (), "DeleteObjects"),
+    ("GET /", (), "ListBuckets"),
+    ("DELETE /", (), None),
+])
+def test_an_s3_request_is_named_by_its_operation(line, extra, operation):
+    request = parse_request_head(_head(f"{line} HTTP/1.1", "Host: 127.0.0.1:5000", *extra, *SIGNED))
+    assert request.operation == operation
+    assert "?" not in request.path and request.bucket != ""
+
+
+def test_s3_is_told_by_its_signature_headers_or_host_and_plain_http_is_not():
+    plain = parse_request_head(_head("GET /b/k.tar HTTP/1.1", "Host: files.example.org"))
+    assert plain.operation is None  # a web server's file: its event keeps the method
+    by_host = parse_request_head(_head("GET /k.tar HTTP/1.1", "Host: b.s3.eu-west-1.amazonaws.com"))
+    assert (by_host.operation, by_host.bucket, by_host.key) == ("GetObject", "b", "k.tar")
+    presigned = parse_request_head(_head("GET /b/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab HTTP/1.1",
+                                         "Host: minio:9000"))
+    assert presigned.operation == "GetObject"
+    header = parse_request_head(_head("GET /b?list-type=2 HTTP/1.1", "Host: minio:9000", "x-amz-content-sha256: UNSIGNED"))
+    assert header.operation == "ListObjectsV2"
+    virtual_listing = parse_request_head(_head("GET /?list-type=2 HTTP/1.1", "Host: b.s3.amazonaws.com"))
+    assert (virtual_listing.operation, virtual_listing.bucket, virtual_listing.key) == ("ListObjectsV2", "b", None)
+    proxied = parse_request_head(_head("POST http://minio:9000/b/k?uploads HTTP/1.1", *SIGNED))
+    assert (proxied.host, proxied.path, proxied.operation) == ("minio", "/b/k", "CreateMultipartUpload")

@@ -2,11 +2,13 @@
 
 Usage: s3_workload.py ENDPOINT CA_FILE   (CA_FILE "" for plain http)
 
-Puts OBJECTS into a bucket, reads ranges of one with boto3's get_object (in fetch_ranges) and
-one whole with s3fs's open().read() (in read_with_s3fs). Every request the clients send is
-noted through botocore's before-send hook, the clients' own account: method, path, Range
-header and the function that was reading. Prints one JSON object: {"pid", "requests":
-[[method, path, range or null, phase], ...], "bytes": {phase: bytes the application got}}.
+Puts OBJECTS into a bucket, reads ranges of one with boto3's get_object (in fetch_ranges),
+lists the bucket, uploads one object in two parts and deletes it (in upload_in_parts), then
+lists and reads one whole with s3fs (in read_with_s3fs). Every request the clients send is
+noted through botocore's hooks, the clients' own account: the operation (before-call), the
+method, path and Range header (before-send) and the phase. Prints one JSON object: {"pid",
+"requests": [[method, path, range or null, phase, operation], ...], "bytes": {phase: bytes
+the application got}}.
 """
 
 from __future__ import annotations
@@ -19,8 +21,15 @@ from urllib.parse import urlsplit
 BUCKET = "training"
 OBJECTS = {"shards/shard-0000.tar": 300_000, "shards/shard-0001.tar": 1_500_000, "meta/index.json": 2_000}
 RANGES = ((0, 99_999), (100_000, 100_511), (250_000, 299_999))
+PART = 5 << 20  # S3's least size of a multipart upload's part (but the last)
 requests: list[list] = []
 phase = ["setup"]
+operation = [None]
+
+
+def _calling(model, **_) -> None:
+    """botocore's before-call: the operation whose requests follow."""
+    operation[0] = model.name
 
 
 def _note(request, **_) -> None:
@@ -28,7 +37,12 @@ def _note(request, **_) -> None:
     value = request.headers.get("Range")
     if isinstance(value, bytes):
         value = value.decode()
-    requests.append([request.method, urlsplit(request.url).path, value, phase[0]])
+    requests.append([request.method, urlsplit(request.url).path, value, phase[0], operation[0]])
+
+
+def _hook(client) -> None:
+    client.meta.events.register("before-call.s3", _calling)
+    client.meta.events.register("before-send.s3", _note)
 
 
 def fetch_ranges(client) -> int:
@@ -40,14 +54,30 @@ def fetch_ranges(client) -> int:
     return got
 
 
+def upload_in_parts(client) -> None:
+    """A listing, a multipart upload of two parts, a look at the object and its deletion."""
+    client.list_objects_v2(Bucket=BUCKET, Prefix="shards/")
+    upload = client.create_multipart_upload(Bucket=BUCKET, Key="checkpoints/step-1.pt")["UploadId"]
+    parts = []
+    for number, size in ((1, PART), (2, 1024)):
+        tag = client.upload_part(Bucket=BUCKET, Key="checkpoints/step-1.pt", UploadId=upload, PartNumber=number,
+                                 Body=os.urandom(size))["ETag"]
+        parts.append({"PartNumber": number, "ETag": tag})
+    client.complete_multipart_upload(Bucket=BUCKET, Key="checkpoints/step-1.pt", UploadId=upload,
+                                     MultipartUpload={"Parts": parts})
+    client.head_object(Bucket=BUCKET, Key="checkpoints/step-1.pt")
+    client.delete_object(Bucket=BUCKET, Key="checkpoints/step-1.pt")
+
+
 def read_with_s3fs(endpoint: str, ca_file: str) -> int:
-    """The second shard whole, through s3fs (its own block fetches)."""
+    """The bucket's shards listed, and the second one read whole, through s3fs (its own block fetches)."""
     import s3fs
 
     fs = s3fs.S3FileSystem(key="testing", secret="testing", client_kwargs={
         "endpoint_url": endpoint, "region_name": "us-east-1", "verify": ca_file or False})
     fs.s3  # noqa: B018 (makes the client, to hook it)
-    fs.s3.meta.events.register("before-send.s3", _note)
+    _hook(fs.s3)
+    fs.ls(f"{BUCKET}/shards")
     with fs.open(f"{BUCKET}/shards/shard-0001.tar", "rb", block_size=512 * 1024) as stream:
         return len(stream.read())
 
@@ -58,13 +88,15 @@ def main() -> None:
 
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing", verify=ca_file or None)
-    client.meta.events.register("before-send.s3", _note)
+    _hook(client)
     client.create_bucket(Bucket=BUCKET)
     for key, size in OBJECTS.items():
         client.put_object(Bucket=BUCKET, Key=key, Body=os.urandom(size))
     got = {}
     phase[0] = "boto3"
     got["boto3"] = fetch_ranges(client)
+    phase[0] = "multipart"
+    upload_in_parts(client)
     phase[0] = "s3fs"
     got["s3fs"] = read_with_s3fs(endpoint, ca_file)
     print(json.dumps({"pid": os.getpid(), "requests": requests, "bytes": got}), flush=True)
