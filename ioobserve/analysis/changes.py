@@ -59,7 +59,7 @@ FIGURES: dict[str, Figure] = {
 
 
 TITLES = {"ops": "Operations", "layers": "Layers (every event)", "jobs": "Jobs", "functions": "Python functions",
-          "files": "Files", "endpoints": "Endpoints", "latency": "Call latency"}
+          "files": "Files", "endpoints": "Endpoints", "requests": "Requests by operation", "latency": "Call latency"}
 """Each compared table's title."""
 
 
@@ -149,13 +149,13 @@ def _row_name(table: str, row: dict) -> str:
 
 
 ROW_LABELS = {"ops": "operation", "functions": "Python function", "endpoints": "endpoint", "files": "file",
-              "jobs": "job", "layers": "layer"}
+              "requests": "request operation", "jobs": "job", "layers": "layer"}
 
 
 def row_changes(table: str, frame: pl.DataFrame, threshold: float) -> list[Change]:
     """A table's rows whose calls (requests) or time changed, of those holding MIN_SHARE of the
     table's time in either run."""
-    calls = REQUESTS if table == "endpoints" else ("events" if table == "layers" else r.CALLS)
+    calls = REQUESTS if table in ("endpoints", "requests") else ("events" if table == "layers" else r.CALLS)
     time = r.TIME_NS
     totals = [frame.get_column(f"{time}_{side}").sum() or 0 for side in (c.BASELINE, c.VARIANT)]
     found = []
@@ -208,7 +208,7 @@ def changes(comparison: c.Comparison, threshold: float) -> list[Change]:
     found += overview_changes(comparison.overview, threshold)
     found += row_changes("ops", comparison.tables["ops"], threshold)
     found += latency_changes(comparison.tables["latency"], threshold)
-    for table in ("functions", "endpoints"):
+    for table in ("functions", "endpoints", "requests"):
         found += row_changes(table, comparison.tables[table], threshold)
     return found + file_changes(comparison.tables["files"], threshold)
 

@@ -43,6 +43,7 @@ TABLES: dict[str, TableSpec] = {
     "files": TableSpec((FILE_KEY,), _SUMS, _SUMS, r.TIME_NS),
     "functions": TableSpec((s.PY_FUNCTION, s.PY_FILE), _SUMS, _SUMS, r.TIME_NS),
     "endpoints": TableSpec((ENDPOINT,), (REQUESTS, r.BYTES, r.TIME_NS), (REQUESTS, r.BYTES, r.TIME_NS), r.TIME_NS),
+    "requests": TableSpec((s.OP,), (REQUESTS, r.BYTES, r.TIME_NS), (REQUESTS, r.BYTES, r.TIME_NS), r.TIME_NS),
     "latency": TableSpec((s.LAYER, s.OP), ("calls", "p50_ns", "p90_ns", "p99_ns"), ("calls",), "p99_ns"),
 }
 """Every compared table, by the name `diff --json` gives it."""
@@ -108,7 +109,8 @@ def side_tables(analysis: r.Analysis, files_by: FileKey) -> dict[str, pl.DataFra
     functions = analysis.functions.with_columns(files_by.expr(s.PY_FILE).alias(s.PY_FILE)).group_by(
         s.PY_FUNCTION, s.PY_FILE).agg(pl.col(_SUMS).sum())
     frames = {"jobs": analysis.jobs, "layers": analysis.layers, "ops": analysis.ops, "files": files,
-              "functions": functions, "endpoints": analysis.endpoints, "latency": analysis.latency}
+              "functions": functions, "endpoints": analysis.endpoints, "requests": analysis.requests,
+              "latency": analysis.latency}
     return {name: frames[name].select(*spec.keys, *spec.measures).with_columns(pl.col(spec.keys).cast(pl.String))
             for name, spec in TABLES.items()}
 

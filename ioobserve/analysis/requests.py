@@ -1,5 +1,5 @@
-"""Object-storage requests (the HTTP layer's events): per object, requests, bytes and time;
-per endpoint (the scheme and host of its objects' addresses), a histogram of request latency
+"""Object-storage requests (the HTTP layer's events): per object and per operation (S3's,
+GetObject, UploadPart, ..., or the method), requests, bytes and time; per endpoint (the scheme and host of its objects' addresses), a histogram of request latency
 in fixed buckets, so that partials of any chunks and nodes sum exactly."""
 
 from __future__ import annotations
@@ -37,6 +37,15 @@ def objects(named: pl.DataFrame) -> pl.DataFrame:
                  pl.col(FIRST_NS).min(), pl.col(LAST_NS).max())
             .with_columns(pl.col(s.PATH).str.extract(_ENDPOINT).alias(ENDPOINT))
             .sort(TIME_NS, s.PATH, descending=[True, False]))
+
+
+def operations(named: pl.DataFrame) -> pl.DataFrame:
+    """Per operation (OP: S3's, or the method of a request that is not S3's): requests, bytes
+    answered and time; most requests first. `named`: the analysis's totals."""
+    http = named.filter(pl.col(s.LAYER).cast(pl.String) == s.LAYER_HTTP)
+    return (http.group_by(pl.col(s.OP).cast(pl.String))
+            .agg(pl.col(CALLS).sum().alias(REQUESTS), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
+            .sort(REQUESTS, s.OP, descending=[True, False]))
 
 
 def endpoints(latencies: pl.DataFrame, files: pl.DataFrame, per_object: pl.DataFrame) -> pl.DataFrame:

@@ -182,6 +182,10 @@ def _requests(analysis: r.Analysis, console: Console, top: int) -> None:
     for row in analysis.objects.head(top).iter_rows(named=True):
         table.add_row(row[s.PATH], f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
     console.print(table)
+    table = _table("Requests by operation", "operation", "requests", "bytes", "time")
+    for row in analysis.requests.iter_rows(named=True):
+        table.add_row(row[s.OP] or "?", f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
+    console.print(table)
     table = _table("Endpoints: requests by latency", "endpoint", "requests", "bytes", "latency (requests per bucket)")
     for row in analysis.endpoints.iter_rows(named=True):
         spread = ", ".join(f"{bucket} {row[bucket]:,}" for bucket in LATENCY_BUCKETS if row[bucket])

@@ -34,7 +34,7 @@ def print_comparison(comparison: c.Comparison, names: list[list[str]], threshold
     console.print()
     for name, title in TITLES.items():
         frame = comparison.tables[name]
-        if name in ("jobs", "functions", "endpoints") and frame.filter(pl.col(c.TABLES[name].keys[0]).is_not_null()).is_empty():
+        if name in ("jobs", "functions", "endpoints", "requests") and frame.filter(pl.col(c.TABLES[name].keys[0]).is_not_null()).is_empty():
             continue
         _compared_table(console, title, name, frame, top)
 

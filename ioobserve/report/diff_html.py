@@ -78,7 +78,7 @@ def render_comparison(comparison: c.Comparison, baseline: list[str], variant: li
     made = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     runs = "; ".join(f"{which}: {len(traces)} trace(s) from {', '.join(a.hosts) or '-'}"
                      for which, a, traces in ((c.BASELINE, comparison.baseline, baseline), (c.VARIANT, comparison.variant, variant)))
-    shown = [name for name in TITLES if name not in ("jobs", "functions", "endpoints")
+    shown = [name for name in TITLES if name not in ("jobs", "functions", "endpoints", "requests")
              or not comparison.tables[name].filter(pl.col(c.TABLES[name].keys[0]).is_not_null()).is_empty()]
     sections = [
         f'<h1>ioobserve diff</h1><p class="muted">{esc(runs)}; made {esc(made)}.</p>',

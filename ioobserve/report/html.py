@@ -169,7 +169,11 @@ def _object_storage(a: r.Analysis) -> list[str]:
     objects = [[row[s.PATH], format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
                for row in a.objects.head(TOP_ROWS).iter_rows(named=True)]
     more = f" ({TOP_ROWS} of {a.objects.height:,})" if a.objects.height > TOP_ROWS else ""
+    by_operation = [[row[s.OP] or "?", format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
+                    for row in a.requests.iter_rows(named=True)]
     shown = ["<h2>Object storage</h2>", chart, html_table(["endpoint", "requests", "bytes", "time"], endpoints),
+             "<p>Requests by operation (S3's, or the method):</p>",
+             html_table(["operation", "requests", "bytes", "time"], by_operation),
              f"<p>Objects by time in requests{esc(more)}:</p>",
              html_table(["object", "requests", "bytes", "time"], objects)]
     if a.copies.height:

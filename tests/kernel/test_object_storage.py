@@ -9,6 +9,7 @@ copies give the bytes fetched against the bytes read."""
 
 from __future__ import annotations
 
+import collections
 import socket
 import subprocess
 
@@ -110,6 +111,10 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
         if phase == "s3fs":
             assert row[s.TID] != report["pid"]  # fsspec's event loop thread
     assert "requests      " in done.stdout and f"{len(report['requests'])} HTTP requests" in done.stdout
+    # analyze's requests by operation: the clients' own count of each
+    analysis = results(analyze_partial(traces, Filters(pids=(report["pid"],))))
+    assert dict(analysis.requests.select(s.OP, "requests").iter_rows()) == dict(
+        collections.Counter(operation for *_, operation in report["requests"]))
 
 
 COPIES_WORKLOAD = ROOT / "tests" / "workloads" / "s3_copies_workload.py"
