@@ -29,7 +29,7 @@ TABLES = {
     "jobs": ("job", "procs", "read/s", "write/s", "IOPS", "latency"),
     "processes": ("pid", "comm", "job", "rank/w", "read/s", "write/s", "IOPS", "latency", "read", "written"),
     "files": ("path", "procs", "read/s", "write/s", "IOPS", "latency"),
-    "network": ("peer", "procs", "recv/s", "sent/s", "calls/s", "requests/s", "latency"),
+    "network": ("peer", "procs", "recv/s", "sent/s", "calls/s", "requests/s", "latency", "requests by operation /s"),
     "events": ("time", "pid", "comm", "op", "path", "bytes", "latency", "ret"),
 }
 ROWS = {"jobs": views.job_rows, "processes": views.process_rows, "files": views.file_rows, "network": views.network_rows,

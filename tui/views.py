@@ -104,17 +104,25 @@ def file_rows(snap: Snapshot, view: View) -> list[tuple]:
 
 
 def network_rows(snap: Snapshot, view: View) -> list[tuple]:
-    """(peer, processes, received/s, sent/s, calls/s, requests/s, request latency) of the
-    focused process or of all (the NET and HTTP layers: `--layers net` or `tls`), most bytes first."""
+    """(peer, processes, received/s, sent/s, calls/s, requests/s, request latency, operations)
+    of the focused process or of all (the NET and HTTP layers: `--layers net` or `tls`), most
+    bytes first; operations: the peer's requests per second by operation (S3's or the method),
+    the most first."""
     frame = _focused(snap.network, snap, view)
     if view.text:
         frame = frame.filter(_contains([ag.PEER], view.text))
-    groups = frame.group_by(ag.PEER).agg(pl.len().alias("n"), *(pl.col(name).sum() for name in ag.NETWORK_SUMS))
-    groups = groups.sort(pl.col(ag.RECEIVED) + pl.col(ag.SENT), ag.PEER, descending=[True, False]).head(MAX_ROWS)
     sec = snap.seconds
+    by_op = (frame.filter(pl.col(ag.REQUEST_OP).is_not_null()).group_by(ag.PEER, ag.REQUEST_OP).agg(pl.col(ag.REQUESTS).sum())
+             .sort(ag.REQUESTS, ag.REQUEST_OP, descending=[True, False]))
+    operations: dict[str, list[str]] = {}
+    for peer, op, requests in by_op.iter_rows():
+        operations.setdefault(peer, []).append(f"{op} {format_count(requests / sec)}")
+    groups = frame.group_by(ag.PEER).agg(pl.col(s.PID).n_unique().alias("n"), *(pl.col(name).sum() for name in ag.NETWORK_SUMS))
+    groups = groups.sort(pl.col(ag.RECEIVED) + pl.col(ag.SENT), ag.PEER, descending=[True, False]).head(MAX_ROWS)
     return [(row[ag.PEER], str(row["n"]), format_rate(row[ag.RECEIVED] / sec), format_rate(row[ag.SENT] / sec),
              format_count(row[ag.NET_CALLS] / sec), format_count(row[ag.REQUESTS] / sec),
-             format_seconds(row[ag.REQUEST_NS] / row[ag.REQUESTS] / 1e9) if row[ag.REQUESTS] else "-")
+             format_seconds(row[ag.REQUEST_NS] / row[ag.REQUESTS] / 1e9) if row[ag.REQUESTS] else "-",
+             ", ".join(operations.get(row[ag.PEER], [])[:3]) or "-")
             for row in groups.iter_rows(named=True)]
 
 

@@ -28,10 +28,12 @@ MAX_PROCESSES = 20_000  # processes' totals kept (the most recently seen): bound
 STREAM_COLUMNS = [s.TS, s.DUR, s.PID, s.COMM, s.OP, s.PATH, s.BYTES, s.RET]
 PROCESS_KEYS = [s.PID]
 PROCESS_NAMES = [s.COMM, s.JOB, s.RANK, s.WORKER]
-# The network tab's sums per process and peer (a connection's other end, or its own for a
-# socket not connected): bytes the NET layer received and sent, its calls, and the HTTP
-# requests made on connections to that peer with their total time.
+# The network tab's sums per process, peer (a connection's other end, or its own for a socket
+# not connected) and request operation (S3's or the method; null for the NET layer's calls):
+# bytes the NET layer received and sent, its calls, and the HTTP requests made on connections
+# to that peer with their total time.
 PEER, RECEIVED, SENT, NET_CALLS, REQUESTS, REQUEST_NS = "peer", "received", "sent", "net_calls", "requests", "request_ns"
+REQUEST_OP = "request_op"
 NETWORK_SUMS = (RECEIVED, SENT, NET_CALLS, REQUESTS, REQUEST_NS)
 
 
@@ -48,7 +50,8 @@ def syscall_calls(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def network_sums(frame: pl.DataFrame) -> pl.DataFrame:
-    """Per process and peer: NETWORK_SUMS of a batch's NET and HTTP events (none: an empty frame)."""
+    """Per process, peer and REQUEST_OP: NETWORK_SUMS of a batch's NET and HTTP events (none: an
+    empty frame)."""
     net = frame.filter(pl.col(s.LAYER).is_in([s.LAYER_NET, s.LAYER_HTTP]))
     if not net.height:
         return EMPTY_NETWORK
@@ -56,7 +59,8 @@ def network_sums(frame: pl.DataFrame) -> pl.DataFrame:
     connection = pl.when(is_http).then(pl.col(s.PATH2)).otherwise(pl.col(s.PATH)).cast(pl.String)
     moved = pl.col(s.BYTES).cast(pl.UInt64)
     return net.with_columns(op_kind().alias(KIND)).group_by(
-        s.PID, connection.str.extract(r"->(.+)$").fill_null(connection).fill_null("?").alias(PEER)).agg(
+        s.PID, connection.str.extract(r"->(.+)$").fill_null(connection).fill_null("?").alias(PEER),
+        pl.when(is_http).then(pl.col(s.OP).cast(pl.String)).alias(REQUEST_OP)).agg(
         moved.filter(is_net & (pl.col(KIND) == READ)).sum().alias(RECEIVED),
         moved.filter(is_net & (pl.col(KIND) == WRITE)).sum().alias(SENT),
         is_net.sum().cast(pl.UInt64).alias(NET_CALLS), is_http.sum().cast(pl.UInt64).alias(REQUESTS),
@@ -79,7 +83,7 @@ class Snapshot:
     processes: pl.DataFrame  # pid, comm, job, rank, worker; this window's sums; "total_*" since the start
     files: pl.DataFrame  # pid, path: this window's sums (a file used by several processes has a row each)
     latency: pl.DataFrame  # op, LATENCY_BUCKET: count (this window)
-    network: pl.DataFrame  # pid, PEER: NETWORK_SUMS (this window)
+    network: pl.DataFrame  # pid, PEER, REQUEST_OP: NETWORK_SUMS (this window)
     events: pl.DataFrame  # the most recent STREAM_ROWS events (STREAM_COLUMNS)
     history: dict[str, list[float]] = field(default_factory=dict)  # per-second rates of the last HISTORY windows
 
@@ -95,7 +99,8 @@ EMPTY_PROCESSES = pl.DataFrame(schema={s.PID: pl.UInt32, s.COMM: pl.String, s.JO
                                        s.WORKER: pl.Int32, **_EMPTY_SUMS})
 EMPTY_FILES = pl.DataFrame(schema={s.PID: pl.UInt32, s.PATH: pl.String, **_EMPTY_SUMS})
 EMPTY_LATENCY = pl.DataFrame(schema={s.OP: pl.String, LATENCY_BUCKET: pl.Int32, "count": pl.UInt32})
-EMPTY_NETWORK = pl.DataFrame(schema={s.PID: pl.UInt32, PEER: pl.String, **dict.fromkeys(NETWORK_SUMS, pl.UInt64)})
+EMPTY_NETWORK = pl.DataFrame(schema={s.PID: pl.UInt32, PEER: pl.String, REQUEST_OP: pl.String,
+                                     **dict.fromkeys(NETWORK_SUMS, pl.UInt64)})
 EMPTY_STREAM = pl.DataFrame(schema={name: s.BATCH_SCHEMA[name] for name in STREAM_COLUMNS})
 
 
@@ -154,7 +159,7 @@ class WindowAggregator:
         files = _resum(parts["files"], [s.PID, s.PATH]) if parts["files"] else EMPTY_FILES
         latency = (pl.concat(parts["latency"]).group_by(s.OP, LATENCY_BUCKET).agg(pl.col("count").sum())
                    if parts["latency"] else EMPTY_LATENCY)
-        network = (pl.concat(parts["network"]).group_by(s.PID, PEER).agg(pl.col(list(NETWORK_SUMS)).sum())
+        network = (pl.concat(parts["network"]).group_by(s.PID, PEER, REQUEST_OP).agg(pl.col(list(NETWORK_SUMS)).sum())
                    if parts["network"] else EMPTY_NETWORK)
         totals = {name: int(processes.get_column(name).sum() or 0) for name in (OPS, METADATA_OPS, READ_BYTES, WRITE_BYTES, TIME_NS)}
         totals["lost"] = lost

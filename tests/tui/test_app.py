@@ -43,13 +43,14 @@ CLIENT = "tcp:10.0.0.2:40000->10.0.0.9:443"
 
 def _network_rows() -> list[dict]:
     """The first second again, with --layers tls's events: job 7's main process fetches an object
-    over a connection to 10.0.0.9:443 (its reads, writes and an HTTP GET); job 8's process
+    over a connection to 10.0.0.9:443 (its reads, writes and an S3 GetObject); job 8's process
     answers DNS on a socket with no peer."""
     rows = _rows()
     rows += [io(MAIN, 100, 3000 + i * 100, 3000 + i * 100 + 60, "read", CLIENT, 6, size=64 * 1024, layer=s.LAYER_NET)
              for i in range(16)]
     rows += [io(MAIN, 100, 2990, 2995, "write", CLIENT, 6, size=300, layer=s.LAYER_NET)]
-    rows += [io(MAIN, 100, 2990, 4600, "GET", "https://s3.local/b/shard-0.tar", 6, 0, MiB, layer=s.LAYER_HTTP, path2=CLIENT)]
+    rows += [io(MAIN, 100, 2990, 4600, "GetObject", "https://s3.local/b/shard-0.tar", 6, 0, MiB, layer=s.LAYER_HTTP,
+                path2=CLIENT)]
     rows += [io(OTHER, 300, 5000 + i * 1000, 5000 + i * 1000 + 4, "recvfrom", "udp:0.0.0.0:5353", 7, size=40,
                 layer=s.LAYER_NET) for i in range(5)]
     return rows
@@ -241,7 +242,7 @@ async def _the_network_tab_shows_peers_and_follows_the_focused_process(source):
         assert app.query_one("#tabs").active == "network"
         assert _column(app, "network") == ["10.0.0.9:443", "udp:0.0.0.0:5353"]  # most bytes first
         fetched = app.query_one("#network-table").get_row_at(0)
-        assert [str(cell) for cell in fetched[1:]] == ["1", "1.0 MiB/s", "300 B/s", "17", "1.0", "1.6 ms"]
+        assert [str(cell) for cell in fetched[1:]] == ["1", "1.0 MiB/s", "300 B/s", "17", "1.0", "1.6 ms", "GetObject 1.0"]
         await pilot.press("2")
         app.query_one("#processes-table").focus()
         await pilot.press(*["down"] * _column(app, "processes").index("300"), "enter")  # job 8's: its files

@@ -103,17 +103,23 @@ def test_the_network_tab_sums_bytes_per_peer_and_requests_on_connections_to_it()
         io(A, 10, 0, 5, "read", client, 4, size=1000, layer=s.LAYER_NET),
         io(A, 10, 6, 8, "write", client, 4, size=300, layer=s.LAYER_NET),
         io(B, 20, 1, 2, "read", "udp:0.0.0.0:5353", 5, size=40, layer=s.LAYER_NET),
-        io(A, 10, 0, 9, "GET", "https://s3.local/b/k", 4, size=1000, layer=s.LAYER_HTTP),
+        io(A, 10, 0, 9, "GetObject", "https://s3.local/b/k", 4, size=1000, layer=s.LAYER_HTTP),
+        io(A, 10, 10, 12, "GetObject", "https://s3.local/b/k", 4, size=1000, layer=s.LAYER_HTTP),
+        io(A, 10, 13, 14, "HeadObject", "https://s3.local/b/k", 4, layer=s.LAYER_HTTP),
         io(A, 10, 0, 5, "read", "/f", 3, 0, 100),  # a file: not the network's
     ]).with_columns(pl.when(pl.col(s.LAYER) == s.LAYER_HTTP).then(pl.lit(client)).alias(s.PATH2))
     aggregator = WindowAggregator(T0)
     aggregator.add(events)
     snap = aggregator.take(T0 + NS)
-    rows = {row[ag.PEER]: row for row in snap.network.iter_rows(named=True)}
-    assert (rows["10.0.0.9:443"][ag.RECEIVED], rows["10.0.0.9:443"][ag.SENT]) == (1000, 300)
-    assert (rows["10.0.0.9:443"][ag.NET_CALLS], rows["10.0.0.9:443"][ag.REQUESTS], rows["10.0.0.9:443"][ag.REQUEST_NS]) == (2, 1, 9000)
-    assert rows["udp:0.0.0.0:5353"][ag.RECEIVED] == 40  # not connected: its own end
+    rows = {(row[ag.PEER], row[ag.REQUEST_OP]): row for row in snap.network.iter_rows(named=True)}
+    net = rows["10.0.0.9:443", None]  # the socket calls, under no request operation
+    assert (net[ag.RECEIVED], net[ag.SENT], net[ag.NET_CALLS], net[ag.REQUESTS]) == (1000, 300, 2, 0)
+    gets = rows["10.0.0.9:443", "GetObject"]
+    assert (gets[ag.NET_CALLS], gets[ag.REQUESTS], gets[ag.REQUEST_NS]) == (0, 2, 11000)
+    assert rows["10.0.0.9:443", "HeadObject"][ag.REQUESTS] == 1
+    assert rows["udp:0.0.0.0:5353", None][ag.RECEIVED] == 40  # not connected: its own end
     shown = network_rows(snap, View())
     assert [row[0] for row in shown] == ["10.0.0.9:443", "udp:0.0.0.0:5353"]
-    assert shown[0][5] == "1" and shown[0][6] != "-"  # a request per second, and its mean latency
+    assert shown[0][1] == "1" and shown[0][5] == "3" and shown[0][6] != "-"  # one process; 3 requests a second, their mean latency
+    assert shown[0][7] == "GetObject 2, HeadObject 1" and shown[1][7] == "-"
     assert network_rows(snap, View(text="5353"))[0][0] == "udp:0.0.0.0:5353"
