@@ -20,12 +20,13 @@ import polars as pl
 from ioobserve.analysis import frame_aggregates as a
 from ioobserve.analysis import interval_aggregates as b
 from ioobserve.analysis.aggregation import Aggregate, ChunkInputs
+from ioobserve.analysis.lineage import Lineage
 from ioobserve.data import schema as s
 from ioobserve.trace.read.chunks import TraceTables
 
 AGGREGATES: list[Aggregate] = [
     a.Totals(), a.SIZES, a.Patterns(), b.OwnedIntervals(), b.JobIntervals(), b.ReadRanges(), a.Opens(),
-    a.Timeline(), a.Lanes(), a.REQUEST_LATENCY, a.CALL_LATENCY, a.FUNCTIONS, a.OWNERS, a.FILES, a.MOUNTS, a.PROCESSES,
+    a.Timeline(), a.Lanes(), a.REQUEST_LATENCY, a.CALL_LATENCY, a.FUNCTIONS, Lineage(), a.OWNERS, a.FILES, a.MOUNTS, a.PROCESSES,
 ]
 
 

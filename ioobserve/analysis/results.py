@@ -10,6 +10,7 @@ import polars as pl
 
 from ioobserve.analysis.call_latency import percentiles
 from ioobserve.analysis.copies import copies
+from ioobserve.analysis.lineage import derived_links, lineage_rows
 from ioobserve.analysis.interval_aggregates import (
     DATA_BUSY_NS,
     EVERY,
@@ -76,6 +77,8 @@ class Analysis:
     copies: pl.DataFrame  # objects fetched into local copies: bytes fetched, written, read (ioobserve.analysis.copies)
     latency: pl.DataFrame  # LAYER, OP: calls and their duration's percentiles (ioobserve.analysis.call_latency)
     functions: pl.DataFrame  # PY_FUNCTION, PY_FILE: the I/O calls each made, their bytes read and written, time
+    lineage: pl.DataFrame  # JOB, HOST, PID, COMM, PY_FUNCTION, PY_FILE, PATH: data read and written (analysis.lineage)
+    derived: pl.DataFrame  # JOB, HOST, PID, SOURCE, TARGET: a file read before another was written
     insights: list = field(default_factory=list)
     throttles: pl.DataFrame | None = None  # flood control's throttles (trace.reader.throttles), where read
 
@@ -159,6 +162,8 @@ def results(part: Partial) -> Analysis:
         copies=copies(named, io, part.files, unique_reads.rename({UNIQUE_BYTES_READ: READ})),
         latency=percentiles(part.call_latency),
         functions=_functions(part.functions),
+        lineage=(lineage := lineage_rows(part.lineage, part.files, part.owners, part.processes)),
+        derived=derived_links(lineage),
     )
 
 

@@ -19,6 +19,8 @@ EPILOG = """Examples:
 
   ioobserve analyze traces/*.pfw.gz --json > summary.json
 
+  ioobserve analyze traces/*.pfw.gz --lineage --job 81234
+
   ioobserve analyze /shared/traces/*.pfw.gz --scheduler tcp://10.0.0.5:8786
 """
 
@@ -31,6 +33,8 @@ def analyze(
     since: opt.SinceOption = None,
     until: opt.UntilOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print everything as JSON (every table, every row).")] = False,
+    lineage: Annotated[bool, typer.Option("--lineage", help="Show the data each job and process used and generated, "
+                                          "and what each generated file may derive from, instead of the summary.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows per table on screen.")] = 10,
     scheduler: opt.SchedulerOption = None,
     memory: opt.MemoryOption = 512,
@@ -48,6 +52,10 @@ def analyze(
     if as_json:
         # One write: json.dump writes each token on its own, 10x slower on a busy trace's 7 MB.
         sys.stdout.write(json.dumps(as_dict(analysis), default=str) + "\n")
+    elif lineage:
+        from ioobserve.cli.lineage_view import print_lineage
+
+        print_lineage(analysis, top=top)
     else:
         print_analysis(analysis, top=top)
     if not analysis.overview["calls"]:
