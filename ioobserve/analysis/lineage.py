@@ -16,11 +16,12 @@ import polars as pl
 from ioobserve.analysis.aggregation import Aggregate, ChunkInputs, stacked
 from ioobserve.data import schema as s
 from ioobserve.data.operations import KIND, READ, WRITE
+from ioobserve.data.totals import FIRST_NS, LAST_NS
 from ioobserve.trace.read.tables import frames_of
 
 BYTES_READ, BYTES_WRITTEN = "bytes_read", "bytes_written"
 FIRST_READ, LAST_READ, FIRST_WRITE, LAST_WRITE = "first_read_ns", "last_read_ns", "first_write_ns", "last_write_ns"
-SOURCE, TARGET = "source", "target"
+SOURCE, TARGET, PROCESSES = "source", "target", "processes"
 LINEAGE_KEYS = [s.HOST, s.PID, s.CGROUP, s.FILE_ID, s.PY_FUNCTION, s.PY_FILE]
 SUMS, FIRSTS, LASTS = (BYTES_READ, BYTES_WRITTEN), (FIRST_READ, FIRST_WRITE), (LAST_READ, LAST_WRITE)
 SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/bin/", "/sbin/", "/etc/", "/proc/", "/sys/", "/dev/", "/run/",
@@ -89,3 +90,25 @@ def derived_links(rows: pl.DataFrame) -> pl.DataFrame:
             .filter((pl.col(SOURCE) != pl.col(TARGET)) & (pl.col(FIRST_READ) < pl.col(LAST_WRITE)))
             .select(s.JOB, s.HOST, s.PID, SOURCE, TARGET, FIRST_READ, LAST_WRITE)
             .sort(s.HOST, s.PID, TARGET, SOURCE).head(MAX_LINKS))
+
+
+def role(read: int, written: int) -> str:
+    """How a job or process touched a file: used (read), generated (written), or both."""
+    return "used and generated" if read and written else "generated" if written else "used"
+
+
+def per_job(lineage: pl.DataFrame) -> pl.DataFrame:
+    """Per job and file: bytes read and written, processes, first and last time; the most bytes first."""
+    return (lineage.group_by(s.JOB, s.PATH).agg(
+        pl.col(BYTES_READ).sum(), pl.col(BYTES_WRITTEN).sum(), pl.struct(s.HOST, s.PID).n_unique().alias(PROCESSES),
+        pl.min_horizontal(pl.col(FIRST_READ).min(), pl.col(FIRST_WRITE).min()).alias(FIRST_NS),
+        pl.max_horizontal(pl.col(LAST_READ).max(), pl.col(LAST_WRITE).max()).alias(LAST_NS))
+        .sort(pl.col(BYTES_READ) + pl.col(BYTES_WRITTEN), s.PATH, descending=[True, False], nulls_last=True))
+
+
+def per_process(lineage: pl.DataFrame) -> pl.DataFrame:
+    """Per process: how many data files it read and wrote, and the bytes; the most bytes first."""
+    return (lineage.group_by(s.JOB, s.HOST, s.PID, s.COMM).agg(
+        pl.col(s.PATH).filter(pl.col(BYTES_READ) > 0).n_unique().alias("files_read"), pl.col(BYTES_READ).sum(),
+        pl.col(s.PATH).filter(pl.col(BYTES_WRITTEN) > 0).n_unique().alias("files_written"), pl.col(BYTES_WRITTEN).sum())
+        .sort(pl.col(BYTES_READ) + pl.col(BYTES_WRITTEN), s.HOST, s.PID, descending=[True, False, False]))

@@ -8,6 +8,7 @@ from html import escape
 
 import polars as pl
 
+from ioobserve.analysis import lineage as ln
 from ioobserve.analysis import results as r
 from ioobserve.analysis.copies import CELLS, cells
 from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
@@ -16,11 +17,12 @@ from ioobserve.analysis.timeline import BIN
 from ioobserve.data import schema as s
 from ioobserve.data.operations import DATA_KINDS, KIND, METADATA
 from ioobserve.data.units import format_bytes, format_count, format_rate, format_seconds
-from ioobserve.report.svg import bar_chart, grouped_bars, line_chart, timeline
+from ioobserve.report.svg import bar_chart, flow, grouped_bars, line_chart, timeline
 
 MAX_LANES = 32  # processes in the timeline
 TOP_FILES = 15
 TOP_ROWS = 20
+FLOW_ROWS = 12  # boxes per column of the lineage graph
 
 CSS = """
 :root { color-scheme: light dark; --fg: #1d2025; --bg: #ffffff; --muted: #5f6672; --card: #f4f5f7; --line: #d9dce1;
@@ -183,6 +185,34 @@ def _object_storage(a: r.Analysis) -> list[str]:
     return shown
 
 
+def _lineage(a: r.Analysis) -> list[str]:
+    """The data the processes read and wrote: a graph of the files they used, the processes and
+    the files they generated (the largest of each), and the job's files. Nothing without data files."""
+    if not a.lineage.height:
+        return []
+    data = a.lineage.group_by(s.HOST, s.PID, s.COMM, s.PATH).agg(pl.col(ln.BYTES_READ).sum(), pl.col(ln.BYTES_WRITTEN).sum())
+    used, made = (data.filter(pl.col(column) > 0).group_by(s.PATH).agg(pl.col(column).sum())
+                  .sort(column, s.PATH, descending=[True, False]).head(FLOW_ROWS).get_column(s.PATH).to_list()
+                  for column in (ln.BYTES_READ, ln.BYTES_WRITTEN))
+    touching = data.filter((pl.col(ln.BYTES_READ) > 0) & pl.col(s.PATH).is_in(used)
+                           | (pl.col(ln.BYTES_WRITTEN) > 0) & pl.col(s.PATH).is_in(made))
+    procs = touching.select(s.HOST, s.PID, s.COMM).unique().sort(s.HOST, s.PID).head(FLOW_ROWS).rows()
+    at = {(host, pid): index for index, (host, pid, _) in enumerate(procs)}
+    links = []
+    for host, pid, _, path, read, written in touching.iter_rows():
+        if (host, pid) in at and read and path in used:
+            links.append((0, used.index(path), at[host, pid]))
+        if (host, pid) in at and written and path in made:
+            links.append((1, at[host, pid], made.index(path)))
+    graph = flow([used, [f"{pid} {comm or ''}".strip() for _, pid, comm in procs], made], links,
+                 title="Files read → processes → files written (the largest of each)")
+    rows = [[row[s.JOB] or "-", row[s.PATH], ln.role(row[ln.BYTES_READ], row[ln.BYTES_WRITTEN]), format_bytes(row[ln.BYTES_READ]),
+             format_bytes(row[ln.BYTES_WRITTEN]), format_count(row[ln.PROCESSES])]
+            for row in ln.per_job(a.lineage).head(TOP_ROWS).iter_rows(named=True)]
+    return ["<h2>Lineage</h2>", graph, html_table(["job", "file", "role", "read", "written", "processes"], rows),
+            f"<p>{a.derived.height:,} derived-from link(s): a file read by a process before it wrote another.</p>"]
+
+
 def _short_label(row: dict) -> str:
     """pid, and w<N> for a worker: fits under a bar."""
     return f"{row[s.PID]}" + (f" w{row[s.WORKER]}" if row.get(s.WORKER) is not None else "")
@@ -224,6 +254,7 @@ def render(analysis: r.Analysis, traces: list[str]) -> str:
         "<h2>Processes</h2>", _lanes(a, start_ns), _metadata_vs_data(a), _processes_table(a),
         "<h2>Files</h2>", _files(a),
         *_object_storage(a),
+        *_lineage(a),
         "<h2>Access sizes</h2>", _sizes(a),
         "<h2>Traces</h2>", "<ul>" + "".join(f"<li>{esc(trace)}</li>" for trace in traces) + "</ul>",
         ('<p class="muted">Busy time is the union of the calls\' intervals; bandwidth is bytes over the union of read and '

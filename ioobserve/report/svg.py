@@ -201,3 +201,33 @@ def _pixel_spans(spans: list[tuple[float, float]], scale: float) -> list[tuple[f
         else:
             joined.append([start, end])
     return [(start, end) for start, end in joined]
+
+
+def flow(columns: Sequence[Sequence[str]], links: Sequence[tuple[int, int, int]], *, title: str, width: int = 800) -> str:
+    """Boxes in three columns (what was read, the processes, what was written) joined by lines:
+    `links` are (column, row, row of the next column) from a box to one in the column after."""
+    rows = max((len(column) for column in columns), default=0)
+    height = TOP + ROW * max(rows, 3) + 12
+    if not rows:
+        return _empty(width, height, title)
+    box_w = (width - 2 * 8) / (2 * len(columns) - 1)
+
+    def x_of(column: int) -> float:
+        return 8 + column * 2 * box_w
+
+    def y_of(column: int, row: int) -> float:
+        spread = ROW * rows / max(len(columns[column]), 1)  # a short column is spread over the height
+        return TOP + spread * row + spread / 2
+
+    parts = [_open(width, height, title)]
+    for column, row, onward in links:
+        parts.append(f'<line x1="{x_of(column) + box_w:.1f}" y1="{y_of(column, row):.1f}" x2="{x_of(column + 1):.1f}" '
+                     f'y2="{y_of(column + 1, onward):.1f}" stroke="{PALETTE[column % len(PALETTE)]}" stroke-opacity="0.5"/>')
+    for column, labels in enumerate(columns):
+        for row, label in enumerate(labels):
+            y = y_of(column, row)
+            parts.append(f'<rect x="{x_of(column):.1f}" y="{y - ROW / 2 + 2:.1f}" width="{box_w:.1f}" height="{ROW - 4}" '
+                         f'rx="3" fill="{PALETTE[column % len(PALETTE)]}" fill-opacity="0.15"/>')
+            parts.append(_text(x_of(column) + 4, y + 4, shorten(label, int(box_w / 6.5)), size=11)[:-7]
+                         + f"<title>{escape(label, quote=True)}</title></text>")
+    return "".join(parts) + "</svg>"
