@@ -85,7 +85,9 @@ def test_report_is_private_self_contained_and_escaped(report):
     page = report.read_text()
     assert not re.search(r"https?://|src=|href=|@import|url\(", page)  # nothing to fetch
     assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;&amp;.bin" in page
-    assert page.count("<svg") == 6 and page.count("<polyline") == 2  # one layer: a line in each of the two time charts
+    assert page.count("<svg") == 7 and page.count("<polyline") == 2  # one layer: a line in each of the two time charts
+    lineage = page[page.index("<h2>Lineage</h2>"):page.index("<h2>Access sizes</h2>")]
+    assert "<td>/d/a.bin</td><td>used</td><td>200.0 KiB</td>" in lineage  # the 50 reads of 4 KiB
     assert "Insights (" in page and "/d/a.bin" in page
     assert "Object storage" not in page  # no HTTP request was recorded
 
@@ -104,7 +106,7 @@ def test_report_shows_object_storage_requests_per_endpoint_and_object(tmp_path):
     result = run("report", str(trace), "-o", str(out))
     assert result.returncode == 0, result.stderr
     page = out.read_text()
-    section = page[page.index("<h2>Object storage</h2>"):page.index("<h2>Access sizes</h2>")]
+    section = page[page.index("<h2>Object storage</h2>"):page.index("<h2>Lineage</h2>")]
     assert section.count("<svg") == 1 and "Requests by latency, per endpoint" in section
     assert "https://s3.local" in section and "http://10.0.0.9:9000" in section and "https://s3.local/b/k1" in section
     assert "&lt;img src=x&gt;" in section and "<img" not in page
@@ -128,7 +130,7 @@ def test_report_renders_in_a_browser_offline(report, chromium, tmp_path):
     dom = subprocess.run([chromium, *CHROMIUM_FLAGS, *profile, "--dump-dom", report.as_uri()],
                          capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count("<svg") == 6 and "ioobserve report" in dom.stdout
+    assert dom.stdout.count("<svg") == 7 and "ioobserve report" in dom.stdout
     shot = tmp_path / "report.png"
     subprocess.run([chromium, *CHROMIUM_FLAGS, *profile, "--window-size=1100,2400", f"--screenshot={shot}", report.as_uri()],
                    capture_output=True, text=True, timeout=120, check=True)
