@@ -5,11 +5,13 @@ threshold, said as sentences ("read calls per file read went from 2 to 257").
 Rows are matched by their keys: a job by its id (or the two runs' only jobs with each other),
 a layer, an operation, a Python function and its file, an endpoint, and a file by the key
 FileKey gives it (its path, its name, or a part of its path that a regular expression picks),
-so that two runs over copies of a dataset in different places compare shard by shard.
+so that two runs over copies of a dataset in different places compare shard by shard; a Python
+function's file is matched the same way.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -73,8 +75,6 @@ class FileKey:
 
 
 def _has_group(pattern: str) -> bool:
-    import re
-
     return re.compile(pattern).groups > 0
 
 
