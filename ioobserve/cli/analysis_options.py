@@ -1,4 +1,5 @@
-"""Options shared by `analyze` and `report`: which traces, which events, where to compute."""
+"""Options shared by `analyze`, `report` and `diff`: which traces, which events, where to compute; and
+writing a page."""
 
 from __future__ import annotations
 
@@ -101,3 +102,18 @@ def run_analysis(traces: list[Path], filters, scheduler: str | None, memory_mb: 
     analysis.throttles = throttles(traces)
     analysis.insights = insights(analysis)
     return analysis
+
+
+def write_page(output: Path, page: str, replace: bool) -> None:
+    """An HTML page written whole (0600, never through a link) or one clear line and exit."""
+    from ioobserve.cli.errors import fail
+    from ioobserve.trace.output import OutputError
+    from ioobserve.trace.read.export import write_atomically
+
+    data = page.encode()
+    try:
+        write_atomically(output, lambda handle: handle.write(data), replace=replace)
+    except OutputError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror}")

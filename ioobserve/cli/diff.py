@@ -116,15 +116,7 @@ def diff(
 
 def _write_html(comparison, names: list[list[str]], threshold: int, output: Path, force: bool) -> None:
     from ioobserve.report.diff_html import render_comparison
-    from ioobserve.trace.output import OutputError
-    from ioobserve.trace.read.export import write_atomically
 
-    page = render_comparison(comparison, *names, threshold).encode()
-    try:
-        write_atomically(output, lambda handle: handle.write(page), replace=force)
-    except OutputError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write {output}: {exc.strerror}")
+    opt.write_page(output, render_comparison(comparison, *names, threshold), force)
     print(f"{output}: comparison of {len(names[0])} and {len(names[1])} trace(s), {len(comparison.changes)} change(s)",
           file=sys.stderr)

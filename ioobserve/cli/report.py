@@ -36,21 +36,13 @@ def report(
     """The analysis as a self-contained HTML report: overview, insights, bandwidth and operations
     over time per layer, a timeline per process, access sizes, top files, metadata vs data time."""
     from ioobserve.report.html import render
-    from ioobserve.trace.output import OutputError
-    from ioobserve.trace.read.export import write_atomically
 
     try:
         filters = opt.build_filters(traces, job, pid, path_prefix, since, until)
         analysis = opt.run_analysis(traces, filters, scheduler, memory)
     except UserError as exc:
         fail(str(exc))
-    page = render(analysis, [str(trace) for trace in traces]).encode()
-    try:
-        write_atomically(output, lambda handle: handle.write(page), replace=force)
-    except OutputError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot write {output}: {exc.strerror}")
+    opt.write_page(output, render(analysis, [str(trace) for trace in traces]), force)
     print(f"{output}: report of {analysis.overview['calls']:,} calls, {len(analysis.insights)} insight(s)")
     if not analysis.overview["calls"]:
         print("ioobserve: no events match: check the trace and the filters")
