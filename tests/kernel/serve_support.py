@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT
 from tests.kernel import programs
-from tests.kernel.recorder import IOOBSERVE
+from tests.kernel.recorder import IOOBSERVE, STOP_WAIT
 from tests.waiting import wait_until
 
 JOB = "5151"
@@ -89,8 +89,10 @@ class Service:
         subprocess.run(["sh", str(script)], env=env, check=True, timeout=60)
 
     def stop(self) -> str:
+        """SIGTERM, then its output once it has exited: waited for as long as the recorder's (its
+        own stop deadline and a minute more: an emulated matrix guest once took over 120 s)."""
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=120)
+        self.proc.wait(timeout=STOP_WAIT)
         self._reader.join(timeout=30)
         out = "".join(self.lines)
         assert self.proc.returncode == 0, out
