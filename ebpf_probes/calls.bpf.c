@@ -255,8 +255,9 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	}
 	struct ioo_event ev = {};
 	u16 flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
-	if ((frame.op == IOO_OP_SSL_WRITE || frame.op == IOO_OP_SSL_WRITE_EX) && ret > 0)
-		flags |= send_head(frame.ts, frame.args[1], ret);  /* the plaintext of an HTTPS request */
+	/* The plaintext of an HTTPS request or answer; the ops alternate: read, write, read_ex, write_ex. */
+	if (frame.op >= IOO_OP_SSL_READ && frame.op <= IOO_OP_SSL_WRITE_EX && ret > 0)
+		flags |= send_head(frame.ts, frame.args[1], ret, (frame.op - IOO_OP_SSL_READ) % 2 == 0);
 	event_measured(&ev, frame.op, flags, ret, bpf_ktime_get_ns() - frame.ts, count, has_file == 1 ? id.dev : 0);
 	event_owner(&ev);
 	if (!event_gate(&ev, GATE_OWNER))

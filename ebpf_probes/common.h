@@ -85,7 +85,8 @@ enum ioo_op {
 	 * copies of sendfile, copy_file_range and splice, each with an output side). */
 	IOO_OP_VFS_KERNEL_READ, IOO_OP_VFS_COPY_FILE_RANGE, IOO_OP_VFS_SPLICE_DIRECT, IOO_OP_VFS_SPLICE,
 	/* The network layer: the syscalls on an Internet socket (read and write named apart
-	 * from the file ones by the prefix, which the trace drops). */
+	 * from the file ones by the prefix, which the trace drops). Reads and writes alternate,
+	 * here and in the TLS layer: net_head and call_return tell them apart by that. */
 	IOO_OP_NET_READ, IOO_OP_NET_WRITE, IOO_OP_NET_READV, IOO_OP_NET_WRITEV,
 	IOO_OP_RECVFROM, IOO_OP_SENDTO, IOO_OP_RECVMSG, IOO_OP_SENDMSG,
 	IOO_OP_CONNECT, IOO_OP_ACCEPT, IOO_OP_ACCEPT4,
@@ -236,6 +237,7 @@ struct ioo_config {
 #define IOO_F_FIXED     0x0400 /* an io_uring request's fd is an index into its ring's registered files */
 #define IOO_F_HEAD      0x1000 /* a head record (the HTTP request the bytes written begin) follows it */
 #define IOO_F_TLS_HELLO 0x2000 /* the bytes written begin a TLS handshake: the process does TLS itself */
+#define IOO_F_ANSWER    0x4000 /* a head record (the HTTP answer the bytes read begin) follows it */
 #define IOO_F_SQPOLL    0x0800 /* an io_uring request the ring's SQPOLL thread submitted (pid, tid and
 				* comm are the ring's owner's) */
 
@@ -342,8 +344,9 @@ struct ioo_endpoint {
 	__u8 addr[16];     /* as on the wire; IPv4 in the first 4 bytes */
 };
 
-/* The first bytes of an HTTP request a program wrote to a socket or a TLS connection, joined
- * to the write's event by (tid, ts): the request line and headers, never more of a payload. */
+/* The first bytes of an HTTP request a program wrote to a socket or a TLS connection, or of
+ * an HTTP answer it read there, joined to the call's event by (tid, ts): the request or status
+ * line and headers, never more of a payload. */
 #define IOO_HEAD_BYTES 1024
 struct ioo_head_record {
 	struct ioo_aux_header hdr;

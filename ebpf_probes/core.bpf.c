@@ -628,28 +628,35 @@ static __always_inline int event_submit(struct ioo_event *ev)
 	return 0;
 }
 
-/* Little-endian first four bytes of the HTTP requests whose heads are kept. */
+/* Little-endian first four bytes of the HTTP requests and answers whose heads are kept. */
 #define HTTP_GET 0x20544547   /* "GET " */
 #define HTTP_PUT 0x20545550   /* "PUT " */
 #define HTTP_HEAD 0x44414548  /* "HEAD" */
 #define HTTP_POST 0x54534f50  /* "POST" */
 #define HTTP_DELE 0x454c4544  /* "DELE" */
+#define HTTP_ANSWER 0x50545448  /* "HTTP", as in "HTTP/1.1 200 OK" */
 #define TLS_HANDSHAKE 0x0316  /* a TLS record of type handshake (22), version 3.x */
 
-/* Bytes a program wrote (`len` of them at `buf`) that begin an HTTP request: their first
- * IOO_HEAD_BYTES go out as a head record of the event at `ts` (the request line and headers;
- * nothing past them, nothing of other writes). The flag the event takes: IOO_F_HEAD if the
- * head was sent, IOO_F_TLS_HELLO if the bytes begin a TLS handshake (a client doing TLS itself,
- * not through a probed libssl), else 0. */
-static __always_inline u16 send_head(u64 ts, u64 buf, s64 len)
+/* Bytes a program wrote (`len` of them at `buf`) that begin an HTTP request, or bytes it read
+ * (`answer`) that begin an HTTP answer: their first IOO_HEAD_BYTES go out as a head record of
+ * the event at `ts` (the request or status line and headers; nothing past them, nothing of
+ * other calls). The flag the event takes: IOO_F_HEAD or IOO_F_ANSWER if the head was sent,
+ * IOO_F_TLS_HELLO if written bytes begin a TLS handshake (a client doing TLS itself, not
+ * through a probed libssl), else 0. */
+static __always_inline u16 send_head(u64 ts, u64 buf, s64 len, int answer)
 {
 	u32 first = 0;
 	if (len < 4 || bpf_probe_read_user(&first, sizeof(first), (void *)buf) < 0)
 		return 0;
-	if ((first & 0xffff) == TLS_HANDSHAKE)
-		return IOO_F_TLS_HELLO;
-	if (first != HTTP_GET && first != HTTP_PUT && first != HTTP_HEAD && first != HTTP_POST && first != HTTP_DELE)
-		return 0;
+	if (answer) {
+		if (first != HTTP_ANSWER)
+			return 0;
+	} else {
+		if ((first & 0xffff) == TLS_HANDSHAKE)
+			return IOO_F_TLS_HELLO;
+		if (first != HTTP_GET && first != HTTP_PUT && first != HTTP_HEAD && first != HTTP_POST && first != HTTP_DELE)
+			return 0;
+	}
 	u32 zero = 0;
 	struct ioo_head_record *rec = head_scratch.lookup(&zero);
 	if (!rec)
@@ -669,7 +676,7 @@ static __always_inline u16 send_head(u64 ts, u64 buf, s64 len)
 		count_lost(LOST_AUX_BASE + IOO_AUX_HEAD);
 		return 0;
 	}
-	return IOO_F_HEAD;
+	return answer ? IOO_F_ANSWER : IOO_F_HEAD;
 }
 
 /* A page cache event of the current task: `pages` pages of (dev, ino) from page `index`.

@@ -352,27 +352,28 @@ static __always_inline void submit_cache(struct inflight *st)
 			  st->cache_pages, st->ts, !(st->have & HAVE_HELD));
 }
 
-/* A write to a socket that sent `ret` bytes: the head record of the HTTP request they begin
- * (send_head), from the first buffer the call wrote. */
-static __always_inline u16 net_write_head(struct inflight *st, s64 ret)
+/* A call on a socket that moved `ret` bytes: the head record of the HTTP request a write's
+ * bytes begin, or of the answer a read's begin (send_head), from the call's first buffer. */
+static __always_inline u16 net_head(struct inflight *st, s64 ret)
 {
+	u16 op = st->op;
+	if (op < IOO_OP_NET_READ || op > IOO_OP_SENDMSG)
+		return 0;
+	int answer = (op - IOO_OP_NET_READ) % 2 == 0;  /* the ops alternate: read, write, readv, writev, ... */
 	u64 buf = st->args[1];
 	u64 len = ret;
-	u16 op = st->op;
-	if (op == IOO_OP_SENDMSG) {
+	if (op == IOO_OP_SENDMSG || op == IOO_OP_RECVMSG) {
 		bpf_probe_read_user(&buf, sizeof(buf), (void *)(buf + 16));  /* struct user_msghdr's msg_iov */
-		op = IOO_OP_NET_WRITEV;
+		op = IOO_OP_NET_READV;
 	}
-	if (op == IOO_OP_NET_WRITEV) {
+	if (op == IOO_OP_NET_READV || op == IOO_OP_NET_WRITEV) {
 		u64 iov[2] = {};  /* the first struct iovec */
 		bpf_probe_read_user(iov, sizeof(iov), (void *)buf);
 		buf = iov[0];
 		if (iov[1] < len)
 			len = iov[1];
-	} else if (op != IOO_OP_NET_WRITE && op != IOO_OP_SENDTO) {
-		return 0;
 	}
-	return send_head(st->ts, buf, len);
+	return send_head(st->ts, buf, len, answer);
 }
 
 /* The traced syscall in flight (st, the thread's inflight record) returned `ret`: its events. */
@@ -447,7 +448,7 @@ static __always_inline void syscall_returned(struct inflight *st, s64 ret)
 			ev_flags |= IOO_F_NAME2;
 	}
 	if ((st->have & HAVE_SOCKET) && ret > 0)
-		ev_flags |= net_write_head(st, ret);
+		ev_flags |= net_head(st, ret);
 	u64 arg = spec->aux_arg >= 0 ? arg_at(st, spec->aux_arg) : 0;
 	if (flags & IOO_S_HOW_FLAGS) {
 		u64 how_flags = 0;

@@ -41,5 +41,5 @@ ROW = st.fixed_dictionaries({
     s.OFFSET: edges(-I64, I64 - 1, -1), s.CGROUP: nullable(edges(0, U64)), s.ARG: edges(0, U64),
     s.FLAGS: st.one_of(st.sampled_from([0, ev.F_PARENT, ev.F_PARENT | ev.F_FILE]), edges(0, (1 << 16) - 1)),
     s.PARENT_TS: nullable(edges(0, U64 - 1, 1_700_000_000_000_002_000)), s.PY_STACK: nullable(edges(0, (1 << 32) - 1)),
-    s.PY_FRAME: nullable(edges(0, (1 << 16) - 1)), s.PY_MODULE: nullable(MODULES),
+    s.PY_FRAME: nullable(edges(0, (1 << 16) - 1)), s.PY_MODULE: nullable(MODULES), s.STATUS: nullable(st.integers(1, (1 << 16) - 1)),  # 0 means none
 })

@@ -42,7 +42,7 @@ def sample_frame() -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 10).then(pl.lit("Dataset.__getitem__")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 10).then(pl.lit("/w/data.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 10).then(pl.lit(42, pl.Int32)).alias(s.PY_LINE),
-        pl.when(pl.col(s.PID) == 13).then(pl.lit("pkg.sub_mod")).alias(s.PY_MODULE),
+        pl.when(pl.col(s.PID) == 13).then(pl.lit("pkg.sub_mod")).alias(s.PY_MODULE), pl.lit(None, pl.String).alias(s.REQUEST_ID), pl.lit(None, pl.UInt16).alias(s.STATUS),
         pl.lit("/slurm/uid_0/job_7/step_0/task_1").alias(s.CGROUP_PATH), pl.lit("7").alias(s.JOB),
         pl.lit("0").alias(s.STEP), pl.lit(1, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT),
         pl.lit(None, pl.String).alias(s.CONTAINER), pl.lit(None, pl.String).alias(s.POD),

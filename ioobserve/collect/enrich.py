@@ -217,7 +217,7 @@ class Enricher:
                 pl.when(pl.col("parent_ts") > 0).then(pl.col("parent_ts") + self.clock_offset_ns).cast(pl.UInt64)
                 .alias(s.PARENT_TS),
                 pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.lit(0, pl.UInt16)).alias(s.PY_FRAME),
-                pl.col(s.PY_MODULE), pl.col(PY_SAME),
+                pl.col(s.PY_MODULE), pl.lit(None, pl.UInt16).alias(s.STATUS), pl.col(PY_SAME),
             )
         )
         requests = self.requests.add(events)

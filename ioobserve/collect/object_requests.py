@@ -1,4 +1,5 @@
-"""The object-storage request named by the first bytes of an HTTP/1.x request.
+"""The object-storage request named by the first bytes of an HTTP/1.x request, and the
+status and request id of the first bytes of an answer.
 
 The TLS and network layers copy at most HEAD_BYTES of each request a client writes (never the
 payload beyond them). From those bytes this module takes the method, the Host header, the
@@ -8,7 +9,7 @@ range asked, and, for a request of S3's, its operation (ioobserve.collect.s3_ope
 Headers cut off by the copy are simply not found. Anything that is not an HTTP request line
 gives None: the caller shows such a write by its socket alone.
 
-Called once per distinct request head of a batch, not per event.
+Called once per distinct request or answer head of a batch, not per event.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ _VIRTUAL_HOST = re.compile(r"^(?P<bucket>[a-z0-9][a-z0-9.-]*?)\.(?:s3(?:[.-][a-z
                            r"|storage\.googleapis\.com)$")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)(?:,|$)")
 _TOKEN = re.compile(rb"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # a header's name (RFC 9110)
+_STATUS_LINE = re.compile(rb"^HTTP/1\.[01] ([1-5][0-9][0-9])(?: |\r?$)")
+# The id a store gives each request, for its logs and its support: S3's (and its compatibles'),
+# AWS's other services' (moto's S3 too), Azure's, Google Cloud Storage's upload id, and the
+# common proxy header.
+_REQUEST_ID_HEADERS = ("x-amz-request-id", "x-amzn-requestid", "x-ms-request-id", "x-guploader-uploadid", "x-request-id")
+REQUEST_ID_CHARS = 128  # a longer id is cut: ids are short, a header is not bounded
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,26 @@ def parse_request_head(head: bytes) -> ObjectRequest | None:
     operation = s3_operation(method, bucket, key, query, headers) if is_s3(host, headers, query) else None
     return ObjectRequest(method, host, bucket, key, first, last, suffix, path or "/",
                          int(length) if length.isdigit() else None, operation)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the head of an HTTP answer says: its status and the request id the server gave."""
+
+    status: int
+    request_id: str | None
+
+
+def parse_answer_head(head: bytes) -> Answer | None:
+    """The answer `head` (the first bytes a client read) begins, or None if it is not an
+    HTTP/1.x status line (a cut one included)."""
+    lines = head.split(b"\n")
+    match = _STATUS_LINE.match(lines[0]) if len(lines) > 1 else None
+    if match is None:
+        return None
+    headers = _headers(lines[1:])
+    request_id = next((headers[name] for name in _REQUEST_ID_HEADERS if headers.get(name)), None)
+    return Answer(int(match[1]), request_id[:REQUEST_ID_CHARS] if request_id else None)
 
 
 def _headers(lines: list[bytes]) -> dict[str, str]:

@@ -19,13 +19,13 @@
 /* The fields, in line order: ioobserve.trace.lines.EVENT_FIELDS. */
 enum field {
     F_NAME, F_PID, F_TID, F_TS, F_DUR, F_FHASH, F_FHASH2, F_RET, F_COUNT, F_OFFSET, F_FD, F_ARG, F_UID,
-    F_CGROUP, F_EVFLAGS, F_TNS, F_DNS, F_PTS, F_PYSTACK, F_PYFRAME, F_MODULE, N_FIELDS
+    F_CGROUP, F_EVFLAGS, F_TNS, F_DNS, F_PTS, F_PYSTACK, F_PYFRAME, F_MODULE, F_STATUS, N_FIELDS
 };
 
 /* The input columns, in the order of the `columns` tuple: lines.INPUT_COLUMNS. */
 enum input {
     IN_OP, IN_LAYER, IN_PID, IN_TID, IN_TS, IN_DUR, IN_FILE, IN_FILE2, IN_RET, IN_COUNT, IN_OFFSET, IN_FD,
-    IN_ARG, IN_UID, IN_CGROUP, IN_FLAGS, IN_PTS, IN_PYSTACK, IN_PYFRAME, IN_MODULE, N_INPUTS
+    IN_ARG, IN_UID, IN_CGROUP, IN_FLAGS, IN_PTS, IN_PYSTACK, IN_PYFRAME, IN_MODULE, IN_STATUS, N_INPUTS
 };
 
 #define MAX_GROUPS 4096  /* (layer, shape) pairs in one batch: 2^21 shapes could never all occur */
@@ -172,6 +172,8 @@ static void row_fields(const struct column *in, Py_ssize_t i, int precision_ns, 
         PRESENT(F_PYFRAME, v);
     if (column_get(&in[IN_MODULE], i, &v) && v != NO_CODE)
         PRESENT(F_MODULE, v);
+    if (column_get(&in[IN_STATUS], i, &v) && v != 0)
+        PRESENT(F_STATUS, v);
 #undef PRESENT
     row->shape = shape;
 }

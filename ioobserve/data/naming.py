@@ -73,6 +73,13 @@ def with_names(ids: pl.LazyFrame, names: Names) -> pl.LazyFrame:
     )
 
 
+def module_and_request_id(layer: pl.Expr, text: pl.Expr) -> list[pl.Expr]:
+    """PY_MODULE and REQUEST_ID from an event's one string field (an id batch's PY_MODULE, a
+    trace line's `module` or `request_id`): an HTTP event's is its request id."""
+    http = layer.cast(pl.String) == s.LAYER_HTTP
+    return [pl.when(~http).then(text).alias(s.PY_MODULE), pl.when(http).then(text).alias(s.REQUEST_ID)]
+
+
 def with_context(events: pl.DataFrame, names: Names) -> pl.DataFrame:
     """Events with their process's context at their time (schema.PROCESS_CONTEXT_SCHEMA), and
     job and step from its environment where the cgroup names none; sorted by time."""
@@ -106,7 +113,7 @@ class BatchNamer:
         files = tables.files.lazy().select(s.FILE, s.PATH)
         with_files = ids.lazy().join(files, on=s.FILE, how="left", maintain_order="left").join(
             files.rename({s.FILE: s.FILE2, s.PATH: s.PATH2}), on=s.FILE2, how="left", maintain_order="left")
-        named = with_names(with_files, names).collect()
+        named = with_names(with_files, names).with_columns(module_and_request_id(pl.col(s.LAYER), pl.col(s.PY_MODULE))).collect()
         return with_context(named, names).select(list(s.BATCH_SCHEMA)).cast(s.BATCH_SCHEMA)
 
     def keep(self, tables: BatchTables) -> None:

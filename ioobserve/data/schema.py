@@ -39,7 +39,9 @@ PY_FRAME = "py_frame"  # which frame of PY_STACK is the event's code: 0 the inne
 PY_FUNCTION = "py_function"  # qualified name
 PY_FILE = "py_file"
 PY_LINE = "py_line"
-PY_MODULE = "py_module"  # PYTHON-layer import events: the module imported
+PY_MODULE = "py_module"  # PYTHON-layer import events: the module imported (id batches: HTTP events' REQUEST_ID too)
+REQUEST_ID = "request_id"  # HTTP events: the id the store's answer gave the request (x-amz-request-id, ...)
+STATUS = "status"  # HTTP events: the answer's status (its first final one), null where no answer's head was read
 # The enrichment's working columns (ioobserve.collect.enrich), gone before a batch reaches the
 # sinks: the open file's kernel dev_t, and the call's path arguments, which name its file ids.
 KDEV, NAME, NAME2 = "_kdev", "_name", "_name2"
@@ -88,7 +90,7 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     RET: pl.Int64, ERRNO: pl.Int16, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
     DEV: pl.UInt64, INO: pl.UInt64, CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean,
     PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, PY_FUNCTION: LABEL, PY_FILE: LABEL, PY_LINE: pl.Int32,
-    PY_MODULE: LABEL, **CGROUP_CONTEXT_SCHEMA, USER: LABEL, **PROCESS_CONTEXT_SCHEMA,
+    PY_MODULE: LABEL, REQUEST_ID: LABEL, STATUS: pl.UInt16, **CGROUP_CONTEXT_SCHEMA, USER: LABEL, **PROCESS_CONTEXT_SCHEMA,
 }
 """An event as `load` and `scan` give it: names where the trace has ids, labels Categorical."""
 
@@ -99,7 +101,7 @@ ID_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, UID: pl.UInt32, LAYER: pl.String, OP: pl.String,
     FILE: pl.UInt32, FILE2: pl.UInt32, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, OFFSET: pl.Int64,
     CGROUP: pl.UInt64, ARG: pl.UInt64, FLAGS: pl.UInt16, PARENT_TS: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16,
-    PY_MODULE: pl.String,
+    PY_MODULE: pl.String, STATUS: pl.UInt16,
 }
 """An event as ids: what a trace's event line holds. The ids are named by tables
 (ioobserve.data.model.BatchTables while recording, a trace's metadata records after): FILE and
@@ -125,7 +127,7 @@ is named in flight, not kept) and its file ids."""
 CHUNK_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,
     FILE_ID: pl.UInt64, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
-    FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16,
+    FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, STATUS: pl.UInt16,
 }
 """An event chunk of the analyses (ioobserve.trace.read.chunks): ids where EVENT_SCHEMA has names,
 FILE_ID (the same in every trace) for PATH, DEV and INO; the trace's tables name the rest."""

@@ -63,9 +63,12 @@ EVENT_FIELDS: tuple[tuple[str, pl.DataType], ...] = (
     ("fhash", pl.Categorical), ("fhash2", pl.Categorical), ("ret", pl.Int64), ("count", pl.UInt64),
     ("offset", pl.Int64), ("fd", pl.Int32), ("arg", pl.UInt64), ("uid", pl.UInt32), ("cgroup", pl.UInt64),
     ("evflags", pl.UInt16), ("tns", pl.UInt16), ("dns", pl.UInt16), ("pts", pl.UInt64), ("pystack", pl.UInt32),
-    ("pyframe", pl.UInt16), ("module", pl.String),
+    ("pyframe", pl.UInt16), ("module", pl.String), ("status", pl.UInt16),
 )
 TOP_FIELDS = ("name", "pid", "tid", "ts", "dur")
+LAYER_KEYS: dict[str, dict[str, str]] = {s.LAYER_HTTP: {"module": "request_id"}}
+"""Fields a layer's lines write under a key of their own: an HTTP event's string is the
+request id its answer gave, not a module."""
 FIELD_DEFAULTS: dict[str, int] = {"ret": 0, "count": 0, "offset": -1, "fd": -1, "arg": 0, "evflags": 0, "tns": 0, "dns": 0,
                                   "pyframe": 0}
 """What an absent field means (fields not here mean null: no file, no parent, no stack, or,
@@ -143,7 +146,7 @@ def literal_tokens(layer: str, keys: list[str]) -> list[str]:
             lead = f',"ph":{PH_COMPLETE},"args":{{'
         else:
             lead = ","
-        tokens.append(f'{lead}"{key}":')
+        tokens.append(f'{lead}"{LAYER_KEYS.get(layer, {}).get(key, key)}":')
     tokens.append("}}" if keys[-1] not in TOP_FIELDS else f',"ph":{PH_COMPLETE},"args":{{}}}}')
     return tokens
 
@@ -151,7 +154,7 @@ def literal_tokens(layer: str, keys: list[str]) -> list[str]:
 # The columns the compiled core reads (ioobserve/csrc/lines.c, enum input), in its order.
 INPUT_COLUMNS = (
     s.OP, s.LAYER, s.PID, s.TID, s.TS, s.DUR, s.FILE, s.FILE2, s.RET, s.BYTES_REQ, s.OFFSET, s.FD, s.ARG, s.UID,
-    s.CGROUP, s.FLAGS, s.PARENT_TS, s.PY_STACK, s.PY_FRAME, s.PY_MODULE,
+    s.CGROUP, s.FLAGS, s.PARENT_TS, s.PY_STACK, s.PY_FRAME, s.PY_MODULE, s.STATUS,
 )
 _STRING_COLUMNS = frozenset({s.OP, s.LAYER, s.PY_MODULE})
 _NO_CODE = 0xFFFFFFFF  # a null string

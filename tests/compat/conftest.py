@@ -65,7 +65,7 @@ def _frame(n: int) -> pl.DataFrame:
         pl.when(pl.col(s.PID) == 100).then(pl.lit("Loader.read")).alias(s.PY_FUNCTION),
         pl.when(pl.col(s.PID) == 100).then(pl.lit("/w/loader.py")).alias(s.PY_FILE),
         pl.when(pl.col(s.PID) == 100).then(pl.lit(12, pl.Int32)).alias(s.PY_LINE),
-        pl.lit(None, pl.String).alias(s.PY_MODULE),
+        pl.lit(None, pl.String).alias(s.PY_MODULE), pl.lit(None, pl.String).alias(s.REQUEST_ID), pl.lit(None, pl.UInt16).alias(s.STATUS),
     ).select(list(s.EVENT_SCHEMA))
 
 

@@ -3,7 +3,8 @@ over HTTPS (a self-signed certificate; the TLS layer) and over plain HTTP (the N
 boto3's ranged get_object calls, a listing, a multipart upload and s3fs's listing and
 open().read() are recorded; every request the clients' own hooks saw is one HTTP event, in
 order, named by the S3 operation the client called (GetObject, UploadPart, ListObjectsV2,
-...), with its object, range and an answer of at least the bytes asked; boto3's name the function that asked on their
+...), with its object, range, an answer of at least the bytes asked, and the status and
+request id the client got (a 404 among them); boto3's name the function that asked on their
 stack, s3fs's (its asyncio thread's) the thread that sent them. Objects read through local
 copies give the bytes fetched against the bytes read."""
 
@@ -89,13 +90,15 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
 
     seen = [(row[s.OP], row[s.PATH], row[s.OFFSET]) for row in http.iter_rows(named=True)]
     assert seen == [(operation, f"{scheme}://127.0.0.1{path}", expected_range(value)[0])
-                    for _, path, value, _, operation in report["requests"]]
-    called = {operation for *_, operation in report["requests"]}
+                    for _, path, value, _, operation, *_ in report["requests"]]
+    assert http.select(s.STATUS, s.REQUEST_ID).rows() == [(status, request_id) for *_, status, request_id in report["requests"]]
+    assert 404 in http.get_column(s.STATUS).to_list()
+    called = {operation for *_, operation, _, _ in report["requests"]}
     assert {"ListObjectsV2", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "HeadObject"} <= called
-    for row, (_, _, value, phase, _) in zip(http.iter_rows(named=True), report["requests"], strict=True):
+    for row, (_, _, value, phase, *_) in zip(http.iter_rows(named=True), report["requests"], strict=True):
         asked = expected_range(value)[1]
         if asked:
-            assert row[s.BYTES_REQ] == asked and asked <= row[s.RET] <= asked + HEADERS_AT_MOST, row
+            assert row[s.BYTES_REQ] == asked and asked <= row[s.BYTES] <= asked + HEADERS_AT_MOST, row
         assert 0 < row[s.ARG] <= row[s.DUR] + 1000, row  # time to first byte, within the request
         assert row[s.PATH2].startswith("tcp:127.0.0.1:") and row[s.PATH2].endswith(f":{endpoint.rsplit(':', 1)[1]}"), row
     # The bytes the application got are the ranges' (boto3) and the object's (s3fs).
@@ -104,7 +107,7 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
     # boto3 asked from fetch_ranges: on the stack of its requests; s3fs's come from its own thread.
     stacks = {row["stack"]: [frame["function"] for frame in row["frames"]] for row in records(traces, "PS").select(
         pl.col("args").struct.field("stack"), pl.col("args").struct.field("frames")).iter_rows(named=True)}
-    phases = [phase for _, _, _, phase, _ in report["requests"]]
+    phases = [phase for _, _, _, phase, *_ in report["requests"]]
     for row, phase in zip(http.iter_rows(named=True), phases, strict=True):
         if phase == "boto3":
             assert "fetch_ranges" in stacks[row[s.PY_STACK]], stacks[row[s.PY_STACK]]
@@ -114,7 +117,7 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
     # analyze's requests by operation: the clients' own count of each
     analysis = results(analyze_partial(traces, Filters(pids=(report["pid"],))))
     assert dict(analysis.requests.select(s.OP, "requests").iter_rows()) == dict(
-        collections.Counter(operation for *_, operation in report["requests"]))
+        collections.Counter(operation for *_, operation, _, _ in report["requests"]))
 
 
 COPIES_WORKLOAD = ROOT / "tests" / "workloads" / "s3_copies_workload.py"

@@ -29,7 +29,7 @@ def _values(precision: str) -> dict[str, pl.Expr]:
         "pts": pl.col(s.PARENT_TS) if precision == "ns" else
         pl.when(pl.col(s.PARENT_TS) % 1000 == 0).then(pl.col(s.PARENT_TS) + 1).otherwise(pl.col(s.PARENT_TS)),
         "pystack": pl.col(s.PY_STACK), "pyframe": pl.col(s.PY_FRAME),
-        "module": pl.col(s.PY_MODULE).str.replace_all(r"[^\w.\-]", "?"),
+        "module": pl.col(s.PY_MODULE).str.replace_all(r"[^\w.\-]", "?"), "status": pl.when(pl.col(s.STATUS) != 0).then(pl.col(s.STATUS)),  # 0: none
     }
     for key, default in FIELD_DEFAULTS.items():
         if key == "tns" and precision != "ns":

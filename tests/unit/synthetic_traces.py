@@ -70,7 +70,7 @@ def frame(rows: list[dict]) -> pl.DataFrame:
         pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME).fill_null(0)).alias(s.PY_FRAME),
         pl.lit(None, pl.String).alias(s.PY_FUNCTION), pl.lit(None, pl.String).alias(s.PY_FILE),
         pl.lit(None, pl.Int32).alias(s.PY_LINE), pl.lit(None, pl.String).alias(s.PY_MODULE),
-        pl.lit(None, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT), pl.lit(None, pl.String).alias(s.CONTAINER),
+        pl.lit(None, pl.String).alias(s.REQUEST_ID), pl.lit(None, pl.UInt16).alias(s.STATUS), pl.lit(None, pl.Int32).alias(s.TASK), pl.lit(None, pl.String).alias(s.UNIT), pl.lit(None, pl.String).alias(s.CONTAINER),
         pl.lit(None, pl.String).alias(s.POD), *(pl.lit(None, pl.String).alias(k) for k in (s.NAMESPACE, s.POD_NAME, s.CONTAINER_NAME)),
         pl.lit("root").alias(s.USER), pl.lit(None, pl.Int32).alias(s.LOCAL_RANK),
         pl.lit(None, pl.Int32).alias(s.WORLD_SIZE), pl.lit(None, pl.List(s.TAG_ENTRY)).alias(s.TAGS),

@@ -52,8 +52,8 @@ def _c_layout(tmp_path) -> dict[str, int]:
     lines.append('printf("const.AGG %d %d %d\\n", IOO_AGG_LATENCY, IOO_AGG_SIZE, IOO_AGG_SLOTS);')
     lines.append('printf("const.LAYER_LIBS %d\\n", IOO_LAYER_LIBS);')
     lines.append('printf("const.NET %d %d %d\\n", IOO_LAYER_NET, IOO_S_MSGHDR, IOO_S_PEER_AT_EXIT);')
-    lines.append('printf("const.TLS %d %d %d %d %d %d %d\\n", IOO_LIB_SSL, IOO_C_BIND_HANDLE, IOO_C_OUT_BYTES, IOO_AUX_HEAD, '
-                 'IOO_HEAD_BYTES, IOO_F_HEAD, IOO_F_TLS_HELLO);')
+    lines.append('printf("const.TLS %d %d %d %d %d %d %d %d\\n", IOO_LIB_SSL, IOO_C_BIND_HANDLE, IOO_C_OUT_BYTES, '
+                 'IOO_AUX_HEAD, IOO_HEAD_BYTES, IOO_F_HEAD, IOO_F_TLS_HELLO, IOO_F_ANSWER);')
     lines.append('printf("const.PYTHON %d %d %d %u %d %d %d %d %d %d\\n", IOO_LAYER_PYTHON, IOO_AUX_PY_CHAIN, IOO_AUX_PY_CODE, '
                  'IOO_PY_NO_FIELD, IOO_PY_LAYOUTS, IOO_PY_MAX_FRAMES, IOO_PY_LASTI, IOO_PY_TRUNCATED, IOO_PY_NAME_BYTES, '
                  'IOO_PY_TABLE_BYTES);')
@@ -117,7 +117,7 @@ def test_constants_match(layout):
     assert layout["const.LAYER_LIBS"] == ev.LAYER_LIBS
     assert layout["const.NET"] == (ev.LAYER_NET, ev.S_MSGHDR, ev.S_PEER_AT_EXIT)
     assert layout["const.TLS"] == (ev.LIB_SSL, ev.C_BIND_HANDLE, ev.C_OUT_BYTES, ev.AUX_HEAD, ev.HEAD_BYTES, ev.F_HEAD,
-                                   ev.F_TLS_HELLO)
+                                   ev.F_TLS_HELLO, ev.F_ANSWER)
     assert layout["const.AGG"] == (ev.AGG_LATENCY, ev.AGG_SIZE, ev.AGG_SLOTS)
     assert layout["const.C_FLAGS"] == (ev.C_RET_STREAM, ev.C_RET_FD, ev.C_RET_ITEMS, ev.C_RET_HANDLE, ev.C_OUT_HANDLE,
                                        ev.C_HANDLE_PTR, ev.C_CLOSE_HANDLE, ev.C_MPI_TYPE, ev.C_KNOWN_HANDLE, ev.C_RET_INT)

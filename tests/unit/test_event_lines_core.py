@@ -52,6 +52,7 @@ def test_a_batch_of_many_rows_and_shapes_matches(rng=np.random.default_rng(46)):
         s.PY_STACK: pl.Series(rng.integers(0, 900, n, dtype=np.uint32)).set(pl.Series(null), None),
         s.PY_FRAME: pl.Series(rng.integers(0, 3, n, dtype=np.uint16)).set(pl.Series(null), None),
         s.PY_MODULE: pl.Series(rng.choice(["torch.nn", "données/x", "a b"], n)).set(pl.Series(rng.random(n) < 0.9), None),
+        s.STATUS: pl.Series(rng.choice([200, 206, 404], n).astype(np.uint16)).set(pl.Series(rng.random(n) < 0.9), None),
     }, schema=s.ID_SCHEMA)
     for precision in ("us", "ns"):
         _compare(frame, precision)
@@ -62,8 +63,9 @@ def test_the_parent_flag_is_the_events_module():
 
 
 def _arguments(rows: int = 2) -> list:
-    columns = tuple(np.zeros(rows, np.uint64) for _ in range(19)) + (np.full(rows, 0xFFFFFFFF, np.uint32),)  # no module
-    return [np.arange(rows, dtype=np.int64), columns, (None,) * 20, [b"read"], [], False, b"ab", lambda layer, shape: (b"{",) * (bin(shape).count("1") + 1)]
+    columns = (tuple(np.zeros(rows, np.uint64) for _ in range(19)) + (np.full(rows, 0xFFFFFFFF, np.uint32),)  # no module
+               + (np.zeros(rows, np.uint16),))  # no status
+    return [np.arange(rows, dtype=np.int64), columns, (None,) * 21, [b"read"], [], False, b"ab", lambda layer, shape: (b"{",) * (bin(shape).count("1") + 1)]
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -71,7 +73,7 @@ def _arguments(rows: int = 2) -> list:
     (lambda a: a.__setitem__(0, np.array([0, -1], np.int64)), "is not a row"),
     (lambda a: a.__setitem__(1, a[1][:5] + (np.zeros(3, np.uint64),) + a[1][6:]), "not 2 rows"),
     (lambda a: a.__setitem__(1, (np.array([0, 1], np.uint64),) + a[1][1:]), "past the 1 strings"),
-    (lambda a: a.__setitem__(2, (np.zeros(3, bool),) + (None,) * 19), "validity bytes"),
+    (lambda a: a.__setitem__(2, (np.zeros(3, bool),) + (None,) * 20), "validity bytes"),
     (lambda a: a.__setitem__(1, a[1][:2] + (np.zeros(2, np.float64),) + a[1][3:]), "integer array"),
     (lambda a: a.__setitem__(7, lambda layer, shape: (b"{",)), "must give a tuple"),
     (lambda a: a.__setitem__(6, b"x" * 65), "at most 64 bytes"),

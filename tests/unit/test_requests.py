@@ -18,11 +18,12 @@ _SCHEMA = {KDEV: pl.UInt32, s.INO: pl.UInt64, s.TS: pl.UInt64, s.DUR: pl.UInt64,
 
 
 def _event(ino: int | None, ts: int, layer: str, op: str, ret: int, head: bool = False, parent: int | None = None,
-           stack: int | None = None, tid: int = 11, dur: int = 10, ssl: int = 0) -> dict:
+           stack: int | None = None, tid: int = 11, dur: int = 10, ssl: int = 0, answer: bool = False) -> dict:
     """An event on socket `ino` (None: on no socket, a memory-BIO SSL at address `ssl`)."""
     return {KDEV: None if ino is None else 7, s.INO: ino, s.TS: ts, s.DUR: dur, s.PID: 10, s.TID: tid, s.UID: 0,
             s.CGROUP: 1, s.FD: 3, s.LAYER: layer, s.OP: op, s.RET: ret, s.PARENT_TS: parent, s.PY_STACK: stack,
-            s.FLAGS: (0 if ino is None else ev.F_FILE) | (ev.F_HEAD if head else 0), s.ARG: ssl}
+            s.FLAGS: (0 if ino is None else ev.F_FILE) | (ev.F_HEAD if head else 0) | (ev.F_ANSWER if answer else 0),
+            s.ARG: ssl}
 
 
 def _batch(*rows: dict) -> pl.DataFrame:
@@ -38,7 +39,7 @@ def _builder() -> RequestBuilder:
 
 
 def _rows(frame: pl.DataFrame) -> list[tuple]:
-    return frame.select(s.OP, NAME, NAME2, s.TS, s.DUR, s.RET, s.BYTES_REQ, s.OFFSET, s.ARG, s.PY_STACK).rows()
+    return frame.select(s.OP, NAME, NAME2, s.TS, s.DUR, s.BYTES, s.BYTES_REQ, s.OFFSET, s.ARG, s.PY_STACK).rows()
 
 
 GET = b"GET /bucket/a.tar HTTP/1.1\r\nHost: s3.local\r\nRange: bytes=100-199\r\n\r\n"
@@ -91,7 +92,7 @@ def test_connections_are_kept_apart_and_a_process_left_open_stays_open():
     ))
     assert builder.close([99]).is_empty()  # another process: nothing of this one ends
     ended = builder.close().sort(s.TS)
-    assert ended.get_column(s.RET).to_list() == [9, 7]
+    assert ended.get_column(s.BYTES).to_list() == [9, 7]
     assert ended.get_column(NAME2).to_list() == [CONNECTIONS[(7, 1)], CONNECTIONS[(7, 2)]]
 
 
@@ -104,7 +105,7 @@ def test_a_garbled_head_ends_the_request_before_it_and_makes_none():
         _event(1, 300, s.LAYER_NET, "write", 17, head=True),
         _event(1, 400, s.LAYER_NET, "read", 30),  # the garbled one's answer: nobody's
     ))
-    assert ended.get_column(s.RET).to_list() == [50]
+    assert ended.get_column(s.BYTES).to_list() == [50]
     assert builder.close().is_empty() and builder.garbled == 1 and builder.requests == 1
 
 
@@ -132,3 +133,35 @@ def test_a_memory_bio_ssl_is_its_own_connection_named_by_the_socket_call_after_i
                              210, 77)]
     put = builder.close()
     assert put.get_column(NAME2).to_list() == [None] and put.get_column(s.PY_STACK).to_list() == [None]  # nothing after it
+
+
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+OK = b"HTTP/1.1 200 OK\r\nx-amz-request-id: 4442587FB7D0A2F9\r\nContent-Length: 5\r\n\r\nhello"
+MISSING = b"HTTP/1.1 404 Not Found\r\nx-amz-request-id: 5E2B1C\r\nContent-Type: application/xml\r\n\r\n<Error>"
+
+
+def test_the_answer_gives_the_status_and_request_id_past_a_100_continue_and_over_batches():
+    builder = _builder()
+    builder.add_heads([_head(100, PUT), _head(150, CONTINUE), _head(300, OK)])
+    first = builder.add(_batch(
+        _event(1, 100, s.LAYER_TLS, "SSL_write_ex", len(PUT), head=True),
+        _event(1, 150, s.LAYER_TLS, "SSL_read_ex", len(CONTINUE), answer=True),  # not the answer's status
+        _event(1, 200, s.LAYER_TLS, "SSL_write_ex", 5000),  # the body: no head
+    ))
+    assert first.is_empty()
+    builder.add_heads([_head(600, GET), _head(650, MISSING)])
+    ended = builder.add(_batch(
+        _event(1, 300, s.LAYER_TLS, "SSL_read_ex", len(OK), answer=True),
+        _event(1, 600, s.LAYER_TLS, "SSL_write_ex", len(GET), head=True),
+        _event(1, 650, s.LAYER_TLS, "SSL_read_ex", len(MISSING), answer=True),
+    ))
+    assert ended.select(s.OP, s.STATUS, s.PY_MODULE, s.BYTES).rows() == [("PUT", 200, "4442587FB7D0A2F9", len(CONTINUE) + len(OK))]
+    assert builder.close().select(s.OP, s.STATUS, s.PY_MODULE).rows() == [("GET", 404, "5E2B1C")]
+
+
+def test_an_answer_whose_head_was_not_read_has_no_status_and_a_head_on_another_thread_is_not_its():
+    builder = _builder()
+    builder.add_heads([_head(100, GET), _head(200, OK, tid=99)])
+    builder.add(_batch(_event(1, 100, s.LAYER_NET, "write", len(GET), head=True),
+                       _event(1, 200, s.LAYER_NET, "read", len(OK), answer=True)))
+    assert builder.close().select(s.STATUS, s.PY_MODULE, s.BYTES).rows() == [(None, None, len(OK))]

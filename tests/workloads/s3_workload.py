@@ -3,12 +3,13 @@
 Usage: s3_workload.py ENDPOINT CA_FILE   (CA_FILE "" for plain http)
 
 Puts OBJECTS into a bucket, reads ranges of one with boto3's get_object (in fetch_ranges),
-lists the bucket, uploads one object in two parts and deletes it (in upload_in_parts), then
-lists and reads one whole with s3fs (in read_with_s3fs). Every request the clients send is
-noted through botocore's hooks, the clients' own account: the operation (before-call), the
-method, path and Range header (before-send) and the phase. Prints one JSON object: {"pid",
-"requests": [[method, path, range or null, phase, operation], ...], "bytes": {phase: bytes
-the application got}}.
+lists the bucket, uploads one object in two parts, looks at it and at one that is missing (a
+404) and deletes it (in upload_in_parts), then lists and reads one whole with s3fs (in
+read_with_s3fs). Every request the clients send is noted through botocore's hooks, the
+clients' own account: the operation (before-call), the method, path and Range header
+(before-send), the phase, and the answer's status and request id (after-call). Prints one
+JSON object: {"pid", "requests": [[method, path, range or null, phase, operation, status,
+request id or null], ...], "bytes": {phase: bytes the application got}}.
 """
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ def _note(request, **_) -> None:
     requests.append([request.method, urlsplit(request.url).path, value, phase[0], operation[0]])
 
 
+def _answered(http_response, **_) -> None:
+    """botocore's after-call: the answer to the request noted last (no retries on loopback)."""
+    headers = http_response.headers
+    request_id = headers.get("x-amz-request-id") or headers.get("x-amzn-requestid")  # moto's is the latter
+    requests[-1] += [http_response.status_code, request_id]
+
+
 def _hook(client) -> None:
     client.meta.events.register("before-call.s3", _calling)
     client.meta.events.register("before-send.s3", _note)
+    client.meta.events.register("after-call.s3", _answered)
 
 
 def fetch_ranges(client) -> int:
@@ -66,6 +75,10 @@ def upload_in_parts(client) -> None:
     client.complete_multipart_upload(Bucket=BUCKET, Key="checkpoints/step-1.pt", UploadId=upload,
                                      MultipartUpload={"Parts": parts})
     client.head_object(Bucket=BUCKET, Key="checkpoints/step-1.pt")
+    try:
+        client.head_object(Bucket=BUCKET, Key="checkpoints/step-2.pt")
+    except client.exceptions.ClientError:
+        pass  # 404: not written yet
     client.delete_object(Bucket=BUCKET, Key="checkpoints/step-1.pt")
 
 

@@ -10,7 +10,7 @@ from ioobserve.data import events as ev
 from ioobserve.data import schema as s
 from ioobserve.data.derived import bytes_moved, errno_of
 from ioobserve.data.model import ENV_JOB, ENV_STEP
-from ioobserve.data.naming import Names, with_context, with_names
+from ioobserve.data.naming import Names, module_and_request_id, with_context, with_names
 from ioobserve.trace.read import parse
 from ioobserve.trace.read.tables import (
     cgroup_table,
@@ -69,7 +69,8 @@ class TraceNames:
                 flags.alias(s.FLAGS), ((flags & ev.F_REPEAT) == 0).alias(s.COUNTED), pl.col("pts").alias(s.PARENT_TS),
                 pl.col(s.PY_STACK), pl.when(pl.col(s.PY_STACK).is_not_null()).then(pl.col(s.PY_FRAME)).alias(s.PY_FRAME),
                 pl.col(s.PY_FUNCTION), pl.col(s.PY_FILE), pl.col(s.PY_LINE),
-                pl.col("module").alias(s.PY_MODULE), *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
+                *module_and_request_id(pl.col("cat"), pl.col("module")), pl.col("status").alias(s.STATUS),
+                *(pl.col(key) for key in s.CGROUP_CONTEXT_SCHEMA), pl.col(s.USER),
                 *([pl.col(s.FILE_ID)] if file_ids else []),
             )
             .with_columns(bytes_moved(pl.col(s.OP), pl.col(s.RET), pl.col(s.BYTES_REQ)).alias(s.BYTES))

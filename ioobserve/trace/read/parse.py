@@ -24,6 +24,7 @@ from ioobserve.trace.lines import (
     CAT_META,
     EVENT_FIELDS,
     FIELD_DEFAULTS,
+    LAYER_KEYS,
     PH_COMPLETE,
     PH_METADATA,
     TOP_FIELDS,
@@ -40,7 +41,7 @@ _ARGS = pl.Struct({
     "precision": pl.String,  # the start record's: "us" (ts/dur whole µs unless tns/dns say more) or "ns"
     "ret": pl.Int64, "count": pl.UInt64, "offset": pl.Int64, "fd": pl.Int32, "errno": pl.Int32, "arg": pl.UInt64,
     "uid": pl.UInt32, "cgroup": pl.UInt64, "evflags": pl.UInt16, "tns": pl.UInt16, "dns": pl.UInt16, "pts": pl.UInt64,
-    "pystack": pl.UInt32, "pyframe": pl.UInt16, "module": pl.String,
+    "pystack": pl.UInt32, "pyframe": pl.UInt16, "module": pl.String, "request_id": pl.String, "status": pl.UInt16,
     "dev": pl.UInt64, "ino": pl.UInt64, "ppid": pl.UInt32, "comm": pl.String, "exe": pl.String,
     "cmdline": pl.List(pl.String),
     "job": pl.String, "step": pl.String, "task": pl.Int32, "unit": pl.String, "container": pl.String, "pod": pl.String,
@@ -89,8 +90,9 @@ def event_shape(text: bytes) -> Shape | None:
     layer = first["cat"]
     if not isinstance(args, dict) or not isinstance(layer, str) or layer == CAT_META:
         return None
-    fields = (*TOP_FIELDS, *args)
-    if [key for key in _ARG_FIELDS if key in args] != list(args):
+    renamed = {written: key for key, written in LAYER_KEYS.get(layer, {}).items()}
+    fields = (*TOP_FIELDS, *(renamed.get(key, key) for key in args))
+    if [key for key in _ARG_FIELDS if key in fields] != list(fields[len(TOP_FIELDS):]):
         return None  # keys we do not write, or not in our order
     if any(value is None for value in args.values()):
         return None  # an older trace's template line: read as JSON
@@ -245,7 +247,8 @@ def json_events(lines: pl.DataFrame) -> pl.DataFrame:
         # DFTracer keeps open flags and creation modes as "flags" and "mode"; ours as "arg".
         pl.coalesce(args.field("arg"), args.field("flags").cast(pl.UInt64), args.field("mode").cast(pl.UInt64)).alias("arg"),
         args.field("uid"), args.field("cgroup"), args.field("evflags"), args.field("tns"), args.field("dns"),
-        args.field("pts"), args.field("pystack"), args.field("pyframe"), args.field("module"),
+        args.field("pts"), args.field("pystack"), args.field("pyframe"),
+        pl.coalesce(args.field("module"), args.field("request_id")).alias("module"), args.field("status"),
     ))
 
 
