@@ -257,7 +257,7 @@ static __always_inline int call_return(struct pt_regs *ctx)
 	u16 flags = (has_file == 1 ? IOO_F_FILE : 0) | (frame.parent ? IOO_F_PARENT : 0);
 	/* The plaintext of an HTTPS request or answer; the ops alternate: read, write, read_ex, write_ex. */
 	if (frame.op >= IOO_OP_SSL_READ && frame.op <= IOO_OP_SSL_WRITE_EX && ret > 0)
-		flags |= send_head(frame.ts, frame.args[1], ret, (frame.op - IOO_OP_SSL_READ) % 2 == 0);
+		flags |= send_head(frame.ts, frame.args[1], ret, (frame.op - IOO_OP_SSL_READ) % 2 == 0, frame.handle);
 	event_measured(&ev, frame.op, flags, ret, bpf_ktime_get_ns() - frame.ts, count, has_file == 1 ? id.dev : 0);
 	event_owner(&ev);
 	if (!event_gate(&ev, GATE_OWNER))

@@ -346,13 +346,18 @@ struct ioo_endpoint {
 
 /* The first bytes of an HTTP request a program wrote to a socket or a TLS connection, or of
  * an HTTP answer it read there, joined to the call's event by (tid, ts): the request or status
- * line and headers, never more of a payload. */
+ * line and headers, never more of a payload. Whose and on which connection they are come with
+ * them, for serve, whose aggregation lets no event out of the kernel. */
 #define IOO_HEAD_BYTES 1024
 struct ioo_head_record {
 	struct ioo_aux_header hdr;
 	__u64 ts_ns;
 	__u32 tid;
 	__u32 len;         /* bytes used in data */
+	__u64 cgroup_id;
+	__u64 conn;        /* the connection: the socket's inode, or the SSL's address (TLS layer) */
+	__u32 pid;
+	__u32 pad;
 	char data[IOO_HEAD_BYTES];
 };
 

@@ -638,12 +638,12 @@ static __always_inline int event_submit(struct ioo_event *ev)
 #define TLS_HANDSHAKE 0x0316  /* a TLS record of type handshake (22), version 3.x */
 
 /* Bytes a program wrote (`len` of them at `buf`) that begin an HTTP request, or bytes it read
- * (`answer`) that begin an HTTP answer: their first IOO_HEAD_BYTES go out as a head record of
- * the event at `ts` (the request or status line and headers; nothing past them, nothing of
- * other calls). The flag the event takes: IOO_F_HEAD or IOO_F_ANSWER if the head was sent,
+ * (`answer`) that begin an HTTP answer, on connection `conn`: their first IOO_HEAD_BYTES go out
+ * as a head record of the event at `ts` (the request or status line and headers; nothing past
+ * them, nothing of other calls). The flag the event takes: IOO_F_HEAD or IOO_F_ANSWER if the head was sent,
  * IOO_F_TLS_HELLO if written bytes begin a TLS handshake (a client doing TLS itself, not
  * through a probed libssl), else 0. */
-static __always_inline u16 send_head(u64 ts, u64 buf, s64 len, int answer)
+static __always_inline u16 send_head(u64 ts, u64 buf, s64 len, int answer, u64 conn)
 {
 	u32 first = 0;
 	if (len < 4 || bpf_probe_read_user(&first, sizeof(first), (void *)buf) < 0)
@@ -667,8 +667,12 @@ static __always_inline u16 send_head(u64 ts, u64 buf, s64 len, int answer)
 		return 0;
 	rec->hdr.kind = IOO_AUX_HEAD;
 	rec->ts_ns = ts;
-	rec->tid = bpf_get_current_pid_tgid();
+	u64 pid_tgid = bpf_get_current_pid_tgid();
+	rec->tid = pid_tgid;
+	rec->pid = pid_tgid >> 32;
 	rec->len = n;
+	rec->cgroup_id = bpf_get_current_cgroup_id();
+	rec->conn = conn;
 	u64 size = __builtin_offsetof(struct ioo_head_record, data) + n;
 	CLAMP(size, sizeof(*rec));
 	rec->hdr.size = size;

@@ -373,7 +373,7 @@ static __always_inline u16 net_head(struct inflight *st, s64 ret)
 		if (iov[1] < len)
 			len = iov[1];
 	}
-	return send_head(st->ts, buf, len, answer);
+	return send_head(st->ts, buf, len, answer, st->file.ino);
 }
 
 /* The traced syscall in flight (st, the thread's inflight record) returned `ret`: its events. */

@@ -93,8 +93,12 @@ class RequestBuilder:
             first = request.first if request.first is not None else -1
             rows.append((head.tid, head.ts_ns + self._clock_offset_ns, request.operation or request.method,
                          f"{request.host or '?'}{request.path}", first, request.asked or 0))
-        self._heads = pl.concat([self._heads, pl.DataFrame(rows, schema=_HEADS_SCHEMA, orient="row")])
-        self._answers = pl.concat([self._answers, pl.DataFrame(answers, schema=_ANSWERS_SCHEMA, orient="row")])
+        # Where no event comes for them (serve lets none out of the kernel) they would pile up.
+        horizon = max(head.ts_ns for head in heads) + self._clock_offset_ns - HEAD_WAIT_NS
+        self._heads = pl.concat([self._heads, pl.DataFrame(rows, schema=_HEADS_SCHEMA, orient="row")]).filter(
+            pl.col(s.TS) >= horizon)
+        self._answers = pl.concat([self._answers, pl.DataFrame(answers, schema=_ANSWERS_SCHEMA, orient="row")]).filter(
+            pl.col(s.TS) >= horizon)
 
     def add(self, events: pl.DataFrame) -> pl.DataFrame:
         """The requests this batch of enriched events (with KDEV and INO) ends, as events."""

@@ -84,7 +84,9 @@ class Worker:
         """One batch: its records first (they name its events), then its events, to every sink."""
         changed = self.context.apply(records)
         self.enricher.add_names(records.names)
-        self.enricher.add_heads(records.heads)
+        if records.heads:
+            self.enricher.add_heads(records.heads)
+            self.sinks.heads(records.heads)
         if batch.size:
             # Processes are announced when they first do I/O (or fork/exec under a filter).
             fresh = set(np.unique(batch["pid"]).tolist()) - self._announced

@@ -72,12 +72,16 @@ class LibRecord(NamedTuple):
 
 
 class HeadRecord(NamedTuple):
-    """The first bytes of an HTTP request a program wrote (events.HEAD_RECORD), for the write
-    event of (tid, ts_ns), which has the flag F_HEAD."""
+    """The first bytes of an HTTP request a program wrote or of an answer it read
+    (events.HEAD_RECORD), for the call's event of (tid, ts_ns), which has the flag F_HEAD or
+    F_ANSWER; and the process, cgroup and connection (a socket's inode, an SSL's address)."""
 
     tid: int
     ts_ns: int
     data: bytes
+    pid: int = 0
+    cgroup_id: int = 0
+    conn: int = 0
 
 
 class CgroupRecord(NamedTuple):
@@ -136,7 +140,8 @@ def _decode_path(raw: bytes) -> PathRecord:
 def _decode_head(raw: bytes) -> HeadRecord:
     head = np.frombuffer(raw, dtype=ev.HEAD_RECORD, count=1)[0]
     start = ev.HEAD_RECORD.itemsize
-    return HeadRecord(int(head["tid"]), int(head["ts_ns"]), bytes(raw[start : start + min(int(head["len"]), ev.HEAD_BYTES)]))
+    return HeadRecord(int(head["tid"]), int(head["ts_ns"]), bytes(raw[start : start + min(int(head["len"]), ev.HEAD_BYTES)]),
+                      int(head["pid"]), int(head["cgroup_id"]), int(head["conn"]))
 
 
 def _decode_proc(raw: bytes) -> ProcRecord:

@@ -235,7 +235,8 @@ PATH_RECORD = np.dtype(
 )  # followed by `len` bytes of data
 
 HEAD_BYTES = 1024  # IOO_HEAD_BYTES: botocore's signed headers put Content-Length past 512
-HEAD_RECORD = np.dtype([("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("tid", "<u4"), ("len", "<u4")])
+HEAD_RECORD = np.dtype([("kind", "<u4"), ("size", "<u4"), ("ts_ns", "<u8"), ("tid", "<u4"), ("len", "<u4"),
+                        ("cgroup_id", "<u8"), ("conn", "<u8"), ("pid", "<u4"), ("pad", "<u4")])
 # followed by `len` bytes: the first bytes of an HTTP request written (IOO_F_HEAD)
 
 NAME_RECORD = np.dtype(

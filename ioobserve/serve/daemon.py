@@ -15,6 +15,7 @@ from ioobserve.probes.maps.filters import KernelFilters
 from ioobserve.serve.config import ServeConfig
 from ioobserve.serve.jobs import JobRecorder
 from ioobserve.serve.metrics import KernelCollector
+from ioobserve.serve.request_tally import RequestCounts, RequestTally
 from ioobserve.serve.retention import sweep
 from ioobserve.serve.stream import EventStream, bind_socket
 from ioobserve.sinks.base import Sinks
@@ -79,11 +80,12 @@ class Daemon:
                            rotate_seconds=self.config.rotate_s, stop_timeout=self.config.stop_timeout)
         self.jobs = jobs
         self.stream = EventStream(self.server, self._command, lambda on: probes.tables.emit_some(not on))
-        recording = Recording(probes, filters, Sinks([jobs, self.stream]), RecordingOptions(
+        tally = RequestTally()
+        recording = Recording(probes, filters, Sinks([jobs, self.stream, tally]), RecordingOptions(
             stop_timeout=self.config.stop_timeout, probe_stats=self.config.probe_stats))
         self.recording = recording
         self.registry.register(KernelCollector(probes, self.config.node, cgroups=recording.cgroups,
-                                               probe_stats=self.config.probe_stats))
+                                               probe_stats=self.config.probe_stats, requests=RequestCounts(tally)))
         self.stream.start()
         started = threading.Event()
         discover = threading.Thread(target=self._discover, args=(started,), name="ioobserve-jobs", daemon=True)

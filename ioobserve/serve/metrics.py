@@ -18,6 +18,7 @@ from ioobserve.data import events as ev
 from ioobserve.data.sockets import endpoint_name
 from ioobserve.serve import kernel_aggregates as agg
 from ioobserve.serve.own_cost import own_usage, probe_stats_on
+from ioobserve.serve.request_tally import RequestCounts
 
 MOUNTS_REFRESH_S = 10.0  # mounts are re-read at most this often when a device is not known yet
 FORGET_AFTER_S = 60.0  # a gone cgroup stays named this long, for the recording's last events of it
@@ -39,8 +40,10 @@ COUNTERS = (  # (family, help, column, divisor to the family's unit)
 class KernelCollector(Collector):
     """Reads the probes' aggregate tables at each scrape (no per-event work anywhere)."""
 
-    def __init__(self, probes, node: str, cgroups: CgroupTable | None = None, probe_stats: bool = False) -> None:
+    def __init__(self, probes, node: str, cgroups: CgroupTable | None = None, probe_stats: bool = False,
+                 requests: RequestCounts | None = None) -> None:
         self.probes = probes
+        self.requests = requests  # HTTP requests by job, operation and status (the net and TLS layers' heads)
         self.probe_stats = probe_stats  # the service holds the kernel's BPF stats on
         self.maps = agg.LabelMaps(node)
         self.cgroups = cgroups if cgroups is not None else CgroupTable()
@@ -107,6 +110,7 @@ class KernelCollector(Collector):
         with self._lock:  # scrapes run on threads of their own
             sums, hist, dropped = self._tables()
             throttled = self._throttled()
+            requests = self.requests.family(self.maps.node, self._jobs_of) if self.requests else None
         for name, text, column, divisor in COUNTERS:
             family = CounterMetricFamily(name, text, labels=agg.LABELS)
             for row in sums.iter_rows(named=True):
@@ -126,7 +130,13 @@ class KernelCollector(Collector):
         lost.add_metric([self.maps.node], int(lost_counts.sum() - lost_counts[ev.LOST_THROTTLED]))
         yield lost
         yield throttled
+        if requests is not None:
+            yield requests
         yield from self._own_cost()
+
+    def _jobs_of(self, cgroup_ids: set[int]) -> dict[int, str]:
+        """The job (else the pod) of each cgroup id the table knows or finds."""
+        return {cgroup_id: ctx.job or ctx.pod or "" for cgroup_id, ctx in self.cgroups.lookup(cgroup_ids).items()}
 
     def _throttled(self) -> CounterMetricFamily:
         """Per job, the events flood control kept in the kernel (the kernel's count per cgroup,

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 
 import polars as pl
 
+from ioobserve.data.decode import HeadRecord
 from ioobserve.data.model import BatchTables, Process
 from ioobserve.data.naming import BatchNamer
 from ioobserve.plumbing.deadline import StopDeadline
@@ -22,6 +23,10 @@ class Sink:
 
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """One batch of events as ids (schema.ID_BATCH_SCHEMA) and the tables naming them."""
+
+    def heads(self, heads: list[HeadRecord]) -> None:
+        """The HTTP request and answer heads the kernel copied (kernel time), every one, whether
+        or not its event left the kernel (serve counts requests from them)."""
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """Records lost since the last call, by op or record kind (epoch ns)."""
@@ -87,6 +92,10 @@ class Sinks(Sink):
     def events(self, frame: pl.DataFrame, tables: BatchTables) -> None:
         """A batch, to every sink."""
         self._each("events", frame, tables)
+
+    def heads(self, heads: list[HeadRecord]) -> None:
+        """HTTP heads, to every sink."""
+        self._each("heads", heads)
 
     def lost(self, ts_ns: int, counts: dict[str, int]) -> None:
         """A loss report, to every sink."""

@@ -217,6 +217,44 @@ def _serve_a_jobs_sockets(side) -> dict:
 
 
 @pytest.mark.kernel
+def test_with_the_net_layer_metrics_count_a_jobs_http_requests_by_operation_and_status(root_required, kernel_side):
+    """--layers net: each HTTP request of the job, by the S3 operation (else the method) and the
+    status its answer had, as the client itself saw them; keep-alive connections, a 404."""
+    recorded = kernel_side(_serve_a_jobs_http_requests)
+    counted = _http_requests(recorded["metrics"])
+    assert counted == {(operation, str(status)): count
+                       for (operation, status), count in Counter(map(tuple, recorded["requests"])).items()}, counted
+    assert ("GetObject", "404") in counted and ("GET", "404") in counted  # /health is no object here
+
+
+def _serve_a_jobs_http_requests(side) -> dict:
+    """serve --layers net while http_workload.py runs in the job's cgroup: its requests and a scrape."""
+    with scratch_cgroups(STEP) as base:
+        service = Service(side.scratch, "--layers", "net")
+        try:
+            done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(base / STEP),
+                                  sys.executable, str(ROOT / "tests" / "workloads" / "http_workload.py")],
+                                  capture_output=True, text=True, timeout=120, check=True)
+            requests = json_line(done.stdout, "requests")["requests"]
+            # the heads reach the tally through the collector's worker: scraped once all are counted
+
+            def all_counted() -> str | None:
+                text = service.scrape()
+                return text if sum(_http_requests(text).values()) == len(requests) else None
+
+            scrape = wait_until(all_counted, lambda: f"every request counted: {_http_requests(service.scrape())}", timeout=60)
+            return {"requests": requests, "metrics": scrape}
+        finally:
+            service.stop()
+
+
+def _http_requests(text: str) -> dict:
+    """ioobserve_http_requests_total of the job, by (operation, status), from a scrape's text."""
+    return {(labels["operation"], labels["status"]): value for (_, name, found), value in parsed(text).items()
+            if name == "ioobserve_http_requests_total" and (labels := dict(found))["job"] == JOB}
+
+
+@pytest.mark.kernel
 def test_metrics_count_a_cold_reads_block_requests_and_page_cache_misses(job_cgroup, tmp_path):
     data = Path("/var/tmp") / f"ioobserve-serve-{os.getpid()}-{tmp_path.name}.bin"  # on a disk (/tmp may be tmpfs)
     data.write_bytes(os.urandom(COLD_SIZE))
