@@ -17,12 +17,13 @@ import polars as pl
 
 from ioobserve.analysis import compare as c
 from ioobserve.analysis import results as r
-from ioobserve.analysis.requests import REQUESTS
+from ioobserve.analysis.requests import ERRORS, REQUESTS
 from ioobserve.data import schema as s
 from ioobserve.data.units import format_bytes, format_rate, format_seconds
 
 MIN_SHARE = 0.05  # of a table's time in either run, for a row's change to be said
 MIN_CALLS = 20  # in both runs, for a latency's change to be said
+MIN_ERRORS = 5  # failed requests in either run, for their change to be said (however little time they took)
 LATENCY_FLOOR_NS = 10_000  # a percentile under this in both runs is a trace's microsecond steps, not a change
 ROWS_PER_TABLE = 5  # changes said per table, the largest first
 
@@ -69,6 +70,7 @@ def _or_dash(write: Callable[[float], str]) -> Callable[[float | None], str]:
 
 MEASURES = {
     r.CALLS: ("calls", _or_dash(_count)), "events": ("events", _or_dash(_count)), REQUESTS: ("requests", _or_dash(_count)),
+    ERRORS: ("errors", _or_dash(_count)),
     r.BYTES_READ: ("read", _or_dash(format_bytes)), r.BYTES_WRITTEN: ("written", _or_dash(format_bytes)),
     r.BYTES: ("bytes", _or_dash(format_bytes)), r.TIME_NS: ("time", _or_dash(_ns)), "p50_ns": ("median", _or_dash(_ns)),
     "p99_ns": ("p99", _or_dash(_ns)),
@@ -160,6 +162,8 @@ def row_changes(table: str, frame: pl.DataFrame, threshold: float) -> list[Chang
     totals = [frame.get_column(f"{time}_{side}").sum() or 0 for side in (c.BASELINE, c.VARIANT)]
     found = []
     for row in frame.iter_rows(named=True):
+        if table == "requests":
+            found += _error_change(row, threshold)
         before_t, after_t = row[f"{time}_{c.BASELINE}"], row[f"{time}_{c.VARIANT}"]
         if max(before_t / totals[0] if totals[0] else 0, after_t / totals[1] if totals[1] else 0) < MIN_SHARE:
             continue
@@ -175,6 +179,16 @@ def row_changes(table: str, frame: pl.DataFrame, threshold: float) -> list[Chang
         if len(found) == ROWS_PER_TABLE:
             break
     return found
+
+
+def _error_change(row: dict, threshold: float) -> list[Change]:
+    """An operation's failed requests (status 400 and up), if their number changed."""
+    before, after = row[f"{ERRORS}_{c.BASELINE}"], row[f"{ERRORS}_{c.VARIANT}"]
+    if not (past(before, after, threshold) and max(before, after) >= MIN_ERRORS):
+        return []
+    name = _row_name("requests", row)
+    return [Change("requests", name, ERRORS, before, after, row[f"{ERRORS}_{c.RATIO}"],
+                   _said(f"{ROW_LABELS['requests']} {name}: failed requests (status 400 and up)", before, after, _count))]
 
 
 def latency_changes(frame: pl.DataFrame, threshold: float) -> list[Change]:

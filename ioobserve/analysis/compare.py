@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from ioobserve.analysis import results as r
-from ioobserve.analysis.requests import ENDPOINT, REQUESTS
+from ioobserve.analysis.requests import ENDPOINT, ERRORS, REQUESTS
 from ioobserve.data import schema as s
 
 BASELINE, VARIANT, DELTA, RATIO = "baseline", "variant", "delta", "ratio"
@@ -45,7 +45,7 @@ TABLES: dict[str, TableSpec] = {
     "files": TableSpec((FILE_KEY,), _SUMS, _SUMS, r.TIME_NS),
     "functions": TableSpec((s.PY_FUNCTION, s.PY_FILE), _SUMS, _SUMS, r.TIME_NS),
     "endpoints": TableSpec((ENDPOINT,), (REQUESTS, r.BYTES, r.TIME_NS), (REQUESTS, r.BYTES, r.TIME_NS), r.TIME_NS),
-    "requests": TableSpec((s.OP,), (REQUESTS, r.BYTES, r.TIME_NS), (REQUESTS, r.BYTES, r.TIME_NS), r.TIME_NS),
+    "requests": TableSpec((s.OP,), (REQUESTS, ERRORS, r.BYTES, r.TIME_NS), (REQUESTS, ERRORS, r.BYTES, r.TIME_NS), r.TIME_NS),
     "latency": TableSpec((s.LAYER, s.OP), ("calls", "p50_ns", "p90_ns", "p99_ns"), ("calls",), "p99_ns"),
 }
 """Every compared table, by the name `diff --json` gives it."""

@@ -14,7 +14,7 @@ from ioobserve.analysis.call_latency import LATENCY_KEYS, call_latencies
 from ioobserve.analysis.files import OPENS, OPENS_AFTER_STAT, call_edges, seam_opens, stat_then_open
 from ioobserve.analysis.intervals import END, START, merge_now
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED, access_patterns
-from ioobserve.analysis.requests import LATENCY, request_latencies
+from ioobserve.analysis.requests import LATENCY, STATUS_KEYS, request_latencies, request_statuses
 from ioobserve.analysis.sizes import BUCKET, COUNT, access_sizes
 from ioobserve.analysis.timeline import BIN, MAX_BINS, MS, bin_exponent, binned, lanes, rebin
 from ioobserve.data import schema as s
@@ -193,6 +193,7 @@ SIZES = Summed("sizes", SIZE_KEYS, [COUNT],
                lambda inputs: access_sizes(inputs.io, [s.PID, s.LAYER, s.FILE_ID]).with_columns(inputs.on_host))
 REQUEST_LATENCY = Summed("request_latency", [s.HOST, s.FILE_ID, LATENCY], [COUNT],
                          lambda inputs: request_latencies(inputs.by_layer, [s.FILE_ID]).with_columns(inputs.on_host))
+REQUEST_STATUS = Summed("request_status", STATUS_KEYS, [COUNT], lambda inputs: request_statuses(inputs.by_layer))
 CALL_LATENCY = Summed("call_latency", LATENCY_KEYS, [COUNT], lambda inputs: call_latencies(inputs.by_layer))
 
 

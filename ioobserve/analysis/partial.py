@@ -26,7 +26,7 @@ from ioobserve.trace.read.chunks import TraceTables
 
 AGGREGATES: list[Aggregate] = [
     a.Totals(), a.SIZES, a.Patterns(), b.OwnedIntervals(), b.JobIntervals(), b.ReadRanges(), a.Opens(),
-    a.Timeline(), a.Lanes(), a.REQUEST_LATENCY, a.CALL_LATENCY, a.FUNCTIONS, Lineage(), a.OWNERS, a.FILES, a.MOUNTS, a.PROCESSES,
+    a.Timeline(), a.Lanes(), a.REQUEST_LATENCY, a.REQUEST_STATUS, a.CALL_LATENCY, a.FUNCTIONS, Lineage(), a.OWNERS, a.FILES, a.MOUNTS, a.PROCESSES,
 ]
 
 

@@ -1,6 +1,7 @@
 """Object-storage requests (the HTTP layer's events): per object and per operation (S3's,
-GetObject, UploadPart, ..., or the method), requests, bytes and time; per endpoint (the scheme and host of its objects' addresses), a histogram of request latency
-in fixed buckets, so that partials of any chunks and nodes sum exactly."""
+GetObject, UploadPart, ..., or the method), requests, bytes and time, and per operation the
+answers' statuses; per endpoint (the scheme and host of its objects' addresses), a histogram
+of request latency in fixed buckets, so that partials of any chunks and nodes sum exactly."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from ioobserve.data.totals import BYTES, CALLS, FIRST_NS, LAST_NS, TIME_NS
 LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 LATENCY_BUCKETS = ("<=1ms", "<=2ms", "<=5ms", "<=10ms", "<=20ms", "<=50ms", "<=100ms", "<=200ms", "<=500ms", "<=1s",
                    "<=2s", "<=5s", ">5s")
-LATENCY, COUNT, ENDPOINT, REQUESTS = "latency", "count", "endpoint", "requests"
+LATENCY, COUNT, ENDPOINT, REQUESTS, ERRORS = "latency", "count", "endpoint", "requests", "errors"
+STATUS_KEYS = [s.OP, s.STATUS]
 _ENDPOINT = r"^([a-z]+://[^/]+)"
 
 
@@ -26,6 +28,25 @@ def request_latencies(events: pl.LazyFrame, by: Sequence[str] = ()) -> pl.LazyFr
         bounds.search_sorted(pl.col(s.DUR), side="left"))
     return (events.filter(pl.col(s.LAYER) == s.LAYER_HTTP)
             .group_by(*by, bucket.alias(LATENCY)).agg(pl.len().cast(pl.UInt64).alias(COUNT)))
+
+
+def request_statuses(events: pl.LazyFrame) -> pl.LazyFrame:
+    """COUNT of HTTP requests per operation and the answer's STATUS (null: no answer's head read)."""
+    return (events.filter(pl.col(s.LAYER) == s.LAYER_HTTP)
+            .group_by(STATUS_KEYS).agg(pl.len().cast(pl.UInt64).alias(COUNT)))
+
+
+def statuses(counts: pl.DataFrame) -> pl.DataFrame:
+    """Per operation and status: requests; by operation, then status (none last). `counts`:
+    the partial's (STATUS_KEYS: COUNT)."""
+    return (counts.group_by(pl.col(s.OP).cast(pl.String), s.STATUS).agg(pl.col(COUNT).sum().alias(REQUESTS))
+            .sort(s.OP, s.STATUS, nulls_last=True))
+
+
+def status_spread(by_status: pl.DataFrame, operation: str | None) -> str:
+    """An operation's answers as "200 ×40, 404 ×2, none ×1" (none: no answer's head was read)."""
+    rows = by_status.filter(pl.col(s.OP).eq_missing(operation)).select(s.STATUS, REQUESTS).rows()
+    return ", ".join(f"{'none' if status is None else status} ×{count:,}" for status, count in rows)
 
 
 def objects(named: pl.DataFrame) -> pl.DataFrame:
@@ -39,12 +60,15 @@ def objects(named: pl.DataFrame) -> pl.DataFrame:
             .sort(TIME_NS, s.PATH, descending=[True, False]))
 
 
-def operations(named: pl.DataFrame) -> pl.DataFrame:
+def operations(named: pl.DataFrame, by_status: pl.DataFrame) -> pl.DataFrame:
     """Per operation (OP: S3's, or the method of a request that is not S3's): requests, bytes
-    answered and time; most requests first. `named`: the analysis's totals."""
+    answered, time and ERRORS (answers of status 400 and up); most requests first. `named`:
+    the analysis's totals; `by_status`: statuses()."""
     http = named.filter(pl.col(s.LAYER).cast(pl.String) == s.LAYER_HTTP)
+    errors = by_status.group_by(s.OP).agg(pl.col(REQUESTS).filter(pl.col(s.STATUS) >= 400).sum().cast(pl.UInt64).alias(ERRORS))
     return (http.group_by(pl.col(s.OP).cast(pl.String))
             .agg(pl.col(CALLS).sum().alias(REQUESTS), pl.col(BYTES).sum(), pl.col(TIME_NS).sum())
+            .join(errors, on=s.OP, how="left").with_columns(pl.col(ERRORS).fill_null(0))
             .sort(REQUESTS, s.OP, descending=[True, False]))
 
 

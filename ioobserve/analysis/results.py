@@ -28,7 +28,7 @@ from ioobserve.analysis.interval_aggregates import (
 )
 from ioobserve.analysis.partial import Partial, measured
 from ioobserve.analysis.patterns import CONSECUTIVE, RANDOM, SEQUENTIAL, UNALIGNED
-from ioobserve.analysis.requests import endpoints, objects, operations
+from ioobserve.analysis.requests import endpoints, objects, operations, statuses
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.analysis.timeline import BIN, MS, bin_exponent, rebin
 from ioobserve.data import schema as s
@@ -73,7 +73,8 @@ class Analysis:
     per_process_patterns: pl.DataFrame  # HOST, PID, PATH, KIND: CONSECUTIVE, SEQUENTIAL, RANDOM, UNALIGNED
     objects: pl.DataFrame  # PATH (an object's address): requests, bytes, time (the HTTP layer)
     endpoints: pl.DataFrame  # ENDPOINT: requests, bytes, time, a count per latency bucket
-    requests: pl.DataFrame  # OP (S3's operation, or the method): requests, bytes, time (the HTTP layer)
+    requests: pl.DataFrame  # OP (S3's operation, or the method): requests, bytes, time, errors (the HTTP layer)
+    statuses: pl.DataFrame  # OP, STATUS (the answer's; null: none read): requests
     copies: pl.DataFrame  # objects fetched into local copies: bytes fetched, written, read (ioobserve.analysis.copies)
     latency: pl.DataFrame  # LAYER, OP: calls and their duration's percentiles (ioobserve.analysis.call_latency)
     functions: pl.DataFrame  # PY_FUNCTION, PY_FILE: the I/O calls each made, their bytes read and written, time
@@ -125,7 +126,7 @@ def results(part: Partial) -> Analysis:
     overlap = (whole.with_columns(pl.lit(next(iter(jobs), None), pl.String).alias(s.JOB)).select(s.LAYER, s.JOB, pl.exclude(s.LAYER, s.JOB))
                if len(jobs) <= 1 else _overlap(unions, every_job=False))
     processes = _processes(io, busy)
-    per_object = objects(named)
+    per_object, by_status = objects(named), statuses(part.request_status)
     unique_reads = _unique_reads(part, layer)
     return Analysis(
         layer=layer,
@@ -158,7 +159,8 @@ def results(part: Partial) -> Analysis:
         .drop(s.LAYER, s.FILE_ID).sort(s.HOST, s.PID, s.PATH, KIND),
         objects=per_object,
         endpoints=endpoints(part.request_latency, files, per_object),
-        requests=operations(named),
+        requests=operations(named, by_status),
+        statuses=by_status,
         copies=copies(named, io, part.files, unique_reads.rename({UNIQUE_BYTES_READ: READ})),
         latency=percentiles(part.call_latency),
         functions=_functions(part.functions),

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from ioobserve.analysis import results as r
 from ioobserve.analysis.copies import CELLS, cells
-from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
+from ioobserve.analysis.requests import ENDPOINT, ERRORS, LATENCY_BUCKETS, REQUESTS, status_spread
 from ioobserve.analysis.sizes import BUCKET, COUNT
 from ioobserve.cli.summary_view import short_path
 from ioobserve.data import schema as s
@@ -182,9 +182,10 @@ def _requests(analysis: r.Analysis, console: Console, top: int) -> None:
     for row in analysis.objects.head(top).iter_rows(named=True):
         table.add_row(row[s.PATH], f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
     console.print(table)
-    table = _table("Requests by operation", "operation", "requests", "bytes", "time")
+    table = _table("Requests by operation", "operation", "requests", "failed", "answers by status", "bytes", "time")
     for row in analysis.requests.iter_rows(named=True):
-        table.add_row(row[s.OP] or "?", f"{row[REQUESTS]:,}", format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
+        table.add_row(row[s.OP] or "?", f"{row[REQUESTS]:,}", f"{row[ERRORS]:,}", status_spread(analysis.statuses, row[s.OP]),
+                      format_bytes(row[s.BYTES]), _ms(row[r.TIME_NS]))
     console.print(table)
     table = _table("Endpoints: requests by latency", "endpoint", "requests", "bytes", "latency (requests per bucket)")
     for row in analysis.endpoints.iter_rows(named=True):

@@ -11,7 +11,7 @@ import polars as pl
 from ioobserve.analysis import lineage as ln
 from ioobserve.analysis import results as r
 from ioobserve.analysis.copies import CELLS, cells
-from ioobserve.analysis.requests import ENDPOINT, LATENCY_BUCKETS, REQUESTS
+from ioobserve.analysis.requests import ENDPOINT, ERRORS, LATENCY_BUCKETS, REQUESTS, status_spread
 from ioobserve.analysis.sizes import BUCKET, BUCKETS, COUNT
 from ioobserve.analysis.timeline import BIN
 from ioobserve.data import schema as s
@@ -171,11 +171,12 @@ def _object_storage(a: r.Analysis) -> list[str]:
     objects = [[row[s.PATH], format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
                for row in a.objects.head(TOP_ROWS).iter_rows(named=True)]
     more = f" ({TOP_ROWS} of {a.objects.height:,})" if a.objects.height > TOP_ROWS else ""
-    by_operation = [[row[s.OP] or "?", format_count(row[REQUESTS]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
+    by_operation = [[row[s.OP] or "?", format_count(row[REQUESTS]), format_count(row[ERRORS]),
+                     status_spread(a.statuses, row[s.OP]), format_bytes(row[s.BYTES] or 0), _ms(row[r.TIME_NS])]
                     for row in a.requests.iter_rows(named=True)]
     shown = ["<h2>Object storage</h2>", chart, html_table(["endpoint", "requests", "bytes", "time"], endpoints),
              "<p>Requests by operation (S3's, or the method):</p>",
-             html_table(["operation", "requests", "bytes", "time"], by_operation),
+             html_table(["operation", "requests", "failed", "answers by status", "bytes", "time"], by_operation),
              f"<p>Objects by time in requests{esc(more)}:</p>",
              html_table(["object", "requests", "bytes", "time"], objects)]
     if a.copies.height:

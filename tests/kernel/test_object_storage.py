@@ -118,6 +118,10 @@ def test_every_request_of_boto3_and_s3fs_is_an_event_with_its_object_range_and_c
     analysis = results(analyze_partial(traces, Filters(pids=(report["pid"],))))
     assert dict(analysis.requests.select(s.OP, "requests").iter_rows()) == dict(
         collections.Counter(operation for *_, operation, _, _ in report["requests"]))
+    # ... and the answers' statuses: the 404 a failed request
+    assert dict(((op, status), count) for op, status, count in analysis.statuses.iter_rows()) == dict(
+        collections.Counter((operation, status) for *_, operation, status, _ in report["requests"]))
+    assert analysis.requests.filter(pl.col(s.OP) == "HeadObject").get_column("errors").to_list() == [1]
 
 
 COPIES_WORKLOAD = ROOT / "tests" / "workloads" / "s3_copies_workload.py"

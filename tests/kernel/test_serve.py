@@ -217,6 +217,7 @@ def _serve_a_jobs_sockets(side) -> dict:
 
 
 @pytest.mark.kernel
+@pytest.mark.matrix  # serve's programs copy the heads of requests and answers, on every kernel
 def test_with_the_net_layer_metrics_count_a_jobs_http_requests_by_operation_and_status(root_required, kernel_side):
     """--layers net: each HTTP request of the job, by the S3 operation (else the method) and the
     status its answer had, as the client itself saw them; keep-alive connections, a 404."""

@@ -78,6 +78,12 @@ def test_ssl_reads_and_writes_are_traced_with_their_bytes_connection_and_request
         elif name in client and direction == "read":
             answers[index] = answers.get(index, 0) + size
     assert http.get_column(s.RET).to_list() == [answers[i] for i in range(len(RANGES) + 1)]
+    # Each answer's head is copied from the client's first read of it (the garbled request's 400
+    # too), none from the server's reads: the status is the answer's.
+    reads = moved.filter(pl.col(s.OP).is_in(SSL_OPS["read"]))
+    answered = reads.filter((pl.col(s.FLAGS) & ev.F_ANSWER) != 0)
+    assert answered.height == len(RANGES) + 2 and set(answered.get_column(s.PATH).cast(pl.String)) == client
+    assert http.get_column(s.STATUS).to_list() == [206] * len(RANGES) + [200]
     assert set(http.get_column(s.PATH2).cast(pl.String)) == client
     assert ((http.get_column(s.ARG) > 0) & (http.get_column(s.ARG) <= http.get_column(s.DUR) + 1000)).all()
     for stack_id in http.get_column(s.PY_STACK).to_list():
