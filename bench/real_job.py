@@ -145,7 +145,7 @@ class RecorderCpu:
             if entry.name.isdigit():
                 try:
                     args = cmdline(int(entry.name))
-                    if "ioobserve.trace.write.finish" in args and any(str(self.out) in arg for arg in args):
+                    if "ioobserve.cli.finisher" in args and any(str(self.out) in arg for arg in args):
                         self.seen[int(entry.name)] = cpu_seconds(entry.name)
                 except OSError:
                     continue

@@ -35,7 +35,7 @@ from ioobserve.trace.read.reader import own_records
 def finisher_cpu(trace: Path, recompress: bool, checkout: Path) -> float:
     """CPU seconds of finishing a trace as `record` would in the background (the bench runs
     `record --no-compact` and the finisher itself, as its child, to count its CPU exactly)."""
-    command = [sys.executable, "-m", "ioobserve.trace.write.finish", *(["--recompress"] if recompress else []), str(trace)]
+    command = [sys.executable, "-m", "ioobserve.cli.finisher", *(["--recompress"] if recompress else []), str(trace)]
     started = os.times()
     subprocess.run(command, cwd=checkout, env=_environment(checkout), check=True)
     ended = os.times()

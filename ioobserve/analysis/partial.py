@@ -56,14 +56,21 @@ def process_table(tables: TraceTables, host: str) -> pl.DataFrame:
     )
 
 
-def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFrame) -> Partial:
-    """The partial of one chunk of events (schema.CHUNK_SCHEMA) of a trace."""
+def chunk_partial(chunk: pl.DataFrame, tables: TraceTables, processes: pl.DataFrame,
+                  aggregates: list[Aggregate] = AGGREGATES) -> Partial:
+    """The partial of one chunk of events (schema.CHUNK_SCHEMA) of a trace: every aggregate's,
+    or those asked (the partials made of it hold those only)."""
     inputs = ChunkInputs(chunk, tables, processes)
-    steps = {aggregate.name: aggregate.chunk(inputs) for aggregate in AGGREGATES}
+    steps = {aggregate.name: aggregate.chunk(inputs) for aggregate in aggregates}
     lazy = [(name, part) for name, frames in steps.items() for part, frame in frames.items() if isinstance(frame, pl.LazyFrame)]
     for (name, part), frame in zip(lazy, pl.collect_all([steps[name][part] for name, part in lazy]), strict=True):
         steps[name][part] = frame  # every aggregate's lazy frames at once: Polars runs them side by side
-    return Partial({aggregate.name: aggregate.finish(steps[aggregate.name], inputs) for aggregate in AGGREGATES})
+    return Partial({aggregate.name: aggregate.finish(steps[aggregate.name], inputs) for aggregate in aggregates})
+
+
+def _held(part: Partial) -> list[Aggregate]:
+    """The aggregates a partial holds."""
+    return [aggregate for aggregate in AGGREGATES if aggregate.name in part.values]
 
 
 def combine(parts: list[Partial]) -> Partial:
@@ -71,7 +78,7 @@ def combine(parts: list[Partial]) -> Partial:
     if len(parts) == 1:
         return parts[0]
     return Partial({aggregate.name: _combined(aggregate, [part.values[aggregate.name] for part in parts])
-                    for aggregate in AGGREGATES})
+                    for aggregate in _held(parts[0])})
 
 
 def _combined(aggregate: Aggregate, values: list):
@@ -85,9 +92,9 @@ def fold(folded: Partial | None, later: list[Partial]) -> Partial:
     the timeline and lanes are coarsened as the span grows, so that a long trace's partial
     stays about as small as a short one's."""
     part = combine(([folded] if folded is not None else []) + later)
-    return Partial({aggregate.name: aggregate.coarsen(part.values[aggregate.name]) for aggregate in AGGREGATES})
+    return Partial({aggregate.name: aggregate.coarsen(part.values[aggregate.name]) for aggregate in _held(part)})
 
 
 def measured(part: Partial) -> Partial:
     """The partial as the results read it: its intervals' unions measured."""
-    return Partial({aggregate.name: aggregate.measure(part.values[aggregate.name]) for aggregate in AGGREGATES})
+    return Partial({aggregate.name: aggregate.measure(part.values[aggregate.name]) for aggregate in _held(part)})

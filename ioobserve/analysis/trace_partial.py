@@ -11,7 +11,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ioobserve.analysis.partial import Partial, chunk_partial, fold, process_table
+from ioobserve.analysis.aggregation import Aggregate
+from ioobserve.analysis.partial import AGGREGATES, Partial, chunk_partial, fold, process_table
 from ioobserve.data import schema as s
 from ioobserve.trace.members import Damage
 from ioobserve.trace.read.chunks import CHUNK_ROWS, TraceTables, event_chunks, trace_tables
@@ -94,19 +95,21 @@ def descendants(processes: pl.DataFrame, roots: Iterable[int]) -> set[int]:
 
 
 def trace_partial(path: Path, filters: Filters = Filters(), damage: list[Damage] | None = None,
-                  plan: ChunkPlan = ChunkPlan()) -> Partial:
-    """The partial of one trace file (a Dask task), read in the chunks of `plan`."""
+                  plan: ChunkPlan = ChunkPlan(), aggregates: list[Aggregate] = AGGREGATES) -> Partial:
+    """The partial of one trace file (a Dask task), read in the chunks of `plan`: every
+    aggregate's, or those asked."""
     # Polars' in-memory engine: on these chunks its streaming one took 1.3x the peak memory
     # and 1.1-1.25x the time (bench/analysis.py)
     with pl.Config(engine_affinity="in-memory"):
-        return _trace_partial(path, filters, damage, plan)
+        return _trace_partial(path, filters, damage, plan, aggregates)
 
 
-def _trace_partial(path: Path, filters: Filters, damage: list[Damage] | None, plan: ChunkPlan) -> Partial:
+def _trace_partial(path: Path, filters: Filters, damage: list[Damage] | None, plan: ChunkPlan,
+                   aggregates: list[Aggregate]) -> Partial:
     tables = trace_tables(path, damage)
     processes = process_table(tables, tables.host)
     def reduce(chunk: pl.DataFrame) -> Partial:
-        return chunk_partial(filters.events(chunk, tables), tables, processes)
+        return chunk_partial(filters.events(chunk, tables), tables, processes, aggregates)
 
     # Chunks are reduced on `reducers` threads while the next one is read: reducers + 1 chunks
     # at most in memory. Their partials are folded in, in time order, FOLD at a time.
@@ -120,7 +123,7 @@ def _trace_partial(path: Path, filters: Filters, damage: list[Damage] | None, pl
             pending.append(reducer.submit(reduce, chunk))
         done += [reduced.result() for reduced in pending]
     if done or folded is None:
-        folded = fold(folded, done or [chunk_partial(_no_events(), tables, processes)])  # no events: an empty partial
+        folded = fold(folded, done or [chunk_partial(_no_events(), tables, processes, aggregates)])  # no events: an empty partial
     return folded
 
 

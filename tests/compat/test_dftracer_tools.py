@@ -96,3 +96,59 @@ def test_we_analyze_a_trace_dftracer_wrote(dftracer_wrote):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+@pytest.fixture
+def with_provenance(trace, tmp_path) -> Path:
+    """A copy of our trace with its lineage appended as the finisher appends it."""
+    from ioobserve.analysis.provenance import add_provenance
+
+    directory = tmp_path / "provenance"
+    directory.mkdir(mode=0o700)
+    copy = directory / trace.name
+    for source in (trace, trace.with_name(trace.name + ".ioidx")):
+        (directory / source.name).write_bytes(source.read_bytes())
+    assert add_provenance(copy) == 5  # /data/file-0.bin .. file-4.bin
+    return copy
+
+
+def test_dftracers_provenance_extractor_reads_our_lineage(peers, trace, with_provenance, tmp_path):
+    """dftracer-utils' provenance graph (its server's /api/prov/graph) finds our entities,
+    activities and derived-from links whole: none dangling, none truncated."""
+    import socket
+    import urllib.request
+
+    from ioobserve.analysis.provenance import ACTIVITY, ENTITY, RELATION, trace_provenance
+    from tests.waiting import wait_until
+
+    _tool(peers, "dftracer_validate", "--files", str(with_provenance))
+    ours = trace_provenance(with_provenance)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([str(peers / "bin" / "dftracer_server"), "-d", str(with_provenance.parent), "-p", str(port),
+                               "--index-dir", str(tmp_path / "index"), "--log-level", "error"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def graph() -> dict | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/prov/graph", timeout=30) as answer:
+                return json.loads(answer.read())
+        except OSError:
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            return None
+
+    try:
+        found = wait_until(graph, "dftracer_server's provenance graph", timeout=120)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert {(e["hash"], e["uri"], e["store"]) for e in found["entities"]} == {
+        (r["args"]["id"], r["args"]["uri"], "local_disk") for r in ours[ENTITY]}
+    assert {(a["pid"], tuple(a["used"]), tuple(a["generated"])) for a in found["activities"]} == {
+        (r["pid"], tuple(r["args"]["relations"]["used"]), tuple(r["args"]["relations"]["generated"])) for r in ours[ACTIVITY]}
+    assert {(r["relation"], r["subject"], r["object"]) for r in found["entity_relations"]} == {
+        ("derived_from", r["args"]["subject"], r["args"]["object"]) for r in ours[RELATION]} != set()
+    stats = found["stats"]
+    assert (stats["dangling_hashes"], stats["isolated_entities"], stats["truncated_activities"]) == (0, 0, 0), stats
+    assert ioobserve.load(with_provenance).equals(ioobserve.load(trace))  # our readers skip the records

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.kernel.kernel_side import ran
-from tests.kernel.recorder import IOOBSERVE, json_line, record_command
+from tests.kernel.recorder import IOOBSERVE, json_line, record_command, wait_finished
 
 WORKLOAD = str(ROOT / "tests" / "workloads" / "checkpoint_workload.py")
 
@@ -62,3 +62,34 @@ def test_each_process_used_and_generated_what_the_job_did(root_required, kernel_
     last = max(job["train"]["written"])
     assert any(last.rsplit("/", 1)[1] in line and "used and generated" in line for line in screen.stdout.splitlines()), \
         screen.stdout
+
+
+@pytest.mark.kernel
+def test_the_finisher_writes_the_lineage_into_the_trace_as_dftracers_provenance(root_required, tmp_path):
+    """Each data file an entity; per process and Python function, what it used and generated;
+    each checkpoint derived from the shards read before it: as the workload did them."""
+    from ioobserve.analysis.provenance import ACTIVITY, ENTITY, RELATION, entity_id, trace_provenance
+    from ioobserve.trace.members import read_index
+
+    work = tmp_path / "job"
+    work.mkdir()
+    done = record_command(tmp_path / "trace", [sys.executable, WORKLOAD, str(work)])
+    assert done.returncode == 0, done.stderr
+    job = json_line(done.stdout, "LINEAGE")["LINEAGE"]
+    wait_finished(tmp_path / "trace")
+    (trace,) = (tmp_path / "trace").glob("*.pfw.gz")
+    assert read_index(trace) is not None  # the appended member has its entry
+    records = trace_provenance(trace)
+    touched = {path for role in job.values() for path in (*role["read"], *role["written"])}
+    assert {r["args"]["uri"]: r["args"]["id"] for r in records[ENTITY]} == {path: entity_id("file", path) for path in touched}
+    ids = {r["args"]["id"]: r["args"]["uri"] for r in records[ENTITY]}
+    did = {(r["pid"], r["args"]["function"]): ({ids[i] for i in r["args"]["relations"]["used"]},
+                                               {ids[i] for i in r["args"]["relations"]["generated"]})
+           for r in records[ACTIVITY]}
+    train, resume = job["train"], job["resume"]
+    assert did[(train["pid"], "load_shard")] == (set(train["read"]), set())
+    assert did[(train["pid"], "save_checkpoint")] == (set(), set(train["written"]))
+    assert did[(resume["pid"], "load_checkpoint")] == (set(resume["read"]), set())
+    assert {(ids[r["args"]["subject"]], ids[r["args"]["object"]]) for r in records[RELATION]} == {
+        (checkpoint, shard) for checkpoint, shards in train["before"].items() for shard in shards}
+    assert {r["args"]["relation"] for r in records[RELATION]} == {16}  # DFTracer's derived_from

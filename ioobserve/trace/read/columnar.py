@@ -272,6 +272,18 @@ def scan_copy(copy: Copy, file_ids: bool = False) -> pl.LazyFrame:
         for name, dtype in columns.items())
 
 
+def restamp_copy(trace: Path, before: dict) -> None:
+    """Keep the copy of a trace that gained members without events (its provenance records):
+    a copy that matched its state `before` (a source_key) is marked as matching it now."""
+    try:
+        key = json.loads(key_path(trace).read_bytes())
+    except (OSError, ValueError):
+        return
+    if isinstance(key, dict) and key.get("source") == before:
+        key["source"] = source_key(trace)
+        _write_private(key_path(trace), json.dumps(key).encode())
+
+
 def _write_private(target: Path, data: bytes) -> None:
     """Replace `target` with `data` through a new 0600 file renamed over it."""
     fd, temp = tempfile.mkstemp(prefix=".ioo-key-", dir=target.parent)

@@ -10,7 +10,9 @@ finds it waits for the lock and reads the copy the finisher built, instead of bu
 second one beside it (`wait_for_finisher`); a finisher that died released its lock with it. A
 finisher that fails leaves the trace as it was, and the copy is built on first read instead.
 
-Run as `python -m ioobserve.trace.write.finish TRACE...`.
+The finisher process runs ioobserve.cli.finisher (`python -m ioobserve.cli.finisher TRACE...`),
+which also appends each trace's lineage (ioobserve.analysis.provenance): the analysis sits
+above the trace package, so its step is handed to `finish` from there.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 MARK_SUFFIX = ".finishing"
+FINISHER = "ioobserve.cli.finisher"  # the module the finisher process runs
 RECOMPRESS = "--recompress"  # argument: recompress the traces before building their copies
 FINISHER_NICE = 10  # the recorder's own (ioobserve.collect.priority): at 19 it gets next to no CPU while a job holds every core
 _IOPRIO_SET = 251  # x86-64; elsewhere the call fails and only the CPU priority is lowered
@@ -48,7 +52,7 @@ def finish_later(trace: Path, recompress: bool = False) -> int | None:
     try:
         fcntl.flock(mark, fcntl.LOCK_EX)  # the finisher holds it from here (it inherits the fd) until it exits
         process = subprocess.Popen(
-            [sys.executable, "-m", "ioobserve.trace.write.finish", *([RECOMPRESS] if recompress else []), str(trace)],
+            [sys.executable, "-m", FINISHER, *([RECOMPRESS] if recompress else []), str(trace)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             close_fds=True, pass_fds=(mark,),
         )
@@ -76,8 +80,9 @@ def wait_for_finisher(trace: Path) -> bool:
     return True
 
 
-def finish(trace: Path, recompress: bool = False) -> None:
-    """Recompress a closed trace if asked, then build its copy; the mark goes in every case."""
+def finish(trace: Path, recompress: bool = False, then: Callable[[Path], object] | None = None) -> None:
+    """Recompress a closed trace if asked, build its copy, then run `then` on it (the
+    finisher's provenance step); the mark goes in every case, after them all."""
     from ioobserve.trace.read.columnar import build_copy
     from ioobserve.trace.write.compact import compact
 
@@ -85,6 +90,8 @@ def finish(trace: Path, recompress: bool = False) -> None:
         if recompress:
             compact(trace)
         build_copy(trace)
+        if then is not None:
+            then(trace)
     finally:
         mark_path(trace).unlink(missing_ok=True)
 
@@ -97,22 +104,3 @@ def low_priority() -> None:
         pass
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall(_IOPRIO_SET, _IOPRIO_WHO_PROCESS, 0, _IOPRIO_CLASS_IDLE << 13)
-
-
-def main(argv: list[str]) -> int:
-    """Finish each trace named; 1 if any failed (nobody reads it: the process is detached)."""
-    low_priority()
-    failed = 0
-    recompress = RECOMPRESS in argv
-    for name in argv:
-        if name == RECOMPRESS:
-            continue
-        try:
-            finish(Path(name), recompress)
-        except Exception:  # noqa: BLE001 - the trace stays as written; the copy is built on first read
-            failed = 1
-    return failed
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
