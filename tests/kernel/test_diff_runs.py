@@ -1,6 +1,7 @@
 """`ioobserve diff` on two real recordings of the DataLoader-like workload, each in its own
 directory, the second reading its samples in 4 KiB reads instead of whole: the deltas are the
-ones the workload's own counts give, file by file and function by function."""
+ones the workload's own counts give, file by file and function by function. Each worker also
+writes an output: the lineage shows the shards each worker used and the output it generated."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _record_two_runs(side) -> dict:
         work = side.scratch / name
         work.mkdir()
         command = [sys.executable, LOADER, "--dir", str(work), "--files", str(FILES), "--size", str(SIZE),
-                   "--workers", str(WORKERS), "--threads", "0", "--chunk", str(chunk)]
+                   "--workers", str(WORKERS), "--threads", "0", "--chunk", str(chunk), "--outputs"]
         facts[name] = ran(record_command(side.out / name, command))
     return facts
 
@@ -42,7 +43,7 @@ def _rows(table: list[dict], key: str) -> dict:
 
 
 @pytest.mark.kernel
-def test_diff_of_two_loader_runs_gives_the_workloads_deltas(root_required, kernel_side, tmp_path):
+def test_diff_of_two_loader_runs_gives_the_workloads_deltas_and_the_lineage_its_outputs(root_required, kernel_side, tmp_path):
     recorded = kernel_side(_record_two_runs)
     reports = {}
     for name in RUNS:
@@ -77,6 +78,7 @@ def test_diff_of_two_loader_runs_gives_the_workloads_deltas(root_required, kerne
         assert (row["calls_delta"], row["bytes_read_delta"]) == (per_file["variant"] - per_file["baseline"], 0), row
     latency = _rows([r for r in result["tables"]["latency"] if r["layer"] == "SYSCALL"], "op")["read"]
     assert (latency["calls_baseline"], latency["calls_variant"]) == (reads["baseline"], reads["variant"])
+    _check_lineage(recorded)
 
     functions = [row for row in result["tables"]["functions"] if row["py_function"] == "read_file"]
     assert [(row["py_file"], row["calls_baseline"], row["calls_variant"]) for row in functions] == [
@@ -88,3 +90,29 @@ def test_diff_of_two_loader_runs_gives_the_workloads_deltas(root_required, kerne
     assert os.stat(page).st_mode & 0o777 == 0o600
     html = page.read_text()
     assert "<h1>ioobserve diff</h1>" in html and html.count("<svg") >= 5 and "sample-0000.bin" in html
+
+
+def _lineage_of(pid: int, rows: list[dict]) -> tuple[dict, dict]:
+    """A process's data files read and written, with their bytes, from analyze's lineage rows."""
+    mine = [row for row in rows if row["pid"] == pid]
+    return ({row["path"]: row["bytes_read"] for row in mine if row["bytes_read"]},
+            {row["path"]: row["bytes_written"] for row in mine if row["bytes_written"]})
+
+
+def _check_lineage(recorded) -> None:
+    """The baseline's lineage: each worker used its share of the samples and generated its output."""
+    done = recorded.done("baseline")
+    report = json_line(done.stdout, "EXPECTED")
+    shown = subprocess.run([IOOBSERVE, "analyze", "--json", *map(str, recorded.traces("baseline"))], capture_output=True,
+                           text=True, timeout=600)
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)["lineage"]
+    workers = {int(pid): entry for pid, entry in report["EXPECTED"].items() if entry["counts"]["files"]}
+    assert len(workers) == WORKERS
+    data = report["dir"]  # the samples' directory
+    for pid, entry in workers.items():
+        used, generated = _lineage_of(pid, rows)
+        assert used == entry["counts"]["files"], pid  # its share of the samples, every byte
+        assert generated == {os.path.join(data, f"out-{pid}.bin"): 4096}, pid
+    main = next(int(pid) for pid, entry in report["EXPECTED"].items() if not entry["counts"]["files"])
+    assert _lineage_of(main, rows)[1] == {os.path.join(data, f"sample-{i:04d}.bin"): SIZE for i in range(FILES)}
