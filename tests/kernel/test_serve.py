@@ -203,14 +203,19 @@ def test_with_the_net_layer_metrics_count_a_jobs_socket_calls_and_bytes(root_req
     assert metric_value(metrics, "ioobserve_calls_total", job=JOB, layer="net", endpoint="") == 0  # every call named
 
 
+def _in_job(base: Path, workload: str) -> subprocess.CompletedProcess:
+    """A workload of tests/workloads run to its end in the job's cgroup under `base`."""
+    return subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(base / STEP),
+                           sys.executable, str(ROOT / "tests" / "workloads" / workload)],
+                          capture_output=True, text=True, timeout=120, check=True)
+
+
 def _serve_a_jobs_sockets(side) -> dict:
     """serve --layers net while socket_workload.py runs in the job's cgroup: its calls and a scrape."""
     with scratch_cgroups(STEP) as base:
         service = Service(side.scratch, "--layers", "net")
         try:
-            done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(base / STEP),
-                                   sys.executable, str(ROOT / "tests" / "workloads" / "socket_workload.py")],
-                                  capture_output=True, text=True, timeout=120, check=True)
+            done = _in_job(base, "socket_workload.py")
             return {"calls": json_line(done.stdout, "calls")["calls"], "metrics": service.scrape()}
         finally:
             service.stop()
@@ -233,9 +238,7 @@ def _serve_a_jobs_http_requests(side) -> dict:
     with scratch_cgroups(STEP) as base:
         service = Service(side.scratch, "--layers", "net")
         try:
-            done = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(base / STEP),
-                                  sys.executable, str(ROOT / "tests" / "workloads" / "http_workload.py")],
-                                  capture_output=True, text=True, timeout=120, check=True)
+            done = _in_job(base, "http_workload.py")
             requests = json_line(done.stdout, "requests")["requests"]
             # the heads reach the tally through the collector's worker: scraped once all are counted
 
