@@ -29,9 +29,9 @@ import polars as pl
 from ioobserve.analysis import frame_aggregates as a
 from ioobserve.analysis.lineage import (
     BYTES_READ,
-    BYTES_WRITTEN,
     FIRST_READ,
     FIRST_WRITE,
+    GENERATED,
     SOURCE,
     TARGET,
     Lineage,
@@ -83,7 +83,7 @@ def provenance_text(rows: pl.DataFrame, links: pl.DataFrame, stores: dict[str, i
     first = pl.min_horizontal(FIRST_READ, FIRST_WRITE)
     activities = (rows.group_by(s.PID, s.COMM, s.PY_FUNCTION, maintain_order=True)
                   .agg(pl.col(s.PATH).filter(pl.col(BYTES_READ) > 0).unique().sort().alias("used"),
-                       pl.col(s.PATH).filter(pl.col(BYTES_WRITTEN) > 0).unique().sort().alias("generated"),
+                       pl.col(s.PATH).filter(pl.col(GENERATED)).unique().sort().alias("generated"),
                        first.min().alias("first"))
                   .sort("first", s.PID, s.PY_FUNCTION, nulls_last=True))
     for number, row in enumerate(activities.iter_rows(named=True), 1):

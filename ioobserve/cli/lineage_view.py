@@ -29,7 +29,7 @@ def print_lineage(analysis: r.Analysis, console: Console | None = None, top: int
     table = _table(f"Data each job used and generated ({jobs.height:,} files; top {min(top, jobs.height)})", "job", "file",
                    "role", "read", "written", "procs", "from s", "to s")
     for row in jobs.head(top).iter_rows(named=True):
-        table.add_row(row[s.JOB] or "-", short_path(row[s.PATH], 60), ln.role(row[ln.BYTES_READ], row[ln.BYTES_WRITTEN]),
+        table.add_row(row[s.JOB] or "-", short_path(row[s.PATH], 60), ln.role(row[ln.BYTES_READ], row[ln.GENERATED]),
                       format_bytes(row[ln.BYTES_READ]), format_bytes(row[ln.BYTES_WRITTEN]), f"{row[ln.PROCESSES]:,}",
                       f"{(row[r.FIRST_NS] - start) / 1e9:.3f}", f"{(row[r.LAST_NS] - start) / 1e9:.3f}")
     console.print(table)
@@ -40,7 +40,7 @@ def print_lineage(analysis: r.Analysis, console: Console | None = None, top: int
         table.add_row(f"{row[s.HOST]}:{row[s.PID]}", row[s.COMM] or "?", f"{row['files_read']:,}", format_bytes(row[ln.BYTES_READ]),
                       f"{row['files_written']:,}", format_bytes(row[ln.BYTES_WRITTEN]))
     console.print(table)
-    writers = (analysis.lineage.filter(pl.col(ln.BYTES_WRITTEN) > 0)
+    writers = (analysis.lineage.filter(pl.col(ln.GENERATED))
                .group_by(s.HOST, s.PID, s.COMM, s.PY_FUNCTION, s.PATH).agg(pl.col(ln.BYTES_WRITTEN).sum())
                .sort(ln.BYTES_WRITTEN, s.PATH, descending=[True, False]))
     table = _table(f"Files generated, by process and Python function (top {min(top, writers.height)})", "process",

@@ -127,7 +127,7 @@ is named in flight, not kept) and its file ids."""
 CHUNK_SCHEMA: dict[str, pl.DataType] = {
     TS: pl.UInt64, DUR: pl.UInt64, PID: pl.UInt32, TID: pl.UInt32, LAYER: pl.Categorical, OP: pl.Categorical,
     FILE_ID: pl.UInt64, FD: pl.Int32, RET: pl.Int64, BYTES_REQ: pl.UInt64, BYTES: pl.UInt64, OFFSET: pl.Int64,
-    FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, STATUS: pl.UInt16,
+    ARG: pl.UInt64, FLAGS: pl.UInt16, COUNTED: pl.Boolean, CGROUP: pl.UInt64, PY_STACK: pl.UInt32, PY_FRAME: pl.UInt16, STATUS: pl.UInt16,
 }
 """An event chunk of the analyses (ioobserve.trace.read.chunks): ids where EVENT_SCHEMA has names,
 FILE_ID (the same in every trace) for PATH, DEV and INO; the trace's tables name the rest."""

@@ -191,12 +191,13 @@ def _lineage(a: r.Analysis) -> list[str]:
     the files they generated (the largest of each), and the job's files. Nothing without data files."""
     if not a.lineage.height:
         return []
-    data = a.lineage.group_by(s.HOST, s.PID, s.COMM, s.PATH).agg(pl.col(ln.BYTES_READ).sum(), pl.col(ln.BYTES_WRITTEN).sum())
-    used, made = (data.filter(pl.col(column) > 0).group_by(s.PATH).agg(pl.col(column).sum())
-                  .sort(column, s.PATH, descending=[True, False]).head(FLOW_ROWS).get_column(s.PATH).to_list()
-                  for column in (ln.BYTES_READ, ln.BYTES_WRITTEN))
+    data = a.lineage.group_by(s.HOST, s.PID, s.COMM, s.PATH).agg(pl.col(ln.BYTES_READ).sum(), pl.col(ln.GENERATED).any())
+    written = a.lineage.filter(ln.GENERATED).group_by(s.PATH).agg(pl.col(ln.BYTES_WRITTEN).sum())
+    used = (data.filter(pl.col(ln.BYTES_READ) > 0).group_by(s.PATH).agg(pl.col(ln.BYTES_READ).sum())
+            .sort(ln.BYTES_READ, s.PATH, descending=[True, False]).head(FLOW_ROWS).get_column(s.PATH).to_list())
+    made = written.sort(ln.BYTES_WRITTEN, s.PATH, descending=[True, False]).head(FLOW_ROWS).get_column(s.PATH).to_list()
     touching = data.filter((pl.col(ln.BYTES_READ) > 0) & pl.col(s.PATH).is_in(used)
-                           | (pl.col(ln.BYTES_WRITTEN) > 0) & pl.col(s.PATH).is_in(made))
+                           | pl.col(ln.GENERATED) & pl.col(s.PATH).is_in(made))
     procs = touching.select(s.HOST, s.PID, s.COMM).unique().sort(s.HOST, s.PID).head(FLOW_ROWS).rows()
     at = {(host, pid): index for index, (host, pid, _) in enumerate(procs)}
     links = []
@@ -207,7 +208,7 @@ def _lineage(a: r.Analysis) -> list[str]:
             links.append((1, at[host, pid], made.index(path)))
     graph = flow([used, [f"{pid} {comm or ''}".strip() for _, pid, comm in procs], made], links,
                  title="Files read → processes → files written (the largest of each)")
-    rows = [[row[s.JOB] or "-", row[s.PATH], ln.role(row[ln.BYTES_READ], row[ln.BYTES_WRITTEN]), format_bytes(row[ln.BYTES_READ]),
+    rows = [[row[s.JOB] or "-", row[s.PATH], ln.role(row[ln.BYTES_READ], row[ln.GENERATED]), format_bytes(row[ln.BYTES_READ]),
              format_bytes(row[ln.BYTES_WRITTEN]), format_count(row[ln.PROCESSES])]
             for row in ln.per_job(a.lineage).head(TOP_ROWS).iter_rows(named=True)]
     return ["<h2>Lineage</h2>", graph, html_table(["job", "file", "role", "read", "written", "processes"], rows),

@@ -1,5 +1,6 @@
 """Lineage from a real recording, the application unchanged: a job prepares dataset shards,
-trains on them writing a checkpoint after each step, and resumes from the last checkpoint.
+trains on them writing a checkpoint after each step (and an empty marker at the end: made,
+not written), and resumes from the last checkpoint.
 Each process's data used and generated, the Python function that touched it, and what each
 checkpoint may derive from are what the workload itself did."""
 
@@ -25,9 +26,10 @@ def _record_job(side) -> dict:
 
 
 def _per_file(rows: list[dict], pid: int, column: str) -> dict[str, int]:
+    """A process's bytes per file read (column bytes_read) or generated (bytes_written)."""
     found: dict[str, int] = {}
     for row in rows:
-        if row["pid"] == pid and row[column]:
+        if row["pid"] == pid and (row["generated"] if column == "bytes_written" else row[column]):
             found[row["path"]] = found.get(row["path"], 0) + row[column]
     return found
 
@@ -50,7 +52,8 @@ def test_each_process_used_and_generated_what_the_job_did(root_required, kernel_
     train = job["train"]["pid"]
     functions = {(row["path"], row["py_function"]) for row in rows if row["pid"] == train}
     assert functions == ({(path, "load_shard") for path in job["train"]["read"]}
-                         | {(path, "save_checkpoint") for path in job["train"]["written"]})
+                         | {(path, "mark_done" if path.endswith("DONE") else "save_checkpoint")
+                            for path in job["train"]["written"]})
     links = {}
     for link in result["derived"]:
         assert link["pid"] == train, link  # only the trainer read data before writing some
@@ -88,7 +91,8 @@ def test_the_finisher_writes_the_lineage_into_the_trace_as_dftracers_provenance(
            for r in records[ACTIVITY]}
     train, resume = job["train"], job["resume"]
     assert did[(train["pid"], "load_shard")] == (set(train["read"]), set())
-    assert did[(train["pid"], "save_checkpoint")] == (set(), set(train["written"]))
+    assert did[(train["pid"], "save_checkpoint")] == (set(), {path for path in train["written"] if path.endswith(".pt")})
+    assert did[(train["pid"], "mark_done")] == (set(), {path for path in train["written"] if path.endswith("DONE")})
     assert did[(resume["pid"], "load_checkpoint")] == (set(resume["read"]), set())
     assert {(ids[r["args"]["subject"]], ids[r["args"]["object"]]) for r in records[RELATION]} == {
         (checkpoint, shard) for checkpoint, shards in train["before"].items() for shard in shards}

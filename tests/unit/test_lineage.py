@@ -32,9 +32,19 @@ def test_a_link_needs_the_source_read_before_the_target_was_last_written_by_the_
     assert links == [(1, "/d/a", "/o/x")]  # /d/b was read after x's last write
 
 
-def test_per_process_counts_files_read_and_written():
-    lineage = pl.DataFrame({s.JOB: ["7", "7", "7"], s.HOST: ["n1"] * 3, s.PID: [1, 1, 2], s.COMM: ["w", "w", "m"],
-                            s.PATH: ["/d/a", "/d/b", "/o/x"], ln.BYTES_READ: [10, 20, 0], ln.BYTES_WRITTEN: [0, 0, 5]})
+def test_per_process_counts_files_read_and_generated_an_empty_one_too():
+    lineage = pl.DataFrame({s.JOB: ["7"] * 4, s.HOST: ["n1"] * 4, s.PID: [1, 1, 2, 2], s.COMM: ["w", "w", "m", "m"],
+                            s.PATH: ["/d/a", "/d/b", "/o/x", "/o/DONE"], ln.BYTES_READ: [10, 20, 0, 0],
+                            ln.BYTES_WRITTEN: [0, 0, 5, 0], ln.GENERATED: [False, False, True, True]})
     rows = ln.per_process(lineage).select(s.PID, "files_read", ln.BYTES_READ, "files_written", ln.BYTES_WRITTEN).rows()
-    assert rows == [(1, 2, 30, 0, 0), (2, 0, 0, 1, 5)]
-    assert [ln.role(1, 0), ln.role(0, 1), ln.role(1, 1)] == ["used", "generated", "used and generated"]
+    assert rows == [(1, 2, 30, 0, 0), (2, 0, 0, 2, 5)]
+    assert [ln.role(1, False), ln.role(0, True), ln.role(1, True)] == ["used", "generated", "used and generated"]
+
+
+def test_an_open_that_makes_its_file_anew_is_told_from_one_that_does_not():
+    rdonly, wronly, rdwr = 0, 1, 2
+    opens = pl.DataFrame({s.OP: ["openat", "openat", "openat", "openat", "creat", "openat", "read"],
+                          s.RET: [3, 3, 3, 3, 3, -17, 4096],
+                          s.ARG: [wronly | ln.O_CREAT | ln.O_TRUNC, rdwr | ln.O_CREAT | ln.O_EXCL, wronly | ln.O_CREAT,
+                                  rdonly | ln.O_TRUNC, 0o644, wronly | ln.O_CREAT | ln.O_EXCL, wronly | ln.O_TRUNC]})
+    assert opens.select(ln.opened_anew()).to_series().to_list() == [True, True, False, False, True, False, False]

@@ -1,6 +1,8 @@
 """A training job's data in and out: a preparing process writes SHARDS dataset shards, a
-trainer reads two shards a step (in load_shard) and writes a checkpoint after each step (in
-save_checkpoint), and a resuming process reads the last checkpoint back (in load_checkpoint).
+trainer reads two shards a step (in load_shard), writes a checkpoint after each step (in
+save_checkpoint) and, at the end, creates an empty marker beside them (in mark_done: opened
+for writing, nothing written), and a resuming process reads the last checkpoint back (in
+load_checkpoint).
 Each process runs this file with its role. The parent prints one JSON line with what each
 did: {"LINEAGE": {"prepare": {...}, "train": {...}, "resume": {...}}}, each {"pid", "read":
 {path: bytes}, "written": {path: bytes}, "before": {checkpoint: [shards read before it]}}.
@@ -39,6 +41,12 @@ def save_checkpoint(path: str) -> None:
         handle.write(os.urandom(CHECKPOINT_BYTES))
 
 
+def mark_done(path: str) -> None:
+    """An empty file made (truncated for writing): generated, with no byte written."""
+    with open(path, "wb"):
+        pass
+
+
 def load_checkpoint(path: str) -> int:
     """A checkpoint read back whole."""
     with open(path, "rb") as handle:
@@ -62,7 +70,10 @@ def main() -> None:
                 read[path] = load_shard(path)
             save_checkpoint(checkpoint)
             before[checkpoint] = sorted(read)
-        _report(read, dict.fromkeys(checkpoints, CHECKPOINT_BYTES), before)
+        marker = os.path.join(directory, "ckpt", "DONE")
+        mark_done(marker)
+        before[marker] = sorted(read)
+        _report(read, {**dict.fromkeys(checkpoints, CHECKPOINT_BYTES), marker: 0}, before)
     elif role == "resume":
         _report({checkpoints[-1]: load_checkpoint(checkpoints[-1])}, {})
     else:

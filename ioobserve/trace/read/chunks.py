@@ -72,7 +72,7 @@ def event_chunks(path: Path, selection: Selection | None = None, damage: list[Da
 
 
 _NAMED_COLUMNS = [s.TS, s.DUR, s.PID, s.TID, s.LAYER, s.OP, s.FILE_ID, s.FD, s.RET, s.BYTES_REQ, s.BYTES,
-                  s.OFFSET, s.FLAGS, s.COUNTED, s.CGROUP, s.PY_STACK, s.PY_FRAME, s.STATUS]
+                  s.OFFSET, s.ARG, s.FLAGS, s.COUNTED, s.CGROUP, s.PY_STACK, s.PY_FRAME, s.STATUS]
 
 
 def _with_ids(named: pl.DataFrame) -> pl.DataFrame:
