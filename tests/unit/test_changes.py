@@ -55,3 +55,18 @@ def test_many_files_changing_together_are_said_once():
     said = file_changes(frame, 0.25)
     assert [change.text for change in said] == [
         "47 of the 48 files both runs used: calls went from 4 to 34 (×8.5) in the median one"]
+
+
+def test_an_operations_failed_requests_are_said_however_little_time_they_took():
+    from ioobserve.analysis.changes import row_changes
+
+    spec = c.TABLES["requests"]
+    columns = {"op": pl.String, "requests": pl.UInt64, "errors": pl.UInt64, "bytes": pl.UInt64, "time_ns": pl.UInt64}
+    before = pl.DataFrame([("GetObject", 1000, 0, 10 << 20, 9_000_000_000), ("HeadObject", 40, 2, 0, 4_000_000)],
+                          schema=columns, orient="row")
+    after = pl.DataFrame([("GetObject", 1000, 3, 10 << 20, 9_000_000_000), ("HeadObject", 40, 40, 0, 4_000_000)],
+                         schema=columns, orient="row")
+    found = row_changes("requests", c.side_by_side(before, after, spec), 0.25)
+    assert [(change.name, change.measure, change.baseline, change.variant) for change in found] == [
+        ("HeadObject", "errors", 2, 40)]  # GetObject's 3 are under the floor; HeadObject's time is 0.04% of it
+    assert "failed requests" in found[0].text
