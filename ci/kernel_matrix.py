@@ -239,8 +239,11 @@ def polars_compat() -> dict[str, str]:
     target = CACHE / f"polars-runtime-compat-{version}"
     if not (target / ".ready").exists():
         shutil.rmtree(target, ignore_errors=True)
-        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                        f"polars-runtime-compat=={version}"], check=True)
+        installed = subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                                    f"polars-runtime-compat=={version}"])
+        if installed.returncode != 0:
+            sys.exit(f"kernel-matrix: polars-runtime-compat=={version} (the guests' Polars for older CPUs) could not be "
+                     f"installed: keep pyproject.toml's polars at a version that has its compat build")
         (target / ".ready").touch()
     return {"PYTHONPATH": str(target), "POLARS_FORCE_PKG": "compat"}
 
