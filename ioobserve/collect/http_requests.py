@@ -29,8 +29,8 @@ socket call within AFTER_NS of the SSL write's start (the event loop's coroutine
 code that awaits them, in another thread, is not on any stack then).
 
 RequestBuilder keeps each connection's open request (its answer may go on in the next batch)
-and the heads (requests' and answers') whose events have not come yet. A request ends when the next one starts on its
-connection, when its process is gone, or at the end (`close`). A head that is no HTTP request
+and the heads (requests' and answers') whose events have not come yet. A request ends when
+the next one starts on its connection, when its process is gone, or at the end (`close`). A head that is no HTTP request
 (ioobserve.collect.object_requests) ends the one before it and makes no event (`garbled`).
 Per batch with Polars joins; Python touches each head and each ended request once.
 """
